@@ -1,0 +1,213 @@
+"""Operator alerts: what an alert says, and the sinks that deliver it.
+
+A sink never raises: a broken webhook must not stop the supervisor. Failures
+are logged on the `shepherd.alerts` logger instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, final, runtime_checkable
+
+import httpx
+
+from shepherd.core.records import JsonValue
+from shepherd.errors import ConfigError
+
+__all__ = [
+    "Alert",
+    "AlertSink",
+    "CallableSink",
+    "LogSink",
+    "WebhookSink",
+    "send_all",
+    "sink_from_spec",
+]
+
+logger = logging.getLogger("shepherd.alerts")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alert:
+    """A task that needs an operator, and why. It carries no payloads.
+
+    Attributes:
+        task_id: The task's id.
+        workflow: The task's workflow name.
+        key: The task's business key, if it has one.
+        reason: Why the task needs an operator.
+        failure_count: Expirations and failures so far.
+        at: When the alert was raised (aware UTC).
+    """
+
+    task_id: str
+    workflow: str
+    key: str | None
+    reason: str
+    failure_count: int
+    at: datetime
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """Return the alert as a JSON object, `at` in ISO 8601."""
+        return {
+            "task_id": self.task_id,
+            "workflow": self.workflow,
+            "key": self.key,
+            "reason": self.reason,
+            "failure_count": self.failure_count,
+            "at": self.at.isoformat(),
+        }
+
+
+@runtime_checkable
+class AlertSink(Protocol):
+    """Somewhere alerts go. Implementations should not raise."""
+
+    async def send(self, alert: Alert) -> None:
+        """Deliver one alert."""
+        ...
+
+
+@final
+class LogSink:
+    """Logs each alert at ERROR on the `shepherd.alerts` logger."""
+
+    __slots__ = ()
+
+    async def send(self, alert: Alert) -> None:
+        """Log the alert."""
+        logger.error(
+            "task %s needs an operator: %s (workflow %s, key %s, failures %d, at %s)",
+            alert.task_id,
+            alert.reason,
+            alert.workflow,
+            alert.key,
+            alert.failure_count,
+            alert.at.isoformat(),
+            extra={"alert": alert.to_json()},
+        )
+
+
+@final
+class WebhookSink:
+    """POSTs each alert as JSON to a URL; failures are logged, never raised.
+
+    Args:
+        url: An http:// or https:// URL.
+        timeout: Seconds before the request is abandoned.
+    """
+
+    __slots__ = ("_timeout", "url")
+
+    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+        self.url = url
+        self._timeout = timeout
+
+    async def send(self, alert: Alert) -> None:
+        """POST the alert; log if the request fails or the answer is not 2xx."""
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout) as client:
+                response = await client.post(self.url, json=alert.to_json())
+                response.raise_for_status()
+        except Exception as exc:  # a sink must never break the supervisor
+            logger.error(
+                "alert for task %s not delivered to webhook %s: %s",
+                alert.task_id,
+                _redact(self.url),
+                _describe(exc),
+            )
+
+    def __repr__(self) -> str:
+        return f"WebhookSink({_redact(self.url)!r})"
+
+
+@final
+class CallableSink:
+    """Calls a function with each alert; it may be sync or async. Exceptions are logged.
+
+    Args:
+        fn: Called as `fn(alert)`; if it returns an awaitable, that is awaited.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Alert], object]) -> None:
+        self.fn = fn
+
+    async def send(self, alert: Alert) -> None:
+        """Call the function with the alert; log what it raises."""
+        try:
+            outcome = self.fn(alert)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:  # a sink must never break the supervisor
+            logger.exception("alert sink %r failed for task %s", self.fn, alert.task_id)
+
+
+async def send_all(sinks: Iterable[AlertSink], alert: Alert) -> None:
+    """Send one alert to every sink concurrently; a failing sink is logged, not raised.
+
+    Args:
+        sinks: Where the alert goes.
+        alert: The alert.
+    """
+    sinks = list(sinks)
+    outcomes = await asyncio.gather(*(sink.send(alert) for sink in sinks), return_exceptions=True)
+    for sink, outcome in zip(sinks, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            logger.error("alert sink %r failed for task %s", sink, alert.task_id, exc_info=outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+
+
+def sink_from_spec(spec: str | AlertSink | Callable[[Alert], object]) -> AlertSink:
+    """Build a sink from a short description.
+
+    Args:
+        spec: `"log"`, an `http://` or `https://` URL, an AlertSink, or a
+            function taking an Alert (sync or async).
+
+    Returns:
+        The sink.
+
+    Raises:
+        ConfigError: The spec is none of those (field `alerts`).
+    """
+    if isinstance(spec, str):
+        if spec == "log":
+            return LogSink()
+        if spec.startswith(("http://", "https://")):
+            return WebhookSink(spec)
+        shown = _redact(spec) if "://" in spec else repr(spec)
+        raise ConfigError(
+            "alerts", f"unknown alert sink {shown}: expected 'log', an http(s):// URL or a callable"
+        )
+    if isinstance(spec, AlertSink):
+        return spec
+    if callable(spec):
+        return CallableSink(spec)
+    raise ConfigError(
+        "alerts",
+        f"unknown alert sink of type {type(spec).__name__}: expected 'log', an http(s):// URL or a callable",
+    )
+
+
+def _redact(url: str) -> str:
+    """The URL without credentials or query string, which may hold secrets."""
+    try:
+        parsed = httpx.URL(url)
+    except Exception:
+        return "<invalid URL>"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return f"{parsed.scheme}://{parsed.host}{port}{parsed.path}"
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

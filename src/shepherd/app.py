@@ -1,0 +1,370 @@
+"""App: registers workflows and agents; submits tasks; runs the roles.
+
+An App owns its registry, its store, its clock and its alert sinks. It opens
+lazily on first use, or explicitly with `async with App(...) as app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
+
+from shepherd.agent import Agent, AgentWorker, Handler
+from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
+from shepherd.clock import Clock, SystemClock
+from shepherd.config import Settings
+from shepherd.core.records import Event, JsonValue, Task
+from shepherd.core.retry import RetryPolicy
+from shepherd.core.states import ProcessState
+from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
+from shepherd.errors import (
+    ConfigError,
+    TaskFailedError,
+    UnknownTaskError,
+    UnknownWorkflowError,
+)
+from shepherd.scheduler import Scheduler
+from shepherd.store import open_store
+from shepherd.store import signals as ch
+from shepherd.store.contract import NewTask
+from shepherd.store.signals import Signals
+from shepherd.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from shepherd.context import WorkflowContext
+    from shepherd.store.contract import Store
+
+log = logging.getLogger("shepherd")
+
+WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[JsonValue]]
+F = TypeVar("F", bound=Callable[..., Any])
+ROLES = ("scheduler", "agent", "supervisor")
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workflow:
+    """A registered workflow: its function and its supervision policy."""
+
+    name: str
+    fn: WorkflowFn
+    complete_within: float
+    policy: SupervisionPolicy
+
+
+def instance_id() -> str:
+    """A name for this process's role instances: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
+
+
+@final
+class App:
+    """A shepherd application."""
+
+    def __init__(
+        self,
+        store: str | None = None,
+        *,
+        alerts: Iterable[str | AlertSink | Callable[[Alert], object]] = ("log",),
+        clock: Clock | None = None,
+        **settings: Any,
+    ) -> None:
+        """Create an app; nothing is opened until first use.
+
+        Args:
+            store: The store URL (`sqlite:///shepherd.db` by default, or
+                `postgresql://...`); `SHEPHERD_STORE` when omitted.
+            alerts: Where operator alerts go: "log", webhook URLs, callables.
+            clock: The clock (tests pass a fake one).
+            **settings: Any field of `Settings`; `SHEPHERD_*` variables otherwise.
+
+        Raises:
+            ConfigError: A setting or alert sink is invalid.
+        """
+        if store is not None:
+            settings["store"] = store
+        self.settings = Settings.from_env(**settings)
+        self.clock: Clock = clock or SystemClock()
+        self.sinks: list[AlertSink] = [sink_from_spec(s) for s in alerts]
+        self.workflows: dict[str, Workflow] = {}
+        self.agents: dict[str, Agent] = {}
+        self._store: Store | None = None
+        self._opened = False
+        self._open_lock: asyncio.Lock | None = None
+        self._alerts: set[asyncio.Task[None]] = set()
+        self.instance = instance_id()
+
+    # -- registration ------------------------------------------------------
+    def workflow(
+        self,
+        name: str | None = None,
+        *,
+        complete_within: float | None = None,
+        max_failures: int = 3,
+        on_exhausted: Literal["error", "compensate"] = "error",
+        backoff: BackoffPolicy | None = None,
+    ) -> Callable[[F], F]:
+        """Register `async def flow(ctx, data)` as a workflow.
+
+        Args:
+            name: The workflow's name (default: the function's name).
+            complete_within: Seconds a claim may go without progress before the
+                supervisor deems it failed.
+            max_failures: Expirations tolerated before `on_exhausted` applies.
+            on_exhausted: "error" (operator alert) or "compensate" (undo).
+            backoff: The wait before a reset task may be claimed again.
+        """
+        if on_exhausted not in ("error", "compensate"):
+            raise ConfigError("on_exhausted", f"must be 'error' or 'compensate', not {on_exhausted!r}")
+        try:
+            policy = SupervisionPolicy(
+                max_failures=max_failures,
+                on_exhausted=on_exhausted,
+                backoff=backoff or BackoffPolicy(),
+            )
+        except ValueError as exc:
+            raise ConfigError("workflow", str(exc)) from None
+        within = self.settings.default_complete_within if complete_within is None else complete_within
+        if within <= 0:
+            raise ConfigError("complete_within", "must be a positive number of seconds")
+
+        def register(fn: F) -> F:
+            wf_name = name or fn.__name__
+            self.workflows[wf_name] = Workflow(
+                name=wf_name, fn=fn, complete_within=float(within), policy=policy
+            )
+            return fn
+
+        return register
+
+    def agent(
+        self,
+        name: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        within: float | None = None,
+    ) -> Callable[[F], F]:
+        """Register `async def handler(request)` as an agent.
+
+        Args:
+            name: The agent's name (default: the function's name).
+            retry: How transient failures are retried inside `complete_by`.
+            within: Default seconds a call to this agent may take.
+        """
+        if within is not None and within <= 0:
+            raise ConfigError("within", "must be a positive number of seconds")
+
+        def register(fn: F) -> F:
+            agent_name = name or fn.__name__
+            self.agents[agent_name] = Agent(
+                name=agent_name, fn=fn, retry=retry or RetryPolicy(), within=within
+            )
+            return fn
+
+        return register
+
+    # -- life cycle --------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        """The state store (created on first use, opened by `open`)."""
+        if self._store is None:
+            self._store = open_store(
+                self.settings.store,
+                clock=self.clock,
+                sqlite_synchronous=self.settings.sqlite_synchronous,
+            )
+        return self._store
+
+    async def open(self) -> App:
+        """Open the store and apply migrations (idempotent)."""
+        if self._opened:
+            return self
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if not self._opened:
+                await self.store.open()
+                self._opened = True
+        return self
+
+    async def close(self) -> None:
+        """Wait for alerts in flight and close the store."""
+        if self._alerts:
+            await asyncio.gather(*self._alerts, return_exceptions=True)
+        if self._store is not None:
+            await self._store.close()
+        self._opened = False
+
+    async def __aenter__(self) -> App:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- application API -----------------------------------------------------
+    async def submit(
+        self,
+        workflow: str,
+        data: JsonValue = None,
+        *,
+        key: str | None = None,
+        reply_to: str | None = None,
+    ) -> str:
+        """Submit a task; return its id. A repeated `key` returns the existing task's id.
+
+        Raises:
+            UnknownWorkflowError: No workflow of that name is registered.
+            PayloadError: `data` is not acceptable JSON.
+        """
+        spec = self.workflows.get(workflow)
+        if spec is None:
+            raise UnknownWorkflowError(workflow, list(self.workflows))
+        await self.open()
+        submitted = await self.store.submit_task(
+            NewTask(
+                workflow=workflow,
+                input=data,
+                key=key,
+                reply_to=reply_to,
+                complete_within=spec.complete_within,
+            )
+        )
+        return submitted.task_id
+
+    async def get_task(self, task_id: str) -> Task:
+        """The task with its steps. Raises UnknownTaskError."""
+        await self.open()
+        task = await self.store.get_task(task_id)
+        if task is None:
+            raise UnknownTaskError(task_id)
+        return task
+
+    async def list_tasks(self, *, states: Sequence[ProcessState] = (), limit: int = 100) -> list[Task]:
+        """Tasks, newest first, optionally only those in `states`."""
+        await self.open()
+        return await self.store.list_tasks(states=states, limit=limit)
+
+    async def history(self, task_id: str) -> list[Event]:
+        """A task's events, oldest first."""
+        await self.open()
+        return await self.store.task_events(task_id)
+
+    async def retry(self, task_id: str, *, seq: int | None = None, payload: JsonValue = None) -> Task:
+        """Put an `error` task back to work from its failed step (or step `seq`)."""
+        await self.open()
+        return await self.store.retry_task(task_id, seq=seq, payload=payload)
+
+    async def cancel(self, task_id: str) -> Task:
+        """Undo a task that has not ended: it is compensated, then `cancelled`."""
+        await self.open()
+        return await self.store.cancel_task(task_id)
+
+    async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:
+        """Wait for the task to end and return its result.
+
+        Raises:
+            TaskFailedError: The task ended compensated, cancelled or in error.
+            TimeoutError: It did not end within `timeout` seconds.
+            UnknownTaskError: No such task.
+        """
+        await self.open()
+        store = self.store
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            wake = store.signals.event(ch.task_channel(task_id))
+            task = await store.get_task(task_id)
+            if task is None:
+                raise UnknownTaskError(task_id)
+            if task.process_state is ProcessState.PROCESSED:
+                return task.result
+            if task.process_state in (ProcessState.ERROR, ProcessState.COMPENSATED, ProcessState.CANCELLED):
+                raise TaskFailedError(task_id, str(task.process_state), task.error)
+            wait = self.settings.poll_interval * 5
+            if deadline is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError(f"task {task_id} did not end within {timeout}s")
+                wait = min(wait, remaining)
+            await Signals.wait(wake, wait)
+
+    async def events(self, reply_to: str | None, *, after_id: int = 0) -> AsyncIterator[Event]:
+        """Status events for `reply_to` (all events when None), as they happen."""
+        await self.open()
+        store = self.store
+        cursor = after_id
+        while True:
+            wake = store.signals.event(ch.EVENTS)
+            batch = await store.read_events(reply_to=reply_to, after_id=cursor)
+            for event in batch:
+                cursor = event.id
+                yield event
+            if not batch:
+                await Signals.wait(wake, self.settings.poll_interval)
+
+    # -- alerts ------------------------------------------------------------
+    def raise_alert(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:
+        """Send an operator alert to every sink, in the background."""
+        alert = Alert(
+            task_id=task.id,
+            workflow=task.workflow,
+            key=task.key,
+            reason=reason,
+            failure_count=task.failure_count if failure_count is None else failure_count,
+            at=self.clock.now(),
+        )
+        job = asyncio.get_running_loop().create_task(send_all(self.sinks, alert))
+        self._alerts.add(job)
+        job.add_done_callback(self._alerts.discard)
+
+    # -- roles -------------------------------------------------------------
+    async def run(self, roles: Sequence[str] = ROLES, *, ready: Callable[[], None] | None = None) -> None:
+        """Run the given roles in this process until cancelled."""
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown or not roles:
+            raise ConfigError("roles", f"unknown roles {unknown} (choose from {', '.join(ROLES)})")
+        await self.open()
+        workers = self.build_roles(roles)
+        jobs = [asyncio.create_task(w.run(), name=f"shepherd-{type(w).__name__}") for w in workers]
+        if ready is not None:
+            ready()
+        try:
+            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
+            for job in done:
+                job.result()
+        finally:
+            for job in jobs:
+                job.cancel()
+            await asyncio.gather(*jobs, return_exceptions=True)
+
+    def build_roles(self, roles: Sequence[str]) -> list[Scheduler | AgentWorker | Supervisor]:
+        """The role instances for `roles`, named after this process."""
+        built: list[Scheduler | AgentWorker | Supervisor] = []
+        if "scheduler" in roles:
+            built.append(Scheduler(self, owner=f"{self.instance}/s"))
+        if "agent" in roles:
+            built.append(AgentWorker(self, worker=f"{self.instance}/a"))
+        if "supervisor" in roles:
+            built.append(Supervisor(self, holder=f"{self.instance}/v"))
+        return built
+
+    @contextlib.asynccontextmanager
+    async def running(self, roles: Sequence[str] = ROLES) -> AsyncIterator[App]:
+        """Run the roles in the background for the duration of the block."""
+        await self.open()
+        job = asyncio.create_task(self.run(roles))
+        try:
+            yield self
+        finally:
+            job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+
+
+__all__ = ["App", "Handler", "Workflow"]

@@ -1,0 +1,177 @@
+"""Settings: keyword arguments over `SHEPHERD_*` environment variables over defaults.
+
+Every value is validated when the settings are built; a bad one raises
+ConfigError naming the field (and the environment variable it came from).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import final
+
+from shepherd.errors import ConfigError
+
+__all__ = ["ENV_PREFIX", "Settings"]
+
+#: Environment variables are named ENV_PREFIX + the field name in upper case.
+ENV_PREFIX = "SHEPHERD_"
+
+_SCHEMES = ("sqlite", "postgresql", "postgres")
+_SYNCHRONOUS = ("FULL", "NORMAL")
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """How one shepherd process runs. Durations are float seconds.
+
+    Attributes:
+        store: The state store URL: `sqlite:///path` or `postgresql://...`.
+        supervisor_interval: Seconds between the supervisor's scans.
+        claim_batch: Most tasks a scheduler claims in one transaction.
+        max_in_flight: Most workflows running at once in one scheduler.
+        agent_concurrency: Most agent handlers running at once in one worker.
+        poll_interval: Seconds between fallback polls when no wake-up arrives.
+        lease_ttl: Seconds a supervisor's leadership lease lasts unrenewed.
+        default_complete_within: A workflow's default progress window, in seconds.
+        default_step_within: A step's default deadline, in seconds.
+        max_payload_bytes: Largest accepted payload, in bytes of UTF-8 JSON.
+        sqlite_synchronous: SQLite durability, `FULL` (survives power loss) or
+            `NORMAL` (faster; the last commits may be lost on power loss).
+
+    Raises:
+        ConfigError: A value is of the wrong type or out of range.
+    """
+
+    store: str = "sqlite:///shepherd.db"
+    supervisor_interval: float = 1.0
+    claim_batch: int = 256
+    max_in_flight: int = 10000
+    agent_concurrency: int = 1000
+    poll_interval: float = 0.2
+    lease_ttl: float = 5.0
+    default_complete_within: float = 30.0
+    default_step_within: float = 30.0
+    max_payload_bytes: int = 1048576
+    sqlite_synchronous: str = "FULL"
+
+    def __post_init__(self) -> None:
+        for name in _TYPES:
+            try:
+                value = _normalize(name, getattr(self, name))
+            except _Problem as problem:
+                raise ConfigError(name, str(problem)) from None
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        shown = {name: getattr(self, name) for name in _TYPES}
+        shown["store"] = _redact(self.store)
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Build settings from keyword arguments, then the environment, then defaults.
+
+        Args:
+            env: The environment to read `SHEPHERD_<FIELD>` variables from;
+                `os.environ` when None.
+            **overrides: Field values, which win over the environment.
+
+        Returns:
+            The validated settings.
+
+        Raises:
+            ConfigError: An unknown field, or a value of the wrong type or out of
+                range; the message names the field and any environment variable.
+        """
+        env = os.environ if env is None else env
+        for name in overrides:
+            if name not in _TYPES:
+                raise ConfigError(name, f"unknown setting (known: {', '.join(_TYPES)})")
+        values: dict[str, object] = {}
+        for name, kind in _TYPES.items():
+            if name in overrides:
+                values[name] = overrides[name]
+                continue
+            var = ENV_PREFIX + name.upper()
+            if var not in env:
+                continue
+            raw = env[var]
+            shown = var if name == "store" else f"{var}={raw!r}"  # a URL may hold a password
+            try:
+                values[name] = _normalize(name, _parse(raw, kind))
+            except _Problem as problem:
+                raise ConfigError(name, f"{problem} (from {shown})") from None
+        return cls(**values)  # type: ignore[arg-type]
+
+
+class _Problem(Exception):
+    """What is wrong with one value; becomes a ConfigError naming the field."""
+
+
+#: Field name -> its Python type (annotations are strings under `from __future__`).
+_TYPES: dict[str, type] = {
+    f.name: {"str": str, "int": int, "float": float}[str(f.type)] for f in fields(Settings)
+}
+
+
+def _parse(raw: str, kind: type) -> object:
+    text = raw.strip()
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise _Problem("must be an integer") from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise _Problem("must be a number of seconds") from None
+    return text
+
+
+def _normalize(name: str, value: object) -> object:
+    kind = _TYPES[name]
+    if kind is str:
+        if not isinstance(value, str):
+            raise _Problem(f"must be a string, not {type(value).__name__}")
+        if name == "store":
+            return _check_store(value)
+        upper = value.upper()
+        if upper not in _SYNCHRONOUS:
+            raise _Problem(f"must be one of {', '.join(_SYNCHRONOUS)}, not {value!r}")
+        return upper
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Problem(f"must be a number, not {type(value).__name__}")
+    if kind is int:
+        if not isinstance(value, int):
+            raise _Problem(f"must be an integer, not {value!r}")
+        if value <= 0:
+            raise _Problem(f"must be a positive integer, not {value}")
+        return value
+    if not math.isfinite(value) or value <= 0:
+        raise _Problem(f"must be a positive number of seconds, not {value}")
+    return float(value)
+
+
+def _check_store(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        raise _Problem("must be a URL such as sqlite:///shepherd.db or postgresql://host/db")
+    if scheme.lower() not in _SCHEMES:
+        # Show only the scheme: the rest of a URL may hold a password.
+        raise _Problem(
+            f"unsupported scheme {scheme!r}; expected sqlite://, postgresql:// or postgres://"
+        )
+    if not rest:
+        raise _Problem(f"{scheme}:// URL names no database")
+    return url
+
+
+def _redact(url: str) -> str:
+    """The URL with any password replaced by `***`, for reprs and logs."""
+    return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)

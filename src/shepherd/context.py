@@ -1,0 +1,157 @@
+"""WorkflowContext: `await ctx.call(agent, payload)` is one checkpointed step."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import TYPE_CHECKING, final
+
+from shepherd.core import replay
+from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.states import StepKind, StepState
+from shepherd.errors import NonDeterminismError, PermanentError, StaleEpochError, UnknownAgentError
+from shepherd.store.contract import StepStart
+
+if TYPE_CHECKING:
+    from shepherd.scheduler import Scheduler
+
+
+class Abandoned(BaseException):  # noqa: N818 - a control-flow signal, like CancelledError
+    """The scheduler lost its claim (fenced off, or past complete_by): stop silently.
+
+    A BaseException so that a workflow's `except Exception` cannot swallow it.
+    """
+
+
+@final
+class WorkflowContext:
+    """What a workflow function receives: its task, and `call` to run steps."""
+
+    def __init__(self, scheduler: Scheduler, task: Task) -> None:
+        self._scheduler = scheduler
+        self.task = task
+        self.task_id = task.id
+        self.key = task.key
+        self.epoch = task.lock_epoch
+        self.steps: dict[int, Step] = {s.seq: s for s in task.steps}
+        self._seq = 0
+
+    async def call(
+        self,
+        agent: str,
+        payload: JsonValue = None,
+        *,
+        within: float | None = None,
+        undo: str | None = None,
+    ) -> JsonValue:
+        """Run one step through `agent` and return its JSON result.
+
+        Args:
+            agent: The registered agent's name.
+            payload: The JSON request for the agent.
+            within: Seconds the step may take before it is deemed failed.
+            undo: The agent that compensates this step if the task is undone.
+
+        Raises:
+            PermanentError: The agent failed the step permanently.
+            UnknownAgentError: No agent of that name is registered.
+        """
+        self._seq += 1
+        seq = self._seq
+        app = self._scheduler.app
+        if agent not in app.agents:
+            raise UnknownAgentError(agent)
+        if undo is not None and undo not in app.agents:
+            raise UnknownAgentError(undo)
+        recorded = self.steps.get(seq)
+        decision = replay.decide(recorded, agent, seq)
+        if isinstance(decision, replay.Replay):
+            return decision.result
+        if isinstance(decision, replay.ReplayFailure):
+            raise _permanent(decision.error, agent, seq)
+        if isinstance(decision, replay.NonDeterminism):
+            raise NonDeterminismError(self.task_id, seq, decision.recorded, decision.called)
+        if recorded is not None and recorded.state is StepState.NOT_STARTED and recorded.request is not None:
+            payload = recorded.request  # an operator's replacement payload
+        return await self.run_step(
+            seq=seq,
+            agent=agent,
+            payload=payload,
+            within=within,
+            attempt=decision.attempt,
+            kind=StepKind.FORWARD,
+            undo=undo,
+        )
+
+    async def run_step(
+        self,
+        *,
+        seq: int,
+        agent: str,
+        payload: JsonValue,
+        within: float | None,
+        attempt: int,
+        kind: StepKind,
+        undo: str | None = None,
+        compensates: int | None = None,
+    ) -> JsonValue:
+        """Record the step running, send its request, and wait for the reply."""
+        scheduler = self._scheduler
+        step_within = within if within is not None else scheduler.default_step_within(agent)
+        future = scheduler.expect_reply(self.task_id, seq)
+        try:
+            try:
+                complete_by = await scheduler.store.start_step(
+                    StepStart(
+                        task_id=self.task_id,
+                        owner=scheduler.owner,
+                        epoch=self.epoch,
+                        seq=seq,
+                        agent=agent,
+                        payload=payload,
+                        within=step_within,
+                        attempt=attempt,
+                        kind=kind,
+                        undo=undo,
+                        compensates=compensates,
+                    )
+                )
+            except StaleEpochError as exc:
+                raise Abandoned from exc
+            remaining = (complete_by - scheduler.store.now()).total_seconds()
+            try:
+                ok, body = await asyncio.wait_for(future, remaining + scheduler.reply_grace)
+            except TimeoutError:
+                # Past complete_by: someone else may already be retrying this step.
+                raise Abandoned from None
+        finally:
+            scheduler.forget_reply(self.task_id, seq)
+        step = Step(
+            task_id=self.task_id,
+            seq=seq,
+            agent=agent,
+            kind=kind,
+            state=StepState.COMPLETED if ok else StepState.FAILED,
+            attempt=attempt,
+            request=payload,
+            result=body if ok else None,
+            error=None if ok else body,
+            undo=undo,
+            compensates=compensates,
+        )
+        self.steps[seq] = step
+        if kind is StepKind.UNDO and ok and compensates in self.steps:
+            self.steps[compensates] = replace(self.steps[compensates], state=StepState.COMPENSATED)
+        if not ok:
+            raise _permanent(body, agent, seq)
+        return body
+
+
+def _permanent(error: JsonValue, agent: str, seq: int) -> PermanentError:
+    message = error.get("message") if isinstance(error, dict) else None
+    return PermanentError(
+        str(message) if message else f"agent {agent!r} failed step {seq}",
+        agent=agent,
+        seq=seq,
+        detail=error,
+    )

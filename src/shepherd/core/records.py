@@ -1,0 +1,108 @@
+"""Frozen records read from and written to the state store.
+
+Instants are aware UTC datetimes (`*_at`, `*_by`); payloads are JSON values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shepherd.core.states import ProcessState, StepKind, StepState
+
+#: A value that JSON can carry. `Any` appears in shepherd only under this name.
+JsonValue = Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One step of a task: a `ctx.call`, or an undo during compensation."""
+
+    task_id: str
+    seq: int
+    agent: str
+    state: StepState
+    kind: StepKind = StepKind.FORWARD
+    attempt: int = 0
+    complete_by: datetime | None = None
+    request: JsonValue = None
+    result: JsonValue = None
+    error: JsonValue = None
+    undo: str | None = None
+    #: For an undo step, the seq of the forward step it compensates.
+    compensates: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """The seed's task record."""
+
+    id: str
+    workflow: str
+    key: str | None
+    input: JsonValue
+    process_state: ProcessState
+    locked_by: str | None
+    lock_epoch: int
+    complete_by: datetime | None
+    failure_count: int
+    not_before: datetime
+    reply_to: str | None
+    created_at: datetime
+    updated_at: datetime
+    result: JsonValue = None
+    error: JsonValue = None
+    cancel_requested: bool = False
+    steps: tuple[Step, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """A message on an agent's request queue."""
+
+    id: int
+    agent: str
+    task_id: str
+    seq: int
+    attempt: int
+    lock_epoch: int
+    payload: JsonValue
+    complete_by: datetime
+    kind: StepKind = StepKind.FORWARD
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """A message on the reply queue: an agent's answer to one request."""
+
+    id: int
+    task_id: str
+    seq: int
+    attempt: int
+    lock_epoch: int
+    ok: bool
+    body: JsonValue
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One entry of the append-only event log."""
+
+    id: int
+    task_id: str
+    key: str | None
+    reply_to: str | None
+    kind: str
+    detail: JsonValue
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """A named lease (supervisor leadership): who holds it, with which epoch, until when."""
+
+    name: str
+    holder: str
+    epoch: int
+    expires_at: datetime

@@ -1,0 +1,273 @@
+"""The task state machine, as pure functions over `Task` records.
+
+Each function returns the new record or raises: `IllegalTransition` when the move
+does not apply to the task's state, `StaleEpoch` when an owner's write is fenced
+off. Stores implement the same rules in their conditional updates; this module is
+their model in property tests, and validates operator actions.
+
+Every claim and every supervisor or operator takeover bumps `lock_epoch`; an
+owner's writes carry the epoch it claimed with, so a zombie owner changes nothing.
+Whenever the lock is released, `complete_by` is cleared with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from shepherd.core.states import CLAIMABLE_STATES, ProcessState, can_move
+from shepherd.core.supervision import Escalate, Reset, is_expired
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+    from datetime import datetime
+
+    from shepherd.core.records import JsonValue, Task
+    from shepherd.core.supervision import Decision
+
+#: The states an owner may end a task in with `fail`.
+FAIL_STATES: frozenset[ProcessState] = frozenset(
+    {ProcessState.ERROR, ProcessState.COMPENSATED, ProcessState.CANCELLED}
+)
+
+
+class IllegalTransition(ValueError):
+    """The move does not apply to the task in its current state."""
+
+    def __init__(self, task: Task, target: ProcessState | str, why: str = "") -> None:
+        self.task_id = task.id
+        self.state = task.process_state
+        self.target = target
+        detail = f": {why}" if why else ""
+        super().__init__(
+            f"task {task.id}: illegal transition {task.process_state} -> {target}{detail}"
+        )
+
+
+class StaleEpoch(ValueError):
+    """An owner's write was fenced off: it no longer holds the task at that epoch."""
+
+    def __init__(self, task: Task, *, owner: str, epoch: int) -> None:
+        self.task_id = task.id
+        self.owner = owner
+        self.epoch = epoch
+        super().__init__(
+            f"task {task.id}: {owner!r} at lock_epoch {epoch} is stale "
+            f"(locked_by={task.locked_by!r}, lock_epoch={task.lock_epoch})"
+        )
+
+
+def _require(
+    task: Task, target: ProcessState, sources: Collection[ProcessState], why: str = ""
+) -> None:
+    if task.process_state not in sources or not can_move(task.process_state, target):
+        raise IllegalTransition(task, target, why)
+
+
+def check_owner(task: Task, *, owner: str, epoch: int) -> None:
+    """Raise `StaleEpoch` unless `owner` holds `task` at `epoch` (the fencing rule)."""
+    if task.lock_epoch != epoch or task.locked_by != owner:
+        raise StaleEpoch(task, owner=owner, epoch=epoch)
+
+
+def claim(task: Task, *, owner: str, now: datetime, complete_within: float) -> Task:
+    """A scheduler takes a claimable task: it must finish or make progress by `complete_by`.
+
+    The task must be `pending` or `compensating`, unowned, with `not_before` passed.
+    A pending task becomes `processing`; a compensating one stays `compensating`.
+
+    Raises:
+        IllegalTransition: The task cannot be claimed now.
+        ValueError: `complete_within` is not positive.
+    """
+    if not complete_within > 0:
+        raise ValueError(f"complete_within must be > 0, got {complete_within!r}")
+    target = (
+        ProcessState.COMPENSATING
+        if task.process_state is ProcessState.COMPENSATING
+        else ProcessState.PROCESSING
+    )
+    _require(task, target, CLAIMABLE_STATES)
+    if task.locked_by is not None:
+        raise IllegalTransition(task, target, f"locked by {task.locked_by!r}")
+    if task.not_before > now:
+        raise IllegalTransition(task, target, f"not before {task.not_before.isoformat()}")
+    return replace(
+        task,
+        process_state=target,
+        locked_by=owner,
+        lock_epoch=task.lock_epoch + 1,
+        complete_by=now + timedelta(seconds=complete_within),
+        updated_at=now,
+    )
+
+
+def finish(task: Task, *, owner: str, epoch: int, result: JsonValue, now: datetime) -> Task:
+    """The owner records the workflow's result: `processing` -> `processed`, unlocked.
+
+    Raises:
+        StaleEpoch: `owner` does not hold the task at `epoch`.
+        IllegalTransition: The task is not `processing`.
+    """
+    check_owner(task, owner=owner, epoch=epoch)
+    _require(task, ProcessState.PROCESSED, {ProcessState.PROCESSING})
+    return replace(
+        task,
+        process_state=ProcessState.PROCESSED,
+        locked_by=None,
+        complete_by=None,
+        result=result,
+        updated_at=now,
+    )
+
+
+def fail(
+    task: Task,
+    *,
+    owner: str,
+    epoch: int,
+    state: ProcessState,
+    error: JsonValue,
+    now: datetime,
+) -> Task:
+    """The owner ends the task without a result, in `state`, unlocked.
+
+    `state` is `error` (from `processing` or `compensating`), or `compensated` or
+    `cancelled` (from `compensating`).
+
+    Raises:
+        StaleEpoch: `owner` does not hold the task at `epoch`.
+        IllegalTransition: `state` is not an end state reachable from the task's state.
+    """
+    check_owner(task, owner=owner, epoch=epoch)
+    if state not in FAIL_STATES:
+        raise IllegalTransition(task, state, "fail ends a task in error, compensated or cancelled")
+    _require(task, state, {ProcessState.PROCESSING, ProcessState.COMPENSATING})
+    return replace(
+        task,
+        process_state=state,
+        locked_by=None,
+        complete_by=None,
+        error=error,
+        updated_at=now,
+    )
+
+
+def start_compensation(
+    task: Task, *, owner: str, epoch: int, error: JsonValue, now: datetime
+) -> Task:
+    """The owner turns to compensation: `processing` -> `compensating`, keeping the lock.
+
+    `failure_count` restarts at 0: compensation has its own budget of failures.
+
+    Raises:
+        StaleEpoch: `owner` does not hold the task at `epoch`.
+        IllegalTransition: The task is not `processing`.
+    """
+    check_owner(task, owner=owner, epoch=epoch)
+    _require(task, ProcessState.COMPENSATING, {ProcessState.PROCESSING})
+    return replace(
+        task,
+        process_state=ProcessState.COMPENSATING,
+        failure_count=0,
+        error=error,
+        updated_at=now,
+    )
+
+
+def apply(task: Task, decision: Decision, *, now: datetime) -> Task:
+    """The supervisor applies its decision about an expired claim.
+
+    Every decision releases the lock and bumps `lock_epoch`, fencing off the old owner.
+    `Reset` makes the task claimable after `not_before` (`pending`, or still
+    `compensating`); `Escalate` moves it to `error` with the reason; `Compensate`
+    moves a `processing` task to `compensating`, claimable at once.
+
+    Raises:
+        IllegalTransition: The task's claim has not expired (see
+            `supervision.is_expired`), or the decision does not fit its state.
+    """
+    if isinstance(decision, Reset):
+        target = decision.process_state
+        expected = (
+            ProcessState.COMPENSATING
+            if task.process_state is ProcessState.COMPENSATING
+            else ProcessState.PENDING
+        )
+        if target is not expected:
+            raise IllegalTransition(task, target, f"a reset leads to {expected}")
+        not_before, error = decision.not_before, task.error
+    elif isinstance(decision, Escalate):
+        target = ProcessState.ERROR
+        not_before, error = task.not_before, {"reason": decision.reason}
+    else:
+        target = ProcessState.COMPENSATING
+        if task.process_state is not ProcessState.PROCESSING:
+            raise IllegalTransition(task, target, "only a processing task is compensated")
+        not_before, error = now, task.error
+    if not is_expired(task, now=now):
+        raise IllegalTransition(task, target, "its claim has not expired")
+    _require(task, target, {ProcessState.PROCESSING, ProcessState.COMPENSATING})
+    return replace(
+        task,
+        process_state=target,
+        locked_by=None,
+        lock_epoch=task.lock_epoch + 1,
+        complete_by=None,
+        failure_count=decision.failure_count,
+        not_before=not_before,
+        error=error,
+        updated_at=now,
+    )
+
+
+def operator_retry(task: Task, *, now: datetime) -> Task:
+    """An operator retries a task in `error`: `pending`, claimable now, failures forgotten.
+
+    Raises:
+        IllegalTransition: The task is not in `error`.
+    """
+    _require(task, ProcessState.PENDING, {ProcessState.ERROR})
+    return replace(
+        task,
+        process_state=ProcessState.PENDING,
+        locked_by=None,
+        lock_epoch=task.lock_epoch + 1,
+        complete_by=None,
+        failure_count=0,
+        not_before=now,
+        error=None,
+        cancel_requested=False,
+        updated_at=now,
+    )
+
+
+def operator_cancel(task: Task, *, now: datetime) -> Task:
+    """An operator cancels a task: it is compensated, then ends `cancelled`.
+
+    A `pending`, `processing` or `error` task becomes `compensating`, unowned (the
+    old owner is fenced off) and claimable now, with a fresh failure budget. A task
+    already `compensating` keeps its owner and only records the request.
+
+    Raises:
+        IllegalTransition: The task has already ended.
+    """
+    if task.process_state is ProcessState.COMPENSATING:
+        return replace(task, cancel_requested=True, updated_at=now)
+    _require(
+        task,
+        ProcessState.COMPENSATING,
+        {ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR},
+    )
+    return replace(
+        task,
+        process_state=ProcessState.COMPENSATING,
+        locked_by=None,
+        lock_epoch=task.lock_epoch + 1,
+        complete_by=None,
+        failure_count=0,
+        not_before=now,
+        cancel_requested=True,
+        updated_at=now,
+    )

@@ -1,0 +1,135 @@
+"""Every error shepherd raises, in one tree.
+
+    ShepherdError
+    ├── ConfigError                 invalid setting; names the field
+    ├── StoreUnavailableError       the store URL cannot be opened or reached
+    ├── UnknownWorkflowError        no workflow of that name is registered
+    ├── UnknownAgentError           no agent of that name is registered
+    ├── UnknownTaskError            no task with that id
+    ├── PayloadError                malformed JSON, too large, too deeply nested
+    ├── InvalidStateError           the operation does not apply to the task's state
+    ├── NonDeterminismError         replay met a different agent at a recorded seq
+    ├── StaleEpochError             an owner's write was fenced off (lock_epoch moved on)
+    ├── TaskFailedError             `app.result` of a task that ended without a result
+    └── AgentError                  raised by agent handlers
+        ├── TransientError          worth retrying (within complete_by)
+        └── PermanentError          not worth retrying; the step fails
+
+Each class's docstring is its default message; structured fields are attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ShepherdError(Exception):
+    """A shepherd error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (type(self).__doc__ or type(self).__name__).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(ShepherdError):
+    """Invalid configuration."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        super().__init__(f"invalid setting {field!r}: {problem}")
+
+
+class StoreUnavailableError(ShepherdError):
+    """The state store cannot be opened."""
+
+
+class UnknownWorkflowError(ShepherdError):
+    """No workflow of that name is registered."""
+
+    def __init__(self, name: str, known: list[str] | None = None) -> None:
+        self.name = name
+        hint = f" (known: {', '.join(sorted(known))})" if known else ""
+        super().__init__(f"unknown workflow {name!r}{hint}")
+
+
+class UnknownAgentError(ShepherdError):
+    """No agent of that name is registered."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unknown agent {name!r}")
+
+
+class UnknownTaskError(ShepherdError):
+    """No task with that id."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"unknown task {task_id!r}")
+
+
+class PayloadError(ShepherdError):
+    """The payload is not acceptable JSON."""
+
+
+class InvalidStateError(ShepherdError):
+    """The operation does not apply to the task in its current state."""
+
+    def __init__(self, task_id: str, state: str, operation: str) -> None:
+        self.task_id = task_id
+        self.state = state
+        super().__init__(f"cannot {operation} task {task_id}: it is {state}")
+
+
+class NonDeterminismError(ShepherdError):
+    """The workflow called a different agent than the one recorded at this step."""
+
+    def __init__(self, task_id: str, seq: int, recorded: str, called: str) -> None:
+        self.task_id = task_id
+        self.seq = seq
+        self.recorded = recorded
+        self.called = called
+        super().__init__(
+            f"non-deterministic workflow: step {seq} of task {task_id} was recorded as "
+            f"{recorded!r} but the workflow now calls {called!r}"
+        )
+
+
+class StaleEpochError(ShepherdError):
+    """The write was refused: the task's lock_epoch has moved on (fencing)."""
+
+    def __init__(self, task_id: str, epoch: int) -> None:
+        self.task_id = task_id
+        self.epoch = epoch
+        super().__init__(f"task {task_id}: lock_epoch {epoch} is stale; the write was refused")
+
+
+class TaskFailedError(ShepherdError):
+    """The task ended without a result."""
+
+    def __init__(self, task_id: str, state: str, error: Any) -> None:
+        self.task_id = task_id
+        self.state = state
+        self.error = error
+        super().__init__(f"task {task_id} ended {state}: {error}")
+
+
+class AgentError(ShepherdError):
+    """An agent handler failed."""
+
+
+class TransientError(AgentError):
+    """A transient failure: the agent retries within complete_by."""
+
+
+class PermanentError(AgentError):
+    """A permanent failure: the step fails and the workflow sees this error."""
+
+    def __init__(self, message: str | None = None, *, agent: str | None = None, seq: int | None = None, detail: Any = None) -> None:
+        self.agent = agent
+        self.seq = seq
+        self.detail = detail
+        super().__init__(message)

@@ -1,0 +1,31 @@
+"""State stores: `open_store(url)` picks the backend by the URL's scheme."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shepherd.errors import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from shepherd.clock import Clock
+    from shepherd.store.contract import Store
+
+
+def open_store(url: str, *, clock: Clock | None = None, sqlite_synchronous: str = "FULL") -> Store:
+    """A store for `url` (not yet opened): `sqlite:///file.db` or `postgresql://...`."""
+    if url.startswith("sqlite://"):
+        from shepherd.store.sqlite import SQLiteStore
+
+        return SQLiteStore(url, clock=clock, synchronous=sqlite_synchronous)
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            from shepherd.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as exc:
+            raise StoreUnavailableError(
+                f"PostgreSQL store needs the 'postgres' extra (psycopg 3): {exc}"
+            ) from exc
+        return PostgresStore(url, clock=clock)  # type: ignore[no-any-return,unused-ignore]
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    raise StoreUnavailableError(
+        f"unsupported store URL {url!r}: scheme {scheme!r} is not sqlite:// or postgresql://"
+    )

@@ -1,0 +1,188 @@
+"""The store contract: the atomic operations every role uses, and their guarantees.
+
+Every method is ONE transaction (backends may commit several callers'
+operations together — group commit — but never split one). The conformance
+suite (tests/contract) checks these guarantees on every backend:
+
+* `submit_task` with a `key` already used for the same workflow creates
+  nothing and returns the existing task's id.
+* `claim_tasks` gives each claimable task (pending or compensating, unowned,
+  `not_before` passed) to at most one owner, bumping `lock_epoch`.
+* Every owner write (`start_step`, `record_reply`, `finish_task`, `fail_task`,
+  `start_compensation`) carries the owner's `lock_epoch` and raises
+  `StaleEpochError` when the task has moved on; it then changes nothing.
+* A step's state change and the messages and events it causes are written in
+  the same transaction (transactional outbox).
+* `reply_and_ack` writes the reply and removes the request together; a request
+  that was superseded or expired is not replied to.
+* `record_replies` records a reply only for the current epoch and attempt of a
+  running step, exactly once; other replies are discarded.
+* `apply_supervision` is fenced twice: by the task's `lock_epoch` and by the
+  supervisor's leadership epoch.
+* Payloads are JSON values; the backend never unpickles anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.states import ProcessState, StepKind
+
+if TYPE_CHECKING:
+    from shepherd.core.supervision import Decision
+    from shepherd.store.signals import Signals
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewTask:
+    """What `submit_task` inserts."""
+
+    workflow: str
+    input: JsonValue
+    key: str | None = None
+    reply_to: str | None = None
+    complete_within: float = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStart:
+    """What `start_step` writes: the step `running` and its request, fenced by epoch."""
+
+    task_id: str
+    owner: str
+    epoch: int
+    seq: int
+    agent: str
+    payload: JsonValue
+    within: float
+    attempt: int
+    kind: StepKind = StepKind.FORWARD
+    undo: str | None = None
+    compensates: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Submitted:
+    """The outcome of `submit_task`."""
+
+    task_id: str
+    created: bool
+
+
+class Store(Protocol):
+    """The state store. Roles, the App, the CLI and the dashboard use only this."""
+
+    signals: Signals
+
+    async def open(self) -> None:
+        """Connect and apply pending migrations. Raises StoreUnavailableError."""
+
+    async def close(self) -> None:
+        """Finish queued writes and release connections."""
+
+    # -- application -------------------------------------------------------
+    async def submit_task(self, task: NewTask) -> Submitted:
+        """Insert a pending task and its `received` event (idempotent per key)."""
+
+    async def get_task(self, task_id: str) -> Task | None:
+        """The task with its steps, or None."""
+
+    async def list_tasks(
+        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+    ) -> list[Task]:
+        """Newest first, without steps."""
+
+    async def count_tasks(self) -> dict[ProcessState, int]:
+        """How many tasks are in each state."""
+
+    async def task_events(self, task_id: str) -> list[Event]:
+        """The task's history, oldest first."""
+
+    async def read_events(
+        self, *, reply_to: str | None, after_id: int, limit: int = 1000
+    ) -> list[Event]:
+        """Events after `after_id` (for one `reply_to`, or all when None)."""
+
+    # -- scheduler ---------------------------------------------------------
+    async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
+        """Claim up to `limit` claimable tasks for `owner`, with their steps."""
+
+    async def start_step(self, start: StepStart) -> datetime:
+        """Mark the step running and enqueue its request; return its complete_by."""
+
+    async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
+        """Take up to `limit` replies for tasks `owner` holds and record them.
+
+        A reply for the current epoch and attempt of a running step marks it
+        `completed` (or `failed`) and is paired with True; any other reply is
+        discarded and paired with False. Every reply taken is removed.
+        """
+
+    async def finish_task(
+        self, task_id: str, *, owner: str, epoch: int, result: JsonValue
+    ) -> None:
+        """Task `processed` with its result."""
+
+    async def fail_task(
+        self,
+        task_id: str,
+        *,
+        owner: str,
+        epoch: int,
+        state: ProcessState,
+        error: JsonValue,
+    ) -> None:
+        """Task ends `error`, `compensated` or `cancelled`, with the reason."""
+
+    async def start_compensation(
+        self, task_id: str, *, owner: str, epoch: int, error: JsonValue
+    ) -> None:
+        """The owner moves the task to `compensating`, keeping its claim."""
+
+    async def release_tasks(self, task_ids: Sequence[str], *, owner: str) -> int:
+        """Give claimed tasks back (graceful shutdown): unowned, epoch bumped."""
+
+    # -- agent -------------------------------------------------------------
+    async def take_requests(
+        self, *, agents: Sequence[str], worker: str, limit: int
+    ) -> list[Request]:
+        """Lease up to `limit` visible, unexpired requests for these agents."""
+
+    async def reply_and_ack(
+        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+    ) -> bool:
+        """Write the reply and remove the request; False if it was superseded."""
+
+    # -- supervisor --------------------------------------------------------
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        """Take or renew a lease; None while someone else holds it."""
+
+    async def release_lease(self, name: str, *, holder: str) -> None:
+        """Give the lease up (graceful shutdown)."""
+
+    async def expired_claims(self, *, limit: int) -> list[Task]:
+        """Owned tasks whose complete_by has passed (store clock)."""
+
+    async def apply_supervision(
+        self, task: Task, decision: Decision, *, leader: Lease
+    ) -> bool:
+        """Apply a supervisor decision, fenced by task epoch and leadership."""
+
+    # -- operator ----------------------------------------------------------
+    async def retry_task(
+        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+    ) -> Task:
+        """An `error` task back to pending from its failed step (or step `seq`)."""
+
+    async def cancel_task(self, task_id: str) -> Task:
+        """Ask for compensation of a task that has not ended; it ends `cancelled`."""
+
+    def now(self) -> datetime:
+        """The store's clock (the database's, where it has one)."""
+
+    def statistics(self) -> dict[str, float]:
+        """Counters for benchmarks: batches, operations, commits."""

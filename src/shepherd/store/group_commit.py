@@ -1,0 +1,85 @@
+"""Group commit: many callers' operations, one transaction.
+
+Callers `await submit(kind, args)`; a single flusher takes every operation
+waiting at that moment and hands them to the backend's `run_batch`, which
+executes them in ONE transaction and returns one outcome per operation (a
+value, or an exception for that caller alone). While a batch commits, new
+operations queue up for the next one, so under load the number of commits
+stays small however many callers there are. Each caller's await ends only
+after its own operation is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, final
+
+
+@dataclass(slots=True)
+class Op:
+    """One operation waiting for the next batch."""
+
+    kind: str
+    args: Any
+    future: asyncio.Future[Any] = field(repr=False)
+
+
+#: Executes operations in one transaction; returns one outcome per operation.
+BatchRunner = Callable[[Sequence[Op]], Awaitable[Sequence[object]]]
+
+
+@final
+class GroupCommitter:
+    """Coalesces operations into batches run by one flusher at a time."""
+
+    def __init__(self, runner: BatchRunner, *, max_batch: int = 4096) -> None:
+        self._runner = runner
+        self._max_batch = max_batch
+        self._pending: list[Op] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.batches = 0
+        self.operations = 0
+
+    async def submit(self, kind: str, args: Any) -> Any:
+        """Queue one operation and wait until its batch has committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending.append(Op(kind, args, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        # Let every coroutine that is ready this turn enqueue its op first.
+        await asyncio.sleep(0)
+        while self._pending:
+            batch = self._pending[: self._max_batch]
+            del self._pending[: self._max_batch]
+            try:
+                outcomes = await self._runner(batch)
+            except BaseException as exc:  # the whole batch failed: tell every caller
+                for op in batch:
+                    if not op.future.done():
+                        op.future.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            self.batches += 1
+            self.operations += len(batch)
+            for op, outcome in zip(batch, outcomes, strict=True):
+                if op.future.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    op.future.set_exception(outcome)
+                else:
+                    op.future.set_result(outcome)
+
+    def statistics(self) -> dict[str, float]:
+        """Batches committed, operations carried, and their mean per batch."""
+        return {
+            "batches": self.batches,
+            "operations": self.operations,
+            "ops_per_batch": self.operations / self.batches if self.batches else 0.0,
+        }

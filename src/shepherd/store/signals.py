@@ -1,0 +1,57 @@
+"""In-process wake-ups: a role waits on a channel; a committed write rings it.
+
+Take the event *before* looking for work and wait on it only if none was found:
+a ring between the look and the wait is then never missed. Polling with a
+timeout stays as the safety net for writes made by other processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import final
+
+
+@final
+class Signals:
+    """Named broadcast events, rung after commits (and by LISTEN/NOTIFY)."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+
+    def event(self, channel: str) -> asyncio.Event:
+        """The event the next ring of `channel` will set."""
+        ev = self._events.get(channel)
+        if ev is None:
+            ev = self._events[channel] = asyncio.Event()
+        return ev
+
+    def ring(self, channel: str) -> None:
+        """Wake everyone waiting on `channel`."""
+        ev = self._events.pop(channel, None)
+        if ev is not None:
+            ev.set()
+
+    def ring_all(self) -> None:
+        """Wake every waiter (after a reconnect, or on shutdown)."""
+        events, self._events = self._events, {}
+        for ev in events.values():
+            ev.set()
+
+    @staticmethod
+    async def wait(event: asyncio.Event, timeout: float) -> bool:
+        """Wait for `event` at most `timeout` seconds; True if it was rung."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+        return event.is_set()
+
+
+TASKS = "tasks"
+REPLIES = "replies"
+EVENTS = "events"
+REQUESTS = "requests"
+
+
+def task_channel(task_id: str) -> str:
+    """The channel rung when task `task_id` changes state."""
+    return f"task:{task_id}"

@@ -1,0 +1,109 @@
+"""The Supervisor role: periodically find expired claims and apply the core's decision.
+
+Only the holder of the `supervisor` lease acts; its writes are fenced by the
+lease epoch and the task's `lock_epoch`. It knows no business logic: it only
+changes state (reset, escalate, compensate) and raises alerts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import TYPE_CHECKING, final
+
+from shepherd.core.supervision import Escalate, Reset, SupervisionPolicy, on_expired
+
+if TYPE_CHECKING:
+    from shepherd.app import App
+    from shepherd.core.records import Lease
+
+log = logging.getLogger("shepherd.supervisor")
+
+LEASE = "supervisor"
+
+
+@final
+class Supervisor:
+    """Scans for tasks whose `complete_by` has passed, while it holds the lease."""
+
+    def __init__(self, app: App, *, holder: str, rng: random.Random | None = None) -> None:
+        self.app = app
+        self.store = app.store
+        self.holder = holder
+        self.rng = rng or random.Random()
+        self.interval = app.settings.supervisor_interval
+        self.ttl = max(app.settings.lease_ttl, 3 * self.interval)
+        self.lease: Lease | None = None
+        self.scans = 0
+        self.resets = 0
+        self.escalations = 0
+        self.compensations = 0
+        self._stop = asyncio.Event()
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "leader": int(self.lease is not None),
+            "scans": self.scans,
+            "resets": self.resets,
+            "escalations": self.escalations,
+            "compensations": self.compensations,
+        }
+
+    def policy_for(self, workflow: str) -> SupervisionPolicy:
+        spec = self.app.workflows.get(workflow)
+        return spec.policy if spec is not None else SupervisionPolicy()
+
+    async def run(self) -> None:
+        """Scan every `interval` seconds until cancelled."""
+        try:
+            while True:
+                try:
+                    await self.scan_once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a failed scan is retried at the next interval
+                    log.exception("supervisor scan failed")
+                try:
+                    await asyncio.wait_for(self._stop.wait(), self.interval)
+                    return
+                except TimeoutError:
+                    pass
+        finally:
+            if self.lease is not None:
+                try:
+                    await asyncio.shield(self.store.release_lease(LEASE, holder=self.holder))
+                except Exception:
+                    log.exception("could not release the supervisor lease")
+
+    async def scan_once(self) -> int:
+        """One scan: renew leadership, then handle every expired claim. Returns how many."""
+        lease = await self.store.acquire_lease(LEASE, holder=self.holder, ttl=self.ttl)
+        if lease is None:
+            if self.lease is not None:
+                log.info("supervisor %s lost leadership", self.holder)
+            self.lease = None
+            return 0
+        if self.lease is None:
+            log.info("supervisor %s leads (epoch %d)", self.holder, lease.epoch)
+        self.lease = lease
+        self.scans += 1
+        expired = await self.store.expired_claims(limit=1000)
+        if not expired:
+            return 0
+        now = self.store.now()
+        decisions = [on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng) for t in expired]
+        applied = await asyncio.gather(
+            *(self.store.apply_supervision(t, d, leader=lease) for t, d in zip(expired, decisions, strict=True))
+        )
+        for task, decision, ok in zip(expired, decisions, applied, strict=True):
+            if not ok:
+                continue
+            if isinstance(decision, Reset):
+                self.resets += 1
+            elif isinstance(decision, Escalate):
+                self.escalations += 1
+                self.app.raise_alert(task, reason=decision.reason, failure_count=decision.failure_count)
+            else:
+                self.compensations += 1
+        return sum(applied)

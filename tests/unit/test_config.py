@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from shepherd.config import Settings
+from shepherd.errors import ConfigError
+
+
+def test_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings == Settings()
+    assert settings.store == "sqlite:///shepherd.db"
+    assert settings.sqlite_synchronous == "FULL"
+    assert settings.max_payload_bytes == 1024 * 1024
+    assert settings.lease_ttl == 5.0
+
+
+def test_env_overrides_defaults_and_kwargs_override_env() -> None:
+    env = {
+        "SHEPHERD_CLAIM_BATCH": "32",
+        "SHEPHERD_POLL_INTERVAL": "0.5",
+        "SHEPHERD_STORE": "postgresql://db.example/shepherd",
+        "SHEPHERD_SQLITE_SYNCHRONOUS": "normal",
+    }
+    settings = Settings.from_env(env, claim_batch=8)
+    assert settings.claim_batch == 8  # kwargs win
+    assert settings.poll_interval == 0.5  # env wins over the default
+    assert settings.store == "postgresql://db.example/shepherd"
+    assert settings.sqlite_synchronous == "NORMAL"
+    assert settings.supervisor_interval == 1.0  # default
+
+
+def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHEPHERD_MAX_IN_FLIGHT", "7")
+    assert Settings.from_env().max_in_flight == 7
+
+
+def test_every_field_has_an_env_variable() -> None:
+    values = {
+        "store": ("postgres://h/db", "postgres://h/db"),
+        "supervisor_interval": ("2", 2.0),
+        "claim_batch": ("3", 3),
+        "max_in_flight": ("4", 4),
+        "agent_concurrency": ("5", 5),
+        "poll_interval": ("0.25", 0.25),
+        "lease_ttl": ("7.5", 7.5),
+        "default_complete_within": ("60", 60.0),
+        "default_step_within": ("9", 9.0),
+        "max_payload_bytes": ("1024", 1024),
+        "sqlite_synchronous": ("NORMAL", "NORMAL"),
+    }
+    assert set(values) == {f.name for f in dataclasses.fields(Settings)}
+    settings = Settings.from_env({f"SHEPHERD_{k.upper()}": raw for k, (raw, _) in values.items()})
+    assert {k: getattr(settings, k) for k in values} == {k: v for k, (_, v) in values.items()}
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().claim_batch = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("supervisor_interval", 0, "positive number of seconds"),
+        ("poll_interval", -0.1, "positive number of seconds"),
+        ("lease_ttl", float("inf"), "positive number of seconds"),
+        ("default_complete_within", float("nan"), "positive number of seconds"),
+        ("default_step_within", "30", "must be a number, not str"),
+        ("claim_batch", 0, "positive integer"),
+        ("max_in_flight", 1.5, "must be an integer"),
+        ("agent_concurrency", True, "must be a number, not bool"),
+        ("max_payload_bytes", -1, "positive integer"),
+        ("sqlite_synchronous", "OFF", "must be one of FULL, NORMAL"),
+        ("sqlite_synchronous", 1, "must be a string"),
+        ("store", "mysql://localhost/db", "unsupported scheme 'mysql'"),
+        ("store", "shepherd.db", "must be a URL"),
+        ("store", "sqlite://", "names no database"),
+    ],
+)
+def test_each_validation_names_the_field(field: str, value: object, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem) as caught:
+        Settings.from_env({}, **{field: value})
+    assert caught.value.field == field
+    assert f"'{field}'" in str(caught.value)
+    with pytest.raises(ConfigError, match=problem):
+        Settings(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "raw", "problem"),
+    [
+        ("claim_batch", "many", "must be an integer"),
+        ("claim_batch", "-3", "positive integer"),
+        ("lease_ttl", "soon", "must be a number of seconds"),
+        ("poll_interval", "0", "positive number of seconds"),
+        ("sqlite_synchronous", "EXTRA", "must be one of"),
+    ],
+)
+def test_env_errors_name_the_variable(field: str, raw: str, problem: str) -> None:
+    var = f"SHEPHERD_{field.upper()}"
+    with pytest.raises(ConfigError, match=problem) as caught:
+        Settings.from_env({var: raw})
+    assert caught.value.field == field
+    assert f"from {var}={raw!r}" in str(caught.value)
+
+
+def test_store_errors_never_show_the_password() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"SHEPHERD_STORE": "mysql://admin:hunter2@db/x"})
+    assert "SHEPHERD_STORE" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in repr(Settings(store="postgresql://admin:hunter2@db/x"))
+
+
+def test_unknown_keyword_is_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown setting") as caught:
+        Settings.from_env({}, claim_size=3)
+    assert caught.value.field == "claim_size"
+
+
+def test_unknown_env_variables_are_ignored() -> None:
+    assert Settings.from_env({"SHEPHERD_SOMETHING_ELSE": "x", "PATH": "/bin"}) == Settings()

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shepherd.errors import PayloadError
+from shepherd.payloads import MAX_DEPTH, MAX_PAYLOAD_BYTES, dumps, loads
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -12,
+        1.5,
+        "",
+        "héllo ☃ 𝄞",
+        'quote " backslash \\ brackets [{',
+        "a literal \\u0000 is fine",
+        [],
+        {},
+        {"order": {"id": "o-1", "items": [{"sku": "x", "qty": 2}], "paid": False}},
+    ],
+)
+def test_round_trip(value: object) -> None:
+    assert loads(dumps(value)) == value
+    assert loads(dumps(value).encode()) == value
+
+
+def test_dumps_is_compact_and_keeps_unicode() -> None:
+    assert dumps({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'
+
+
+def test_size_limit_counts_utf8_bytes() -> None:
+    text = dumps("é" * 10)  # 20 bytes of content plus 2 quotes
+    assert len(text.encode()) == 22
+    assert dumps("é" * 10, limit=22) == text
+    with pytest.raises(PayloadError, match="over the 21 bytes limit"):
+        dumps("é" * 10, limit=21)
+
+
+def test_size_limit_message_is_readable() -> None:
+    big = "x" * int(2.3 * MAX_PAYLOAD_BYTES)
+    with pytest.raises(PayloadError, match=r"^payload is 2\.3 MiB, over the 1 MiB limit$"):
+        dumps(big)
+    with pytest.raises(PayloadError, match="over the 1 MiB limit"):
+        loads(json.dumps(big))
+
+
+def test_size_just_over_the_limit_is_shown_in_bytes() -> None:
+    with pytest.raises(PayloadError, match="payload is 1048577 bytes, over the 1048576 bytes"):
+        dumps("x" * (MAX_PAYLOAD_BYTES - 1))
+
+
+def test_loads_checks_size_before_parsing() -> None:
+    with pytest.raises(PayloadError, match="over the 10 bytes limit"):
+        loads("[" * 1000, limit=10)
+    with pytest.raises(PayloadError, match="over the 10 bytes limit"):
+        loads(b"not json at all", limit=10)
+
+
+def test_depth_limit_is_exact() -> None:
+    assert loads(dumps(_nested(MAX_DEPTH))) == _nested(MAX_DEPTH)
+    with pytest.raises(PayloadError, match=f"nested deeper than {MAX_DEPTH}"):
+        dumps(_nested(MAX_DEPTH + 1))
+    with pytest.raises(PayloadError, match=f"nested deeper than {MAX_DEPTH}"):
+        loads(json.dumps(_nested(MAX_DEPTH + 1)))
+
+
+def test_absurd_nesting_never_reaches_the_parser() -> None:
+    deep = 100_000
+    with pytest.raises(PayloadError, match="nested deeper"):
+        dumps(_nested(deep))
+    with pytest.raises(PayloadError, match="nested deeper"):
+        loads("[" * deep + "]" * deep)
+    with pytest.raises(PayloadError, match="nested deeper"):
+        loads("[" * deep)  # malformed too, but depth is checked first
+
+
+def test_brackets_inside_strings_do_not_count() -> None:
+    value = ["[" * 1000, "{" * 1000, 'x\\"' + "[" * 100]
+    assert loads(dumps(value)) == value
+
+
+def test_wide_but_shallow_payload_is_fine() -> None:
+    value = [[i] for i in range(10_000)]
+    assert loads(dumps(value)) == value
+
+
+@pytest.mark.parametrize("value", ["a\x00b", {"k\x00": 1}, ["ok", ["\x00"]]])
+def test_nul_is_rejected(value: object) -> None:
+    with pytest.raises(PayloadError, match="NUL"):
+        dumps(value)
+
+
+def test_nul_escape_is_rejected_by_loads() -> None:
+    with pytest.raises(PayloadError, match="NUL"):
+        loads('["a\\u0000"]')
+    with pytest.raises(PayloadError, match="NUL"):
+        loads('"\\\\\\u0000"')  # an escaped backslash, then a real \u0000
+    assert loads('"\\\\u0000"') == "\\u0000"  # an escaped backslash, then text
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [1.0, float("-inf")]])
+def test_nan_and_infinity_are_rejected(value: object) -> None:
+    with pytest.raises(PayloadError, match="NaN or Infinity"):
+        dumps(value)
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}'])
+def test_loads_rejects_nan_and_infinity(text: str) -> None:
+    with pytest.raises(PayloadError, match="is not a JSON value"):
+        loads(text)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({1, 2}, "Object of type set is not JSON serializable"),
+        (object(), "Object of type object"),
+        ({("a",): 1}, "keys must be"),
+        (b"bytes", "Object of type bytes"),
+    ],
+)
+def test_non_json_types_are_rejected(value: object, problem: str) -> None:
+    with pytest.raises(PayloadError, match=f"payload is not JSON: {problem}"):
+        dumps(value)
+
+
+def test_circular_reference_is_rejected() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(PayloadError, match="circular reference"):
+        dumps(loop)
+
+
+def test_lone_surrogate_is_rejected() -> None:
+    with pytest.raises(PayloadError, match="lone surrogate"):
+        dumps("\ud800")
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a" 1}', "[1,]", "'single'", '"unterminated'])
+def test_malformed_json(text: str) -> None:
+    with pytest.raises(PayloadError, match=r"^malformed JSON: "):
+        loads(text)
+
+
+def test_invalid_utf8_bytes() -> None:
+    with pytest.raises(PayloadError, match="malformed JSON: not UTF-8"):
+        loads(b'"\xff"')
+
+
+def test_quadratic_input_is_handled_quickly() -> None:
+    # Unterminated strings full of escaped quotes would make a naive regex quadratic.
+    text = '"' + '\\"' * 200_000 + "[" * 100
+    with pytest.raises(PayloadError, match="malformed JSON"):
+        loads(text)
