@@ -19,12 +19,12 @@ def open_store(url: str, *, clock: Clock | None = None, sqlite_synchronous: str 
         return SQLiteStore(url, clock=clock, synchronous=sqlite_synchronous)
     if url.startswith(("postgresql://", "postgres://")):
         try:
-            from shepherd.store.postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
+            from shepherd.store.postgres import PostgresStore
         except ImportError as exc:
             raise StoreUnavailableError(
                 f"PostgreSQL store needs the 'postgres' extra (psycopg 3): {exc}"
             ) from exc
-        return PostgresStore(url, clock=clock)  # type: ignore[no-any-return,unused-ignore]
+        return PostgresStore(url, clock=clock)
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise StoreUnavailableError(
         f"unsupported store URL {url!r}: scheme {scheme!r} is not sqlite:// or postgresql://"

@@ -444,25 +444,22 @@ class SQLiteStore:
         out: list[object] = []
         steps = []
         requests = []
+        touched = []
+        superseded = []
+        owners = _owners(conn, [s.task_id for s in items])
         for s in items:
+            if owners.get(s.task_id) != (s.epoch, s.owner):
+                out.append(StaleEpochError(s.task_id, s.epoch))
+                continue
             try:
                 payload = dumps(s.payload)
             except Exception as exc:
                 out.append(exc)
                 continue
             complete_by = now + s.within
-            cursor = conn.execute(
-                "UPDATE tasks SET complete_by = ?, updated_at = ? "
-                "WHERE id = ? AND lock_epoch = ? AND locked_by = ?",
-                (complete_by + 1.0, now, s.task_id, s.epoch, s.owner),
-            )
-            if cursor.rowcount == 0:
-                out.append(StaleEpochError(s.task_id, s.epoch))
-                continue
+            touched.append((complete_by + 1.0, now, s.task_id))
             if s.attempt > 1:
-                conn.execute(
-                    "DELETE FROM requests WHERE task_id = ? AND seq = ?", (s.task_id, s.seq)
-                )
+                superseded.append((s.task_id, s.seq))
             steps.append(
                 (s.task_id, s.seq, str(s.kind), s.agent, s.attempt, complete_by, payload,
                  s.undo, s.compensates, now)
@@ -473,6 +470,10 @@ class SQLiteStore:
             )
             rings.add(ch.REQUESTS)
             out.append(datetime.fromtimestamp(complete_by, UTC))
+        if superseded:
+            conn.executemany("DELETE FROM requests WHERE task_id = ? AND seq = ?", superseded)
+        if touched:
+            conn.executemany("UPDATE tasks SET complete_by = ?, updated_at = ? WHERE id = ?", touched)
         if steps:
             conn.executemany(
                 "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
@@ -577,24 +578,27 @@ class SQLiteStore:
     ) -> list[object]:
         out: list[object] = []
         events = []
+        done = []
+        owners = _owners(conn, [item[0] for item in items])
         for task_id, owner, epoch, result in items:
+            if owners.get(task_id) != (epoch, owner):
+                out.append(StaleEpochError(task_id, epoch))
+                continue
             try:
                 encoded = dumps(result)
             except Exception as exc:
                 out.append(exc)
                 continue
-            row = conn.execute(
-                "UPDATE tasks SET process_state = 'processed', result = ?, locked_by = NULL, "
-                "complete_by = NULL, updated_at = ? "
-                "WHERE id = ? AND lock_epoch = ? AND locked_by = ? RETURNING key, reply_to",
-                (encoded, now, task_id, epoch, owner),
-            ).fetchone()
-            if row is None:
-                out.append(StaleEpochError(task_id, epoch))
-                continue
-            events.append((task_id, row[0], row[1], "processed", '{"result":' + encoded + "}", now))
+            done.append((encoded, now, task_id))
+            key, reply_to = owners.meta[task_id]
+            events.append((task_id, key, reply_to, "processed", '{"result":' + encoded + "}", now))
             rings.add(ch.task_channel(task_id))
             out.append(None)
+        conn.executemany(
+            "UPDATE tasks SET process_state = 'processed', result = ?, locked_by = NULL, "
+            "complete_by = NULL, updated_at = ? WHERE id = ?",
+            done,
+        )
         self._events(conn, events, rings)
         return out
 
@@ -740,23 +744,31 @@ class SQLiteStore:
     ) -> list[object]:
         out: list[object] = []
         replies = []
+        live: set[tuple[int, str]] = set()
+        for chunk in _chunks([item[0].id for item in items], 500):
+            marks = ",".join("?" * len(chunk))
+            live.update(
+                conn.execute(
+                    f"SELECT id, taken_by FROM requests WHERE id IN ({marks}) AND complete_by > ?",
+                    (*chunk, now),
+                ).fetchall()
+            )
+        acked = []
         for request, worker, ok, body in items:
+            if (request.id, worker) not in live:
+                out.append(False)
+                continue
             try:
                 encoded = dumps(body)
             except Exception as exc:
                 # An unencodable result is the handler's permanent failure.
                 ok, encoded = False, json.dumps({"type": "PayloadError", "message": str(exc)})
-            cursor = conn.execute(
-                "DELETE FROM requests WHERE id = ? AND taken_by = ? AND complete_by > ?",
-                (request.id, worker, now),
-            )
-            if cursor.rowcount == 0:
-                out.append(False)
-                continue
+            acked.append((request.id,))
             replies.append(
                 (request.task_id, request.seq, request.attempt, request.lock_epoch, int(ok), encoded, now)
             )
             out.append(True)
+        conn.executemany("DELETE FROM requests WHERE id = ?", acked)
         if replies:
             conn.executemany(
                 "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
@@ -994,7 +1006,29 @@ def _event(row: tuple[Any, ...]) -> Event:
     )
 
 
-def _chunks(items: list[str], size: int) -> list[list[str]]:
+class _Owners(dict[str, tuple[int, str | None]]):
+    """task id -> (lock_epoch, locked_by), plus (key, reply_to) in `meta`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meta: dict[str, tuple[str | None, str | None]] = {}
+
+
+def _owners(conn: sqlite3.Connection, task_ids: list[str]) -> _Owners:
+    """Read the fencing columns of many tasks in few statements (inside the write lock)."""
+    found = _Owners()
+    for chunk in _chunks(list(dict.fromkeys(task_ids)), 500):
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(
+            f"SELECT id, lock_epoch, locked_by, key, reply_to FROM tasks WHERE id IN ({marks})",
+            chunk,
+        ):
+            found[row[0]] = (row[1], row[2])
+            found.meta[row[0]] = (row[3], row[4])
+    return found
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
