@@ -114,21 +114,23 @@ def next_retry(
         now: The current instant (aware UTC).
         complete_by: The step's deadline, or None for no deadline.
         retry_after: A service's Retry-After, in seconds: the delay is at least this.
+            It comes from outside, so it never raises: a negative or NaN value is
+            ignored, and an infinite one gives up.
 
     Returns:
         The delay in seconds before the next try, or None to give up: the attempts
         are spent, or the next try would start at or after `complete_by`.
 
     Raises:
-        ValueError: `failures` is below 1, or `retry_after` is negative or not finite.
+        ValueError: `failures` is below 1.
     """
-    if retry_after is not None and not (math.isfinite(retry_after) and retry_after >= 0):
-        raise ValueError(f"retry_after must be a finite number >= 0, got {retry_after!r}")
     if failures >= policy.max_attempts:
         return None
     delay = backoff_delay(policy, failures, rng)
-    if retry_after is not None:
-        delay = max(delay, retry_after)
+    if retry_after is not None and retry_after > delay:
+        delay = retry_after
+    if math.isinf(delay):
+        return None
     if complete_by is not None and delay >= (complete_by - now).total_seconds():
         return None
     return delay

@@ -133,12 +133,12 @@ Decision = Reset | Escalate | Compensate
 
 
 def is_expired(task: Task, *, now: datetime) -> bool:
-    """Whether `task` is claimed and its claim's `complete_by` has been reached."""
+    """Whether `task` is claimed and its claim's `complete_by` is in the past."""
     return (
         task.process_state in SUPERVISED_STATES
         and task.locked_by is not None
         and task.complete_by is not None
-        and task.complete_by <= now
+        and task.complete_by < now
     )
 
 

@@ -181,8 +181,9 @@ def apply(task: Task, decision: Decision, *, now: datetime) -> Task:
 
     Every decision releases the lock and bumps `lock_epoch`, fencing off the old owner.
     `Reset` makes the task claimable after `not_before` (`pending`, or still
-    `compensating`); `Escalate` moves it to `error` with the reason; `Compensate`
-    moves a `processing` task to `compensating`, claimable at once.
+    `compensating`); `Escalate` moves it to `error`; `Compensate` moves a
+    `processing` task to `compensating`, claimable at once. Both record the
+    reason as the task's error, `{"reason": ...}`.
 
     Raises:
         IllegalTransition: The task's claim has not expired (see
@@ -205,7 +206,7 @@ def apply(task: Task, decision: Decision, *, now: datetime) -> Task:
         target = ProcessState.COMPENSATING
         if task.process_state is not ProcessState.PROCESSING:
             raise IllegalTransition(task, target, "only a processing task is compensated")
-        not_before, error = now, task.error
+        not_before, error = now, {"reason": decision.reason}
     if not is_expired(task, now=now):
         raise IllegalTransition(task, target, "its claim has not expired")
     _require(task, target, {ProcessState.PROCESSING, ProcessState.COMPENSATING})

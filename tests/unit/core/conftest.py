@@ -38,11 +38,6 @@ def make_task(**changes: Any) -> Task:
 
 
 @pytest.fixture
-def now() -> datetime:
-    return NOW
-
-
-@pytest.fixture
 def task_factory() -> TaskFactory:
     """`task_factory(process_state=..., ...)`: a task in a given state."""
     return make_task

@@ -122,12 +122,20 @@ def test_retry_after_past_complete_by_gives_up() -> None:
     assert delay is None
 
 
-@pytest.mark.parametrize("retry_after", [-1.0, math.nan, math.inf])
-def test_invalid_retry_after_is_refused(retry_after: float) -> None:
-    with pytest.raises(ValueError, match="retry_after"):
-        next_retry(
-            NO_JITTER, 1, random.Random(0), now=NOW, complete_by=None, retry_after=retry_after
-        )
+@pytest.mark.parametrize("retry_after", [-1.0, math.nan])
+def test_a_meaningless_retry_after_is_ignored(retry_after: float) -> None:
+    delay = next_retry(
+        NO_JITTER, 1, random.Random(0), now=NOW, complete_by=None, retry_after=retry_after
+    )
+    assert delay == 0.1
+
+
+@pytest.mark.parametrize("complete_by", [None, NOW + timedelta(days=1)])
+def test_an_infinite_retry_after_gives_up(complete_by: datetime | None) -> None:
+    delay = next_retry(
+        NO_JITTER, 1, random.Random(0), now=NOW, complete_by=complete_by, retry_after=math.inf
+    )
+    assert delay is None
 
 
 def test_next_retry_rejects_zero_failures() -> None:

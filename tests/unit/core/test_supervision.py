@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     TaskFactory = Callable[..., Task]
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+BEFORE = NOW - timedelta(microseconds=1)
 
 NO_JITTER = BackoffPolicy(initial=1.0, multiplier=2.0, max_delay=5.0, jitter=0.0)
 
@@ -185,8 +186,15 @@ def test_compensation_that_cannot_finish_is_escalated(
 @pytest.mark.parametrize(
     ("changes", "expired"),
     [
-        ({"process_state": ProcessState.PROCESSING, "locked_by": "s1", "complete_by": NOW}, True),
-        ({"process_state": ProcessState.COMPENSATING, "locked_by": "s1", "complete_by": NOW}, True),
+        (
+            {"process_state": ProcessState.PROCESSING, "locked_by": "s1", "complete_by": BEFORE},
+            True,
+        ),
+        (
+            {"process_state": ProcessState.COMPENSATING, "locked_by": "s1", "complete_by": BEFORE},
+            True,
+        ),
+        ({"process_state": ProcessState.PROCESSING, "locked_by": "s1", "complete_by": NOW}, False),
         (
             {
                 "process_state": ProcessState.PROCESSING,

@@ -125,7 +125,7 @@ class TaskMachine(RuleBasedStateMachine):
 
     # schedulers
 
-    @rule(task_id=task_ids, owner=owners, within=st.floats(1, 60))
+    @rule(task_id=task_ids, owner=owners, within=st.floats(1, 20))
     def claim(self, task_id: str, owner: str, within: float) -> None:
         old = self.tasks[task_id]
         claimable = (
@@ -176,7 +176,7 @@ class TaskMachine(RuleBasedStateMachine):
 
     # time and the supervisor
 
-    @rule(seconds=st.floats(0, 90))
+    @rule(seconds=st.floats(0, 30))
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
@@ -194,6 +194,13 @@ class TaskMachine(RuleBasedStateMachine):
         if new.process_state is not ProcessState.ERROR:
             assert new.not_before >= self.now
         self._update(old, new)
+
+    @rule()
+    def supervise_all(self) -> None:
+        """A supervisor pass: every expired claim gets a decision."""
+        for task_id in TASK_IDS:
+            if is_expired(self.tasks[task_id], now=self.now):
+                self.supervise(task_id)
 
     # the operator
 

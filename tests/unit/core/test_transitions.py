@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(seconds=30)
+#: Just past the `complete_by` of the `owned` fixture.
+EXPIRED = LATER + timedelta(microseconds=1)
 P = ProcessState
 
 
@@ -158,16 +160,16 @@ def test_start_compensation_only_from_processing(owned: Task) -> None:
 
 def test_apply_reset(owned: Task) -> None:
     reset = Reset(failure_count=1, not_before=LATER, process_state=P.PENDING, reason="r")
-    task = tr.apply(owned, reset, now=LATER)
+    task = tr.apply(owned, reset, now=EXPIRED)
     assert task.process_state is P.PENDING
     assert (task.locked_by, task.lock_epoch, task.complete_by) == (None, 2, None)
-    assert (task.failure_count, task.not_before, task.updated_at) == (1, LATER, LATER)
+    assert (task.failure_count, task.not_before, task.updated_at) == (1, LATER, EXPIRED)
 
 
 def test_apply_reset_of_a_compensation(owned: Task) -> None:
     compensating = tr.start_compensation(owned, owner="s1", epoch=1, error="e", now=NOW)
     reset = Reset(failure_count=1, not_before=LATER, process_state=P.COMPENSATING, reason="r")
-    task = tr.apply(compensating, reset, now=LATER)
+    task = tr.apply(compensating, reset, now=EXPIRED)
     assert task.process_state is P.COMPENSATING
     assert (task.locked_by, task.lock_epoch, task.error) == (None, 2, "e")
 
@@ -176,11 +178,11 @@ def test_apply_reset_of_a_compensation(owned: Task) -> None:
 def test_apply_reset_to_the_wrong_state(owned: Task, target: ProcessState) -> None:
     reset = Reset(failure_count=1, not_before=LATER, process_state=target, reason="r")
     with pytest.raises(IllegalTransition, match="a reset leads to pending"):
-        tr.apply(owned, reset, now=LATER)
+        tr.apply(owned, reset, now=EXPIRED)
 
 
 def test_apply_escalate(owned: Task) -> None:
-    task = tr.apply(owned, Escalate(failure_count=3, reason="too slow"), now=LATER)
+    task = tr.apply(owned, Escalate(failure_count=3, reason="too slow"), now=EXPIRED)
     assert task.process_state is P.ERROR
     assert (task.locked_by, task.lock_epoch, task.failure_count) == (None, 2, 3)
     assert task.error == {"reason": "too slow"}
@@ -188,21 +190,21 @@ def test_apply_escalate(owned: Task) -> None:
 
 
 def test_apply_compensate(owned: Task) -> None:
-    task = tr.apply(owned, Compensate(failure_count=0, reason="r"), now=LATER)
+    task = tr.apply(owned, Compensate(failure_count=0, reason="r"), now=EXPIRED)
     assert task.process_state is P.COMPENSATING
     assert (task.locked_by, task.lock_epoch, task.failure_count) == (None, 2, 0)
-    assert task.not_before == LATER
+    assert (task.not_before, task.error) == (EXPIRED, {"reason": "r"})
 
 
 def test_a_compensation_is_not_compensated_again(owned: Task) -> None:
     compensating = tr.start_compensation(owned, owner="s1", epoch=1, error="e", now=NOW)
     with pytest.raises(IllegalTransition, match="only a processing task"):
-        tr.apply(compensating, Compensate(failure_count=0, reason="r"), now=LATER)
+        tr.apply(compensating, Compensate(failure_count=0, reason="r"), now=EXPIRED)
 
 
 def test_apply_needs_an_expired_claim(owned: Task, task_factory: TaskFactory) -> None:
     with pytest.raises(IllegalTransition, match="has not expired"):
-        tr.apply(owned, Escalate(failure_count=1, reason="r"), now=NOW)
+        tr.apply(owned, Escalate(failure_count=1, reason="r"), now=LATER)
     with pytest.raises(IllegalTransition, match="has not expired"):
         tr.apply(task_factory(), Escalate(failure_count=1, reason="r"), now=LATER)
 
@@ -211,7 +213,7 @@ def test_apply_needs_an_expired_claim(owned: Task, task_factory: TaskFactory) ->
 
 
 def test_operator_retry(owned: Task) -> None:
-    failed = tr.apply(owned, Escalate(failure_count=3, reason="r"), now=LATER)
+    failed = tr.apply(owned, Escalate(failure_count=3, reason="r"), now=EXPIRED)
     task = tr.operator_retry(failed, now=LATER + timedelta(hours=1))
     assert task.process_state is P.PENDING
     assert (task.locked_by, task.lock_epoch, task.failure_count, task.error) == (None, 3, 0, None)
