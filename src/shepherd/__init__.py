@@ -2,26 +2,64 @@
 
 from __future__ import annotations
 
-from shepherd.agent import AgentRequest as AgentRequest
-from shepherd.alerts import Alert as Alert
-from shepherd.app import App as App
-from shepherd.context import WorkflowContext as WorkflowContext
-from shepherd.core.retry import RetryPolicy as RetryPolicy
-from shepherd.core.states import ProcessState as ProcessState
-from shepherd.core.states import StepState as StepState
-from shepherd.core.supervision import BackoffPolicy as BackoffPolicy
-from shepherd.errors import ConfigError as ConfigError
-from shepherd.errors import NonDeterminismError as NonDeterminismError
-from shepherd.errors import PayloadError as PayloadError
-from shepherd.errors import PermanentError as PermanentError
-from shepherd.errors import ShepherdError as ShepherdError
-from shepherd.errors import StaleEpochError as StaleEpochError
-from shepherd.errors import StoreUnavailableError as StoreUnavailableError
-from shepherd.errors import TaskFailedError as TaskFailedError
-from shepherd.errors import TransientError as TransientError
-from shepherd.errors import UnknownAgentError as UnknownAgentError
-from shepherd.errors import UnknownTaskError as UnknownTaskError
-from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shepherd.agent import AgentRequest as AgentRequest
+    from shepherd.alerts import Alert as Alert
+    from shepherd.app import App as App
+    from shepherd.context import WorkflowContext as WorkflowContext
+    from shepherd.core.retry import RetryPolicy as RetryPolicy
+    from shepherd.core.states import ProcessState as ProcessState
+    from shepherd.core.states import StepState as StepState
+    from shepherd.core.supervision import BackoffPolicy as BackoffPolicy
+    from shepherd.errors import ConfigError as ConfigError
+    from shepherd.errors import NonDeterminismError as NonDeterminismError
+    from shepherd.errors import PayloadError as PayloadError
+    from shepherd.errors import PermanentError as PermanentError
+    from shepherd.errors import ShepherdError as ShepherdError
+    from shepherd.errors import StaleEpochError as StaleEpochError
+    from shepherd.errors import StoreUnavailableError as StoreUnavailableError
+    from shepherd.errors import TaskFailedError as TaskFailedError
+    from shepherd.errors import TransientError as TransientError
+    from shepherd.errors import UnknownAgentError as UnknownAgentError
+    from shepherd.errors import UnknownTaskError as UnknownTaskError
+    from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
+
+# Imported on first use, so that `import shepherd.core` stays free of asyncio and drivers.
+_LAZY: dict[str, str] = {
+    "AgentRequest": "shepherd.agent",
+    "Alert": "shepherd.alerts",
+    "App": "shepherd.app",
+    "WorkflowContext": "shepherd.context",
+    "RetryPolicy": "shepherd.core.retry",
+    "ProcessState": "shepherd.core.states",
+    "StepState": "shepherd.core.states",
+    "BackoffPolicy": "shepherd.core.supervision",
+    "ConfigError": "shepherd.errors",
+    "NonDeterminismError": "shepherd.errors",
+    "PayloadError": "shepherd.errors",
+    "PermanentError": "shepherd.errors",
+    "ShepherdError": "shepherd.errors",
+    "StaleEpochError": "shepherd.errors",
+    "StoreUnavailableError": "shepherd.errors",
+    "TaskFailedError": "shepherd.errors",
+    "TransientError": "shepherd.errors",
+    "UnknownAgentError": "shepherd.errors",
+    "UnknownTaskError": "shepherd.errors",
+    "UnknownWorkflowError": "shepherd.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shepherd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AgentRequest",
