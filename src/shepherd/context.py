@@ -125,7 +125,7 @@ class WorkflowContext:
                 # Past complete_by: someone else may already be retrying this step.
                 raise Abandoned from None
         finally:
-            scheduler.forget_reply(self.task_id, seq)
+            scheduler.forget_reply(self.task_id, seq, future)
         step = Step(
             task_id=self.task_id,
             seq=seq,

@@ -55,8 +55,12 @@ class Scheduler:
         self._waiting[(task_id, seq)] = future
         return future
 
-    def forget_reply(self, task_id: str, seq: int) -> None:
-        self._waiting.pop((task_id, seq), None)
+    def forget_reply(
+        self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue]]
+    ) -> None:
+        # A later claim of the same task may wait on the same seq: drop only our own.
+        if self._waiting.get((task_id, seq)) is future:
+            del self._waiting[(task_id, seq)]
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -134,7 +138,8 @@ class Scheduler:
         except Exception:  # a bug of ours must not kill the scheduler
             log.exception("task %s: scheduler failure", task.id)
         finally:
-            self._running.pop(task.id, None)
+            if self._running.get(task.id) is asyncio.current_task():
+                del self._running[task.id]
             self.finished += 1
             self._slot_freed.set()
 
