@@ -1,0 +1,223 @@
+"""The commands' edge: finding the App (`module:attr`, as uvicorn finds an ASGI app), running it.
+
+Every problem found here is the user's (a typo, a missing file), so each one
+raises a ShepherdError whose message names what was missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar, cast
+
+import click
+
+from shepherd.app import ROLES, App
+from shepherd.core.records import JsonValue
+from shepherd.errors import ConfigError, PayloadError, ShepherdError, StoreUnavailableError
+from shepherd.payloads import loads
+
+__all__ = [
+    "delegate",
+    "load_app",
+    "open_app",
+    "parse_json_argument",
+    "parse_roles",
+    "run_with",
+    "serve",
+]
+
+T = TypeVar("T")
+
+
+def load_app(spec: str) -> App:
+    """Import the App named by `spec`.
+
+    Args:
+        spec: `module:attr` (the attribute may be dotted), or `module` for the
+            attribute `app`. The current directory is searched first.
+
+    Returns:
+        The App instance.
+
+    Raises:
+        ShepherdError: The module or the attribute is missing, or the attribute
+            is not a shepherd App.
+    """
+    module_name, _, attrs = spec.partition(":")
+    attrs = attrs or "app"
+    if not module_name or not all(attrs.split(".")):
+        raise ShepherdError(f"invalid APP {spec!r}: expected 'module:attribute' or 'module'")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # A missing dependency inside the module is a different problem than a typo.
+        if exc.name is None or not _is_prefix(exc.name, module_name):
+            raise ShepherdError(
+                f"cannot import APP module {module_name!r}: it needs {exc.name!r}, "
+                "which is not installed"
+            ) from None
+        raise ShepherdError(f"cannot find APP module {module_name!r} ({spec!r})") from None
+    found: object = module
+    for attr in attrs.split("."):
+        try:
+            found = getattr(found, attr)
+        except AttributeError:
+            raise ShepherdError(
+                f"module {module_name!r} has no attribute {attrs!r} ({spec!r})"
+            ) from None
+    if not isinstance(found, App):
+        raise ShepherdError(
+            f"{module_name}:{attrs} is a {type(found).__name__}, not a shepherd App"
+        )
+    return found
+
+
+def open_app(spec: str | None, store: str | None, *, existing: bool = False) -> App:
+    """The App for a command: loaded from `spec`, or a bare one over `store`.
+
+    Args:
+        spec: `module:attr`, or None for an App with no workflows (enough for
+            reading and operating on tasks).
+        store: A store URL overriding the app's (from `--store` or
+            `SHEPHERD_STORE`), or None.
+        existing: Refuse a SQLite file that does not exist yet, rather than
+            create an empty store (for commands that only read or operate).
+
+    Returns:
+        The App, not yet opened.
+
+    Raises:
+        ShepherdError: The App cannot be found.
+        ConfigError: The store URL is malformed or of an unsupported scheme.
+        StoreUnavailableError: `existing` and there is no such SQLite file.
+    """
+    if spec is None:
+        app = App(store, alerts=())
+    else:
+        app = load_app(spec)
+        if store is not None:
+            app.settings = dataclasses.replace(app.settings, store=store)
+    if existing:
+        _check_sqlite_exists(app.settings.store)
+    return app
+
+
+def parse_roles(text: str) -> tuple[str, ...]:
+    """`scheduler,agent` -> the roles in their canonical order, without repeats.
+
+    Raises:
+        ConfigError: A role is unknown, or none is named.
+    """
+    named = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [role for role in named if role not in ROLES]
+    if unknown:
+        raise ConfigError("roles", f"unknown role {unknown[0]!r} (choose from {', '.join(ROLES)})")
+    if not named:
+        raise ConfigError("roles", f"name at least one of {', '.join(ROLES)}")
+    return tuple(role for role in ROLES if role in named)
+
+
+def _is_prefix(missing: str, module_name: str) -> bool:
+    """Whether the missing module is `module_name` itself or one of its parents."""
+    return module_name == missing or module_name.startswith(missing + ".")
+
+
+def _check_sqlite_exists(url: str) -> None:
+    if not url.startswith("sqlite://"):
+        return
+    path = url[len("sqlite://") :].removeprefix("/")
+    if path and path != ":memory:" and not os.path.exists(path):
+        raise StoreUnavailableError(
+            f"no SQLite store at {path!r} (pass --store URL or set SHEPHERD_STORE)"
+        )
+
+
+def run_with(app: App, work: Callable[[], Awaitable[T]]) -> T:
+    """Run `work` in a new event loop (the async edge of a command), then close the app."""
+
+    async def go() -> T:
+        try:
+            return await work()
+        finally:
+            await app.close()
+
+    return asyncio.run(go())
+
+
+def parse_json_argument(text: str | None, what: str) -> JsonValue:
+    """Decode a JSON command-line argument (`-` reads stdin); None stays None.
+
+    Raises:
+        PayloadError: The text is not acceptable JSON; the message says which argument.
+    """
+    if text is None:
+        return None
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return loads(text)
+    except PayloadError as exc:
+        raise PayloadError(f"{exc.message} (in {what})") from None
+
+
+async def serve(app: App, roles: Sequence[str]) -> None:
+    """Run the roles until SIGTERM or SIGINT, then stop gracefully and close the app."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+
+    def ready() -> None:
+        click.echo(f"shepherd ready: roles={','.join(roles)} instance={app.instance}")
+        sys.stdout.flush()
+
+    try:
+        await app.open()
+        runner = asyncio.create_task(app.run(roles, ready=ready))
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not runner.done():
+                click.echo("shepherd stopping", err=True)
+                runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner  # re-raises what made the roles fail
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        await app.close()
+
+
+def delegate(module_name: str, command: str, args: Sequence[str]) -> int:
+    """Call `cli_main(args)` of `module_name` (imported only now) and return its exit code.
+
+    Raises:
+        ShepherdError: The module or its `cli_main` is missing.
+    """
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise  # a bug inside the module: its traceback helps
+        raise ShepherdError(f"'shepherd {command}' is not available: {exc}") from None
+    entry = getattr(module, "cli_main", None)
+    if not callable(entry):
+        raise ShepherdError(
+            f"'shepherd {command}' is not available: {module_name}.cli_main is missing"
+        )
+    return cast("Callable[[list[str]], int]", entry)(list(args))

@@ -1,0 +1,170 @@
+"""What the CLI prints: Rich tables for people, JSON (`--json`) for scripts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import click
+
+from shepherd.core.records import Event, JsonValue, Step, Task
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["echo_json", "print_task", "print_tasks", "reason", "shorten", "task_json"]
+
+_SHORT = 60
+#: Line width of tables written to a pipe or a file.
+_PIPE_WIDTH = 200
+
+
+def task_json(task: Task, history: Sequence[Event] | None = None) -> dict[str, JsonValue]:
+    """The task as a JSON object: its fields, its steps and (if given) its history."""
+    data = _plain(task)
+    if history is not None:
+        data["history"] = [_plain(event) for event in history]
+    return data
+
+
+def echo_json(value: JsonValue) -> None:
+    """Print one JSON document (datetimes as ISO 8601 strings)."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_default))
+
+
+def reason(error: JsonValue) -> str:
+    """The human reason of a task's or step's error value, on one line."""
+    if error is None:
+        return ""
+    if isinstance(error, dict):
+        for field in ("reason", "message"):
+            if field in error:
+                return " ".join(str(error[field]).split())
+    if isinstance(error, str):
+        return " ".join(error.split())
+    return json.dumps(error, ensure_ascii=False, default=_default)
+
+
+def shorten(text: str, width: int = _SHORT) -> str:
+    """`text` cut to `width` characters, with an ellipsis when cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def print_tasks(tasks: Sequence[Task]) -> None:
+    """A table of tasks, one row each."""
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=20)
+    for name in ("workflow", "key", "process_state", "failure_count", "locked_by"):
+        table.add_column(name, no_wrap=True, justify="right" if name == "failure_count" else "left")
+    table.add_column("updated_at", no_wrap=True, min_width=20)
+    table.add_column("error", overflow="fold")
+    for task in tasks:
+        table.add_row(
+            task.id,
+            task.workflow,
+            task.key or "",
+            str(task.process_state),
+            str(task.failure_count),
+            task.locked_by or "",
+            _when(task.updated_at),
+            shorten(reason(task.error)),
+        )
+    _console().print(table if tasks else "no tasks")
+
+
+def print_task(task: Task, history: Sequence[Event]) -> None:
+    """A task's fields, then its steps, then its history."""
+    from rich.table import Table
+
+    console = _console()
+    fields = Table(box=None, show_header=False, pad_edge=False)
+    fields.add_column(style="bold", no_wrap=True)
+    fields.add_column()
+    for name, value in (
+        ("id", task.id),
+        ("workflow", task.workflow),
+        ("key", task.key or ""),
+        ("process_state", str(task.process_state)),
+        ("failure_count", str(task.failure_count)),
+        ("locked_by", task.locked_by or ""),
+        ("lock_epoch", str(task.lock_epoch)),
+        ("complete_by", _when(task.complete_by)),
+        ("not_before", _when(task.not_before)),
+        ("reply_to", task.reply_to or ""),
+        ("created_at", _when(task.created_at)),
+        ("updated_at", _when(task.updated_at)),
+        ("input", _compact(task.input)),
+        ("result", _compact(task.result)),
+        ("error", reason(task.error)),
+    ):
+        fields.add_row(name, value)
+    console.print(fields)
+    console.print()
+    console.print(_steps_table(task.steps) if task.steps else "no steps")
+    console.print()
+    history_table = Table(title="history", title_justify="left", box=None, pad_edge=False)
+    for name in ("at", "kind", "detail"):
+        history_table.add_column(name, no_wrap=name != "detail")
+    for event in history:
+        history_table.add_row(_when(event.at), event.kind, shorten(_compact(event.detail), 80))
+    console.print(history_table if history else "no history")
+
+
+def _steps_table(steps: Sequence[Step]) -> object:
+    from rich.table import Table
+
+    table = Table(title="steps", title_justify="left", box=None, pad_edge=False)
+    for name in ("seq", "kind", "agent", "state", "attempt", "complete_by", "error"):
+        table.add_column(name, justify="right" if name in ("seq", "attempt") else "left")
+    for step in steps:
+        table.add_row(
+            str(step.seq),
+            str(step.kind),
+            step.agent,
+            str(step.state),
+            str(step.attempt),
+            _when(step.complete_by),
+            shorten(reason(step.error)),
+        )
+    return table
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    # Off a terminal (pipes, files, CI logs) lines are not cut at 80 columns.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+
+
+def _when(at: datetime | None) -> str:
+    return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _compact(value: JsonValue) -> str:
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
+
+
+def _plain(record: Task | Step | Event) -> dict[str, JsonValue]:
+    return {field.name: _value(getattr(record, field.name)) for field in dataclasses.fields(record)}
+
+
+def _value(value: object) -> JsonValue:
+    if isinstance(value, tuple):
+        return [_plain(item) if isinstance(item, Step) else item for item in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")

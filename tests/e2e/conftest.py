@@ -1,0 +1,194 @@
+"""Harness for the CLI tests: run `python -m shepherd` for real, against a SQLite file in tmp_path.
+
+`shepherd_cli` runs one command to its end; `shepherd_process` starts a
+long-running one (`run`, `worker`) and waits for its readiness line, with a
+deadline, and always stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+#: The app the tests run: a two-step workflow, and one whose code raises.
+CLI_APP = """
+from shepherd import App
+
+app = App(alerts=())
+not_an_app = 42
+
+
+@app.agent("greet")
+async def greet(request):
+    return {"greeting": "hello " + request.payload["name"]}
+
+
+@app.agent("shout")
+async def shout(request):
+    return {"shouted": request.payload["greeting"].upper()}
+
+
+@app.workflow("hello")
+async def hello(ctx, data):
+    greeting = await ctx.call("greet", data)
+    return await ctx.call("shout", greeting)
+
+
+@app.workflow("broken")
+async def broken(ctx, data):
+    raise RuntimeError("boom")
+"""
+
+#: Seconds any one CLI command may take before the test fails.
+COMMAND_TIMEOUT = 60.0
+#: Seconds a long-running command may take to print its readiness line.
+READY_TIMEOUT = 30.0
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@dataclass
+class CliProcess:
+    """A long-running `shepherd` process whose stdout is read by a thread."""
+
+    process: subprocess.Popen[str]
+    stderr_path: Path
+    lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    pump: threading.Thread | None = None
+    #: The `shepherd ready: ...` line, once seen.
+    ready_line: str = ""
+
+    def stderr(self) -> str:
+        """What the process wrote to stderr so far."""
+        return self.stderr_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> str:
+        """Block until the `shepherd ready:` line, or fail after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                code = self.process.wait(COMMAND_TIMEOUT)
+                pytest.fail(f"exited {code} before it was ready; stderr:\n{self.stderr()}")
+            if line.startswith("shepherd ready:"):
+                self.ready_line = line
+                return line
+        pytest.fail(f"not ready within {timeout} s; stderr:\n{self.stderr()}")
+
+    def terminate(self, timeout: float = COMMAND_TIMEOUT) -> int:
+        """SIGTERM the process and return its exit code (a graceful stop is 0)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def close(self) -> None:
+        """SIGKILL the process if it still runs, reap it, then close its pipe."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(COMMAND_TIMEOUT)
+        if self.pump is not None:
+            self.pump.join(COMMAND_TIMEOUT)  # the pipe is at EOF once the process is gone
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    try:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+    finally:
+        lines.put(None)
+
+
+@pytest.fixture
+def cli_dir(tmp_path: Path) -> Path:
+    """A working directory holding the test app module `cliapp.py`."""
+    (tmp_path / "cliapp.py").write_text(CLI_APP)
+    return tmp_path
+
+
+@pytest.fixture
+def cli_store_url(cli_dir: Path) -> str:
+    """A fresh SQLite store in the test's directory."""
+    return f"sqlite:///{cli_dir / 'shepherd.db'}"
+
+
+@pytest.fixture
+def cli_env(cli_store_url: str) -> dict[str, str]:
+    """The environment of every command: the test's store in SHEPHERD_STORE."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
+    env["SHEPHERD_STORE"] = cli_store_url
+    return env
+
+
+@pytest.fixture
+def shepherd_cli(cli_dir: Path, cli_env: dict[str, str]) -> Cli:
+    """Run `python -m shepherd ARGS...` to its end; return the completed process."""
+
+    def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Any:
+        return subprocess.run(
+            [sys.executable, "-m", "shepherd", *args],
+            cwd=cli_dir,
+            env=cli_env if env is None else env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+            check=False,
+        )
+
+    return run
+
+
+@pytest.fixture
+def shepherd_process(
+    cli_dir: Path, cli_env: dict[str, str]
+) -> Iterator[Callable[..., AbstractContextManager[CliProcess]]]:
+    """Start `python -m shepherd ARGS...`, wait until it is ready; kill it at the end."""
+    started: list[CliProcess] = []
+
+    @contextmanager
+    def start(*args: str) -> Iterator[CliProcess]:
+        stderr_path = cli_dir / f"process-{len(started)}.stderr"
+        with stderr_path.open("w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "shepherd", *args],
+                cwd=cli_dir,
+                env=cli_env,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+        handle = CliProcess(process=process, stderr_path=stderr_path)
+        started.append(handle)
+        assert process.stdout is not None
+        handle.pump = threading.Thread(
+            target=_pump, args=(process.stdout, handle.lines), daemon=True
+        )
+        handle.pump.start()
+        try:
+            handle.wait_ready()
+            yield handle
+        finally:
+            handle.close()
+
+    try:
+        yield start
+    finally:
+        for handle in started:
+            handle.close()
