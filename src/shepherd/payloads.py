@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from itertools import accumulate, count
-from operator import sub
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import PayloadError
@@ -23,13 +21,10 @@ MAX_DEPTH = 64
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
-# A JSON string, escapes included. The closing quote is optional so that an
-# unterminated string in malformed input is eaten in one linear pass.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-# Opening brackets become 2 and closing ones 0, so that the running sum minus the
-# position is the nesting depth (see _too_deep).
-_BRACKET_WEIGHTS = str.maketrans({"[": "\x02", "{": "\x02", "]": "\x00", "}": "\x00"})
+# Keeps only brackets, as "[" and "]"; deletes every other ASCII character.
+_BRACKETS_ONLY = str.maketrans(
+    {**dict.fromkeys(range(128)), ord("{"): "[", ord("["): "[", ord("}"): "]", ord("]"): "]"}
+)
 # `\u0000` preceded by an even number of backslashes, i.e. a real escape.
 _NUL_ESCAPE = re.compile(r"(?:^|[^\\])(?:\\\\)*\\u0000")
 
@@ -133,14 +128,30 @@ def _check_content(text: str) -> None:
 
 
 def _too_deep(text: str) -> bool:
-    """Whether brackets outside strings nest deeper than MAX_DEPTH, in C-speed passes."""
+    """Whether brackets outside strings nest deeper than MAX_DEPTH.
+
+    Every step is a C-speed pass over the text, and there are at most MAX_DEPTH
+    of them, so hostile input costs O(n) and never recurses.
+    """
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    weights = brackets.translate(_BRACKET_WEIGHTS).encode("latin-1")
-    # After i+1 brackets the running sum is 2 * opened, and opened - closed is the depth.
-    depth = max(map(sub, accumulate(weights), count(1)), default=0)
-    return depth > MAX_DEPTH
+    if "\\" in text:
+        # Drop escaped backslashes, then escaped quotes: every `"` left delimits a string.
+        text = text.replace("\\\\", "").replace('\\"', "")
+    brackets = "".join(text.split('"')[::2]).translate(_BRACKETS_ONLY)
+    # Each pass removes the innermost groups, so a group left after MAX_DEPTH
+    # passes is nested deeper than that.
+    for _ in range(MAX_DEPTH):
+        reduced = brackets.replace("[]", "")
+        if len(reduced) == len(brackets):
+            break
+        brackets = reduced
+    else:
+        if "[]" in brackets:
+            return True
+    # What is left is unmatched (malformed input): refuse a long run of openers,
+    # which a recursive parser would follow.
+    return brackets.count("[") > MAX_DEPTH
 
 
 def _over_limit(size: int, limit: int) -> str:

@@ -657,8 +657,10 @@ class SQLiteStore:
         for task_id, owner, epoch, error in items:
             encoded = json.dumps(error)
             row = conn.execute(
-                "UPDATE tasks SET process_state = 'compensating', error = ?, updated_at = ? "
-                "WHERE id = ? AND lock_epoch = ? AND locked_by = ? RETURNING key, reply_to",
+                # failure_count restarts: compensation has its own budget (core.transitions).
+                "UPDATE tasks SET process_state = 'compensating', error = ?, failure_count = 0, "
+                "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by = ? "
+                "RETURNING key, reply_to",
                 (encoded, now, task_id, epoch, owner),
             ).fetchone()
             if row is None:

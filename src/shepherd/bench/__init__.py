@@ -1,0 +1,11 @@
+"""The shepherd benchmark: `python -m shepherd.bench` (or `shepherd bench`).
+
+W1: three no-op steps per workflow; W2: three 10 ms steps; W3: a worker
+process SIGKILLed mid-run and recovered by the supervisor.
+"""
+
+from __future__ import annotations
+
+from shepherd.bench.cli import cli_main
+
+__all__ = ["cli_main"]

@@ -1,0 +1,281 @@
+"""W3: a worker process is SIGKILLed mid-run; the supervisor recovers its tasks.
+
+The main process submits N W2 workflows and runs only the supervisor role. A
+worker subprocess (scheduler + agent roles) does the work; once a third of the
+tasks are processed it is killed with SIGKILL and a new worker is started. The
+harness then measures how long the rest takes, counts tasks lost, and counts
+handler executions per step (from the workers' O_APPEND logs) to find
+duplicated ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shepherd.bench.flow import build_app, submit_all
+from shepherd.bench.measure import spans, terminal, timeline, wait_until
+from shepherd.core.states import ProcessState
+
+if TYPE_CHECKING:
+    from shepherd.store.contract import Store
+
+
+#: While a step runs, the task's `complete_by` is the step's plus this (docs/concepts.md).
+STEP_GRACE = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrashResult:
+    """The figures of one W3 run."""
+
+    workload: str
+    n: int
+    step_sleep_s: float
+    within_s: float
+    supervisor_interval_s: float
+    #: The step window plus one supervisor interval: the plain comparison figure.
+    recovery_bound_s: float
+    #: The claim's `complete_by` window: max(complete_within, within + step grace).
+    claim_window_s: float
+    #: docs/guarantees.md section 5: claim window + supervisor interval + poll_interval
+    #: (the new scheduler is in another process).
+    guaranteed_bound_s: float
+    processed_at_kill: int
+    #: Tasks the killed worker held (`processing`) when it died.
+    claimed_at_kill: int
+    kill_to_done_s: float
+    restart_to_done_s: float
+    #: From the kill to the supervisor's last reset of a dead worker's task.
+    kill_to_last_reset_s: float
+    #: From a task's reset to its `processed`, worst case.
+    reset_to_processed_max_s: float
+    processed: int
+    tasks_lost: int
+    executions: int
+    distinct_steps: int
+    duplicated_executions: int
+    resets: int
+    store_stats: dict[str, float]
+    worker_stats: dict[str, float]
+
+
+class Worker:
+    """A `shepherd.bench.worker` subprocess."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, argv: list[str], *, stderr: Path, ready_within: float = 30.0) -> Worker:
+        """Spawn the worker and wait for its `ready` line."""
+        with stderr.open("ab") as err:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "shepherd.bench.worker",
+                *argv,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
+            )
+        worker = cls(proc)
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), ready_within)
+        except TimeoutError:
+            line = b""
+        if line.strip() != b"ready":
+            await worker.kill()
+            raise RuntimeError(f"bench worker did not report ready; see {stderr}")
+        return worker
+
+    async def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+
+    async def stop(self, *, within: float = 15.0) -> dict[str, float]:
+        """SIGTERM, then the statistics it prints on the way out."""
+        assert self.proc.stdout is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out = await asyncio.wait_for(self.proc.stdout.read(), within)
+            await asyncio.wait_for(self.proc.wait(), within)
+        except TimeoutError:
+            await self.kill()
+            return {}
+        for line in out.decode().splitlines():
+            if line.startswith("stats "):
+                stats: dict[str, float] = json.loads(line[len("stats ") :])
+                return stats
+        return {}
+
+
+def worker_argv(
+    store: str, exec_log: Path, *, sleep: float, within: float, settings: dict[str, Any]
+) -> list[str]:
+    return [
+        "--store", store,
+        "--roles", "scheduler,agent",
+        "--sleep", str(sleep),
+        "--within", str(within),
+        "--complete-within", str(within),
+        "--exec-log", str(exec_log),
+        "--synchronous", str(settings["sqlite_synchronous"]),
+        "--max-in-flight", str(settings["max_in_flight"]),
+        "--agent-concurrency", str(settings["agent_concurrency"]),
+        "--claim-batch", str(settings["claim_batch"]),
+    ]  # fmt: skip
+
+
+def executions(logs: list[Path]) -> Counter[str]:
+    """Handler executions per idempotency key (`task_id/seq`), over every worker's log."""
+    seen: Counter[str] = Counter()
+    for log in logs:
+        if log.exists():
+            seen.update(line for line in log.read_text().splitlines() if line)
+    return seen
+
+
+@dataclass(frozen=True, slots=True)
+class _Phases:
+    killed_at: datetime
+    processed_at_kill: int
+    claimed_at_kill: int
+    kill_to_done_s: float
+    restart_to_done_s: float
+    worker_stats: dict[str, float]
+
+
+PROCESSED = ProcessState.PROCESSED
+PROCESSING = ProcessState.PROCESSING
+
+
+async def _kill_and_restart(
+    store: Store,
+    argv: tuple[list[str], list[str]],
+    *,
+    stderr: Path,
+    kill_at: int,
+    done_at: int,
+    deadline: float,
+    alive: asyncio.Task[None],
+) -> _Phases:
+    """Start a worker; SIGKILL it once `kill_at` tasks are processed and some are
+    claimed (so that the kill strands work in flight); start another."""
+    first = await Worker.start(argv[0], stderr=stderr)
+    try:
+        await wait_until(
+            store,
+            lambda c: c.get(PROCESSED, 0) >= kill_at and c.get(PROCESSING, 0) > 0,
+            deadline=deadline,
+            every=0.002,
+        )
+    finally:
+        await first.kill()
+    killed = time.perf_counter()
+    killed_at = datetime.now(UTC)
+    at_kill = await store.count_tasks()
+    second = await Worker.start(argv[1], stderr=stderr)
+    restarted = time.perf_counter()
+    try:
+        await wait_until(store, lambda c: terminal(c) >= done_at, deadline=deadline, alive=alive)
+        done = time.perf_counter()
+    finally:
+        worker_stats = await second.stop()
+    return _Phases(
+        killed_at,
+        at_kill.get(PROCESSED, 0),
+        at_kill.get(PROCESSING, 0),
+        done - killed,
+        done - restarted,
+        worker_stats,
+    )
+
+
+async def run_crash(
+    store: str,
+    workdir: Path,
+    *,
+    n: int,
+    sleep: float,
+    within: float,
+    interval: float,
+    budget: float,
+    settings: dict[str, Any],
+) -> CrashResult:
+    """Run W3 on `store`, with worker logs and stderr under `workdir`."""
+    app = build_app(
+        store,
+        sleep=sleep,
+        within=within,
+        complete_within=within,
+        **{**settings, "supervisor_interval": interval},
+    )
+    logs = [workdir / "w3-exec-1.log", workdir / "w3-exec-2.log"]
+    argv = tuple(
+        worker_argv(store, log, sleep=sleep, within=within, settings=settings) for log in logs
+    )
+    async with app:
+        before = await app.store.count_tasks()
+        base_processed = before.get(PROCESSED, 0)
+        ids = await submit_all(app, n)
+        supervisor = asyncio.create_task(app.run(["supervisor"]), name="bench-supervisor")
+        try:
+            phases = await _kill_and_restart(
+                app.store,
+                (argv[0], argv[1]),
+                stderr=workdir / "w3-workers.stderr",
+                kill_at=base_processed + n // 3,
+                done_at=terminal(before) + n,
+                deadline=time.monotonic() + budget,
+                alive=supervisor,
+            )
+        finally:
+            supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await supervisor
+        stats = dict(app.store.statistics())
+        line = await timeline(app.store, ids)
+
+    runs = executions(logs)
+    window = within + STEP_GRACE  # > complete_within (== within here)
+    last_reset = max(line.reset.values(), default=phases.killed_at)
+    return CrashResult(
+        workload="W3",
+        n=n,
+        step_sleep_s=sleep,
+        within_s=within,
+        supervisor_interval_s=interval,
+        recovery_bound_s=within + interval,
+        claim_window_s=window,
+        guaranteed_bound_s=window + interval + app.settings.poll_interval,
+        processed_at_kill=phases.processed_at_kill - base_processed,
+        claimed_at_kill=phases.claimed_at_kill,
+        kill_to_done_s=phases.kill_to_done_s,
+        restart_to_done_s=phases.restart_to_done_s,
+        kill_to_last_reset_s=(last_reset - phases.killed_at).total_seconds(),
+        reset_to_processed_max_s=max(spans(line.reset, line.processed), default=0.0),
+        processed=len(line.processed),
+        tasks_lost=n - len(line.processed),
+        executions=sum(runs.values()),
+        distinct_steps=len(runs),
+        duplicated_executions=sum(runs.values()) - len(runs),
+        resets=line.resets,
+        store_stats=stats,
+        worker_stats=phases.worker_stats,
+    )
+
+
+__all__ = ["CrashResult", "Worker", "run_crash"]

@@ -1,0 +1,102 @@
+"""What the harness measures: completion (polled, off the engine's path) and latencies.
+
+Latencies come from the store's event log after the run: `received` (submit),
+the first `claimed`, and `processed`, per task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from shepherd.core.states import TERMINAL_STATES, ProcessState
+
+if TYPE_CHECKING:
+    from shepherd.store.contract import Store
+
+
+Counts = dict[ProcessState, int]
+
+
+def terminal(by_state: Counts) -> int:
+    """How many tasks have ended, whatever the outcome."""
+    return sum(v for k, v in by_state.items() if k in TERMINAL_STATES)
+
+
+async def wait_until(
+    store: Store,
+    done: Callable[[Counts], bool],
+    *,
+    deadline: float,
+    every: float = 0.05,
+    alive: asyncio.Task[None] | None = None,
+) -> Counts:
+    """Poll `count_tasks` every `every` s until `done(counts)`; return the last counts.
+
+    Also returns at the monotonic `deadline`, or once the `alive` task has ended.
+    """
+    while True:
+        by_state = await store.count_tasks()
+        if done(by_state) or time.monotonic() >= deadline or (alive is not None and alive.done()):
+            return by_state
+        await asyncio.sleep(every)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Per-task instants read from the event log, for the tasks asked about."""
+
+    received: dict[str, datetime]
+    claimed: dict[str, datetime]
+    processed: dict[str, datetime]
+    #: The last supervisor `reset` of each task that had one.
+    reset: dict[str, datetime]
+    resets: int
+
+
+async def timeline(store: Store, task_ids: Collection[str]) -> Timeline:
+    """Read the whole event log once and keep the instants of `task_ids`."""
+    wanted = set(task_ids)
+    received: dict[str, datetime] = {}
+    claimed: dict[str, datetime] = {}
+    processed: dict[str, datetime] = {}
+    reset: dict[str, datetime] = {}
+    resets = 0
+    cursor = 0
+    while True:
+        batch = await store.read_events(reply_to=None, after_id=cursor, limit=5000)
+        if not batch:
+            break
+        cursor = batch[-1].id
+        for ev in batch:
+            if ev.task_id not in wanted:
+                continue
+            if ev.kind == "received":
+                received[ev.task_id] = ev.at
+            elif ev.kind == "claimed":
+                claimed.setdefault(ev.task_id, ev.at)
+            elif ev.kind == "processed":
+                processed[ev.task_id] = ev.at
+            elif ev.kind == "reset":
+                reset[ev.task_id] = ev.at
+                resets += 1
+    return Timeline(received, claimed, processed, reset, resets)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank `q`-th percentile (0 < q <= 100); NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def spans(start: dict[str, datetime], end: dict[str, datetime]) -> list[float]:
+    """Seconds from `start` to `end` for every task that has both."""
+    return [(end[k] - start[k]).total_seconds() for k in end if k in start]

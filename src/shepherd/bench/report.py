@@ -1,0 +1,156 @@
+"""The bench's output: Rich tables for people, one JSON document with --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from shepherd.bench.crash import CrashResult
+from shepherd.bench.throughput import ThroughputResult
+
+#: The targets of the benchmark issue.
+TARGET_WORKFLOWS_PER_S = 1000.0
+
+Result = ThroughputResult | CrashResult
+
+
+def environment(synchronous: str, store: str) -> dict[str, Any]:
+    """The machine and versions the figures were taken on."""
+    return {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        #: Other processes on the machine skew every figure; this shows how busy it was.
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
+        "sqlite_synchronous": synchronous,
+        "store": store,
+    }
+
+
+def targets(results: list[Result]) -> list[dict[str, Any]]:
+    """Each issue target, whether it holds, and by what margin."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if isinstance(r, ThroughputResult):
+            out.append(
+                {
+                    "workload": r.workload,
+                    "target": f">= {TARGET_WORKFLOWS_PER_S:,.0f} workflows/s, 0 lost",
+                    "measured": f"{r.workflows_per_s:,.0f} workflows/s, {r.tasks_lost} lost",
+                    "holds": r.workflows_per_s >= TARGET_WORKFLOWS_PER_S and r.tasks_lost == 0,
+                    "margin": f"{r.workflows_per_s / TARGET_WORKFLOWS_PER_S:.2f}x",
+                }
+            )
+        else:
+            out.append(
+                {
+                    "workload": r.workload,
+                    "target": f"kill -> all done <= claim window + supervisor interval + poll "
+                    f"= {r.guaranteed_bound_s:g}s, 0 lost",
+                    "measured": f"{r.kill_to_done_s:.2f}s, {r.tasks_lost} lost "
+                    f"(within + interval = {r.recovery_bound_s:g}s: "
+                    f"{'met' if r.kill_to_done_s <= r.recovery_bound_s else 'exceeded'})",
+                    "holds": r.kill_to_done_s <= r.guaranteed_bound_s and r.tasks_lost == 0,
+                    "margin": f"{r.guaranteed_bound_s - r.kill_to_done_s:+.2f}s",
+                }
+            )
+    return out
+
+
+def as_json(results: list[Result], env: dict[str, Any]) -> str:
+    document = {
+        "environment": env,
+        "workloads": {r.workload: asdict(r) for r in results},
+        "targets": targets(results),
+    }
+    return json.dumps(document, indent=2, default=str)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f}"
+
+
+def _stats(stats: dict[str, float]) -> str:
+    if not stats:
+        return "-"
+    return f"{stats.get('commits', 0):,.0f} commits, {stats.get('ops_per_batch', 0):.1f} ops/batch"
+
+
+_THROUGHPUT_ROWS: tuple[tuple[str, Callable[[ThroughputResult], str]], ...] = (
+    ("workflows (3 steps each)", lambda r: f"{r.n:,}"),
+    ("step: simulated remote call", lambda r: f"{r.step_sleep_s * 1000:g} ms"),
+    ("max_in_flight / agent_concurrency",
+     lambda r: f"{r.settings['max_in_flight']:,} / {r.settings['agent_concurrency']:,}"),
+    ("submission (not counted), s", lambda r: f"{r.submit_s:.2f}"),
+    ("roles start -> all done, s", lambda r: f"{r.run_s:.2f}"),
+    ("workflows/s", lambda r: f"{r.workflows_per_s:,.0f}"),
+    ("steps/s", lambda r: f"{r.steps_per_s:,.0f}"),
+    ("latency submit->processed p50 / p99, ms",
+     lambda r: f"{_ms(r.latency_p50_s)} / {_ms(r.latency_p99_s)}"),
+    ("latency claimed->processed p50 / p99, ms",
+     lambda r: f"{_ms(r.run_latency_p50_s)} / {_ms(r.run_latency_p99_s)}"),
+    ("tasks lost", lambda r: str(r.tasks_lost)),
+    ("store commits", lambda r: f"{r.store_stats.get('commits', 0):,.0f}"),
+    ("store operations / batches",
+     lambda r: f"{r.store_stats.get('operations', 0):,.0f} / {r.store_stats.get('batches', 0):,.0f}"),
+    ("operations per batch", lambda r: f"{r.store_stats.get('ops_per_batch', 0):.1f}"),
+)  # fmt: skip
+
+
+def render(results: list[Result], env: dict[str, Any], console: Console) -> None:
+    """Print the figures as tables."""
+    rows = [r for r in results if isinstance(r, ThroughputResult)]
+    if rows:
+        table = Table(title="Throughput: one process plays every role")
+        table.add_column("figure")
+        for r in rows:
+            table.add_column(r.workload, justify="right")
+        for name, cell in _THROUGHPUT_ROWS:
+            table.add_row(name, *(cell(r) for r in rows))
+        console.print(table)
+    for c in (r for r in results if isinstance(r, CrashResult)):
+        table = Table(title="W3: worker SIGKILLed after a third of the tasks")
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        for name, value in (
+            ("workflows", f"{c.n:,}"),
+            ("processed at kill", f"{c.processed_at_kill:,}"),
+            ("claimed by the killed worker", f"{c.claimed_at_kill:,}"),
+            ("step window (within) + supervisor interval", f"{c.within_s:g} + {c.supervisor_interval_s:g} = {c.recovery_bound_s:g} s"),
+            ("claim window (within + 1 s step grace)", f"{c.claim_window_s:g} s"),
+            ("guaranteed bound (+ interval + poll_interval)", f"{c.guaranteed_bound_s:g} s"),
+            ("kill -> all done", f"{c.kill_to_done_s:.2f} s"),
+            ("new worker ready -> all done", f"{c.restart_to_done_s:.2f} s"),
+            ("kill -> last supervisor reset", f"{c.kill_to_last_reset_s:.2f} s"),
+            ("reset -> processed (worst task)", f"{c.reset_to_processed_max_s:.2f} s"),
+            ("tasks lost", str(c.tasks_lost)),
+            ("handler executions / distinct steps", f"{c.executions:,} / {c.distinct_steps:,}"),
+            ("duplicated executions", str(c.duplicated_executions)),
+            ("supervisor resets", str(c.resets)),
+            ("store (main: submit + supervisor)", _stats(c.store_stats)),
+            ("store (second worker)", _stats(c.worker_stats)),
+        ):  # fmt: skip
+            table.add_row(name, value)
+        console.print(table)
+    goals = Table(title="Targets")
+    for name in ("workload", "target", "measured", "holds", "margin"):
+        goals.add_column(name)
+    for t in targets(results):
+        goals.add_row(
+            t["workload"], t["target"], t["measured"], "yes" if t["holds"] else "NO", t["margin"]
+        )
+    console.print(goals)
+    console.print(
+        f"Python {env['python']}, SQLite {env['sqlite']}, synchronous={env['sqlite_synchronous']}, "
+        f"{env['cpu_count']} CPUs (load average {env['load_average_1m_at_start']} at start), "
+        f"{env['platform']}; store {env['store']}"
+    )

@@ -1,0 +1,79 @@
+"""One group-commit transaction: its connection, its instant, and what it announces.
+
+Handlers of every kind of operation write through a `Batch`. Events are queued
+and inserted together at the end; so are the NOTIFYs, one `pg_notify` per
+channel, inside the transaction, so that other processes learn of the commit
+exactly when it becomes visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, final
+
+from shepherd.store import signals as ch
+from shepherd.store.postgres.listener import notifications
+
+if TYPE_CHECKING:
+    from psycopg import AsyncCursor
+    from psycopg.rows import TupleRow
+
+    from shepherd.store.postgres.connection import Connection
+
+__all__ = ["EVENTS_LOCK", "Batch"]
+
+#: Held from the events' insert to the commit. Identity values are taken at
+#: insert time but become visible at commit: without this lock two processes
+#: could commit event 8 before event 7, and a `read_events(after_id=8)` cursor
+#: would skip 7 for ever. NOTIFY serialises commits anyway, so this costs little.
+EVENTS_LOCK = 0x7368657068657265
+
+_INSERT_EVENTS = (
+    "INSERT INTO events (task_id, key, reply_to, kind, detail, at) "
+    "SELECT e.task_id, e.key, e.reply_to, e.kind, e.detail, %s "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+    "WITH ORDINALITY AS e(task_id, key, reply_to, kind, detail, n) ORDER BY e.n"
+)
+_NOTIFY = "SELECT pg_notify(n.channel, n.payload) FROM unnest(%s::text[], %s::text[]) AS n(channel, payload)"
+
+
+@final
+class Batch:
+    """The context every handler of one batch shares.
+
+    Attributes:
+        conn: The transaction's connection, in pipeline mode: statements are
+            sent at once and their results read when a handler needs them.
+        now: The instant of the whole batch (the database's clock, or the
+            injected test clock), like SQLite's one `now` per transaction.
+        rings: Local channels to ring after commit (and to NOTIFY).
+    """
+
+    def __init__(self, conn: Connection, now: datetime) -> None:
+        self.conn = conn
+        self.now = now
+        self.rings: set[str] = set()
+        self._events: list[tuple[str, str | None, str | None, str, str]] = []
+
+    async def send(self, query: str, params: Sequence[object] = ()) -> AsyncCursor[TupleRow]:
+        """Queue one statement; its results are read later from the cursor."""
+        return await self.conn.execute(query, params)
+
+    def event(
+        self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str
+    ) -> None:
+        """Append an event (detail is JSON text) to the log, at commit, in call order."""
+        self._events.append((task_id, key, reply_to, kind, detail))
+
+    async def finish(self) -> None:
+        """Write the queued events and the NOTIFYs (still inside the transaction)."""
+        if self._events:
+            await self.send("SELECT pg_advisory_xact_lock(%s)", (EVENTS_LOCK,))
+            columns = list(zip(*self._events, strict=True))
+            await self.send(_INSERT_EVENTS, (self.now, *(list(c) for c in columns)))
+            self._events.clear()
+            self.rings.add(ch.EVENTS)
+        pairs = notifications(self.rings)
+        if pairs:
+            await self.send(_NOTIFY, ([c for c, _ in pairs], [p for _, p in pairs]))

@@ -1,0 +1,149 @@
+"""Connecting to PostgreSQL: connection strings, one-line failure reasons, migrations.
+
+Every connection gets a short connect timeout and TCP keepalives, so a dead
+server or a dead network path is noticed in seconds, not at the kernel's
+two-hour default. Messages name the server but never the password.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
+
+from shepherd.errors import StoreUnavailableError
+from shepherd.store.migrations import migrations
+
+__all__ = [
+    "MIGRATION_LOCK",
+    "Connection",
+    "build_conninfo",
+    "connect",
+    "describe",
+    "migrate",
+    "reason",
+    "redact",
+]
+
+# `scheme://user:password@` in a URL.
+_USERINFO_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+#: A connection returning rows as tuples.
+Connection = psycopg.AsyncConnection[TupleRow]
+
+#: The advisory lock held while migrations run ("shepherd" in ASCII): processes
+#: starting together apply each migration once.
+MIGRATION_LOCK = 0x7368657068657264
+
+
+def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -> str:
+    """`url` with a connect timeout, TCP keepalives and an application name added.
+
+    Settings already in the URL win over these defaults.
+
+    Raises:
+        StoreUnavailableError: The URL cannot be parsed.
+    """
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise StoreUnavailableError(
+            f"invalid PostgreSQL URL {redact(url)!r}: {reason(exc, url)}"
+        ) from None
+    defaults: dict[str, str | int] = {
+        # libpq counts whole seconds and treats anything below 2 as 2.
+        "connect_timeout": max(2, round(connect_timeout)),
+        "keepalives": 1,
+        "keepalives_idle": 30,
+        "keepalives_interval": 10,
+        "keepalives_count": 3,
+        "application_name": application_name,
+    }
+    extra = {k: v for k, v in defaults.items() if k not in given}
+    return make_conninfo(url, **extra)
+
+
+def redact(url: str) -> str:
+    """`url` without its password (for messages), even when it does not parse."""
+    text = _USERINFO_PASSWORD.sub(r"\1***@", url)
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.ProgrammingError:
+        password = None
+    if password and isinstance(password, str):
+        text = text.replace(password, "***")
+    return text
+
+
+def describe(url: str) -> str:
+    """`postgresql://user@host:port/dbname` of `url`, without the password."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return redact(url)
+    user = params.get("user")
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    dbname = params.get("dbname") or user or ""
+    who = f"{user}@" if user else ""
+    return f"postgresql://{who}{host}:{port}/{dbname}"
+
+
+def reason(exc: BaseException, url: str) -> str:
+    """The first meaningful line of a driver error, with any password removed."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    text = text.removeprefix("connection failed: ").replace(url, redact(url))
+    text = _USERINFO_PASSWORD.sub(r"\1***@", text)
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.ProgrammingError:
+        password = None
+    if password and isinstance(password, str):
+        text = text.replace(password, "***")
+    return text
+
+
+async def connect(conninfo: str, url: str, *, autocommit: bool = True) -> Connection:
+    """One connection to the server.
+
+    Raises:
+        StoreUnavailableError: The server cannot be reached or refuses us; the
+            message is one line naming the server, without the password.
+    """
+    try:
+        return await psycopg.AsyncConnection.connect(conninfo, autocommit=autocommit)
+    except psycopg.Error as exc:
+        raise StoreUnavailableError(
+            f"cannot reach PostgreSQL store {describe(url)}: {reason(exc, url)}"
+        ) from None
+
+
+async def migrate(conn: Connection) -> list[int]:
+    """Apply pending migrations in one transaction; return the versions applied.
+
+    The transaction holds `pg_advisory_xact_lock(MIGRATION_LOCK)`, so several
+    processes opening the store at once wait for each other and each migration
+    runs exactly once.
+    """
+    applied: list[int] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+            "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cursor = await conn.execute("SELECT version FROM schema_migrations")
+        done = {row[0] for row in await cursor.fetchall()}
+        for version, name, sql in migrations("postgres"):
+            if version in done:
+                continue
+            # Without parameters psycopg sends the file as one simple query.
+            await conn.execute(sql.encode())
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
+            applied.append(version)
+    return applied

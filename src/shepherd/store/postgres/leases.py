@@ -1,0 +1,131 @@
+"""Batch handlers for leadership leases and the supervisor's fenced decisions.
+
+A lease row names its holder, an epoch bumped at every change of holder, and
+an expiry compared with the batch's (database) clock. A supervisor decision
+applies only while its author still holds the lease with the same epoch
+(checked under `FOR SHARE`, so no new leader can take over mid-transaction)
+and only if the task's `lock_epoch` has not moved on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from shepherd.core.records import Lease, Task
+from shepherd.store import signals as ch
+from shepherd.store.postgres.rows import lease_from_row
+
+if TYPE_CHECKING:
+    from shepherd.core.supervision import Decision
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = ["acquire", "release", "supervise"]
+
+_ACQUIRE = (
+    "INSERT INTO leases AS l (name, holder, epoch, expires_at) VALUES (%s, %s, 1, %s) "
+    "ON CONFLICT (name) DO UPDATE SET "
+    "epoch = CASE WHEN l.holder = excluded.holder THEN l.epoch ELSE l.epoch + 1 END, "
+    "holder = excluded.holder, expires_at = excluded.expires_at "
+    "WHERE l.holder = excluded.holder OR l.expires_at <= %s "
+    "RETURNING name, holder, epoch, expires_at"
+)
+_RELEASE = "UPDATE leases SET expires_at = %s WHERE name = %s AND holder = %s"
+# Appended to every decision's UPDATE: the task's epoch, then the leadership.
+_FENCED = (
+    " WHERE id = %s AND lock_epoch = %s AND locked_by IS NOT NULL "
+    "AND EXISTS (SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s "
+    "AND expires_at > %s FOR SHARE) RETURNING id"
+)
+_RESET = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
+    "process_state = %s, failure_count = %s, not_before = %s, updated_at = %s" + _FENCED
+)
+_ESCALATE = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
+    "process_state = 'error', failure_count = %s, error = %s, updated_at = %s" + _FENCED
+)
+_COMPENSATE = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
+    "process_state = 'compensating', failure_count = %s, error = %s, not_before = %s, "
+    "updated_at = %s" + _FENCED
+)
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%s::text[])"
+
+
+async def acquire(batch: Batch, items: Sequence[tuple[str, str, float]]) -> list[object]:
+    """Take or renew leases; None where someone else holds an unexpired one."""
+    now = batch.now
+    cursors = [
+        await batch.send(_ACQUIRE, (name, holder, now + timedelta(seconds=ttl), now))
+        for name, holder, ttl in items
+    ]
+    out: list[object] = []
+    for cursor in cursors:
+        row = await cursor.fetchone()
+        out.append(None if row is None else lease_from_row(row))
+    return out
+
+
+async def release(batch: Batch, items: Sequence[tuple[str, str]]) -> list[object]:
+    """Expire leases now, if the caller still holds them."""
+    for name, holder in items:
+        await batch.send(_RELEASE, (batch.now, name, holder))
+    return [None] * len(items)
+
+
+async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]]) -> list[object]:
+    """Apply supervisor decisions, fenced by task epoch and leadership."""
+    from shepherd.core.supervision import Compensate, Escalate, Reset
+
+    now = batch.now
+    sent = []
+    for task, decision, leader in items:
+        fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
+        if isinstance(decision, Reset):
+            cursor = await batch.send(
+                _RESET,
+                (
+                    str(decision.process_state),
+                    decision.failure_count,
+                    decision.not_before,
+                    now,
+                    *fence,
+                ),
+            )
+            kind = "reset"
+            detail = {"reason": decision.reason, "failure_count": decision.failure_count}
+        elif isinstance(decision, Escalate):
+            error = json.dumps({"reason": decision.reason})
+            cursor = await batch.send(_ESCALATE, (decision.failure_count, error, now, *fence))
+            kind = "error"
+            detail = {
+                "error": {"reason": decision.reason},
+                "failure_count": decision.failure_count,
+            }
+        elif isinstance(decision, Compensate):
+            error = json.dumps({"reason": decision.reason})
+            cursor = await batch.send(
+                _COMPENSATE, (decision.failure_count, error, now, now, *fence)
+            )
+            kind, detail = "compensating", {"error": {"reason": decision.reason}}
+        else:  # pragma: no cover - the Decision union is closed
+            raise TypeError(f"unknown decision {decision!r}")
+        sent.append((task, kind, detail, cursor))
+    out: list[object] = []
+    applied: list[str] = []
+    for task, kind, detail, cursor in sent:
+        if await cursor.fetchone() is None:
+            out.append(False)  # the task moved on, or we are no longer the leader
+            continue
+        applied.append(task.id)
+        batch.event(task.id, task.key, task.reply_to, kind, json.dumps(detail))
+        batch.rings.add(ch.TASKS)
+        if kind == "error":
+            batch.rings.add(ch.task_channel(task.id))
+        out.append(True)
+    if applied:
+        await batch.send(_DROP_REQUESTS, (applied,))
+    return out

@@ -1,0 +1,213 @@
+"""LISTEN/NOTIFY: wake-ups from other processes, on other machines.
+
+A committed batch NOTIFYs the channels it touched; every store LISTENs on a
+dedicated connection and rings the matching local `Signals` channels, so a
+role in another process wakes at once instead of at its next poll. A NOTIFY
+sent while the listener is disconnected is lost: after every reconnect the
+listener rings every channel, and the roles' polling remains the safety net.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, final
+
+import psycopg
+
+from shepherd.errors import StoreUnavailableError
+from shepherd.store import signals as ch
+from shepherd.store.postgres.connection import connect
+
+if TYPE_CHECKING:
+    from shepherd.store.postgres.connection import Connection
+    from shepherd.store.signals import Signals
+
+__all__ = ["CHANNELS", "TASK_CHANNEL", "Listener", "local_channels", "notifications"]
+
+log = logging.getLogger("shepherd.store.postgres")
+
+#: Local channel -> PostgreSQL channel.
+CHANNELS = {
+    ch.TASKS: "shepherd_tasks",
+    ch.REQUESTS: "shepherd_requests",
+    ch.REPLIES: "shepherd_replies",
+    ch.EVENTS: "shepherd_events",
+}
+#: Carries the ids of tasks that ended (comma-separated), for result waiters.
+TASK_CHANNEL = "shepherd_task"
+
+_LOCAL = {pg: local for local, pg in CHANNELS.items()}
+_TASK_PREFIX = ch.task_channel("")
+# NOTIFY payloads must stay under 8000 bytes.
+_MAX_PAYLOAD = 7900
+_LISTEN = "; ".join(f"LISTEN {name}" for name in (*CHANNELS.values(), TASK_CHANNEL))
+
+
+def notifications(rings: Iterable[str]) -> list[tuple[str, str]]:
+    """The (channel, payload) NOTIFYs announcing local `rings`: one per channel.
+
+    Task channels are gathered into `shepherd_task` payloads of comma-separated
+    ids, as few as the payload limit allows.
+    """
+    pairs: list[tuple[str, str]] = []
+    task_ids: list[str] = []
+    for channel in sorted(rings):
+        if channel in CHANNELS:
+            pairs.append((CHANNELS[channel], ""))
+        elif channel.startswith(_TASK_PREFIX):
+            task_ids.append(channel[len(_TASK_PREFIX) :])
+    chunk: list[str] = []
+    size = 0
+    for task_id in task_ids:
+        if chunk and size + len(task_id) + 1 > _MAX_PAYLOAD:
+            pairs.append((TASK_CHANNEL, ",".join(chunk)))
+            chunk, size = [], 0
+        chunk.append(task_id)
+        size += len(task_id) + 1
+    if chunk:
+        pairs.append((TASK_CHANNEL, ",".join(chunk)))
+    return pairs
+
+
+def local_channels(channel: str, payload: str) -> list[str]:
+    """The local channels a NOTIFY on `channel` with `payload` rings."""
+    if channel == TASK_CHANNEL:
+        return [ch.task_channel(task_id) for task_id in payload.split(",") if task_id]
+    local = _LOCAL.get(channel)
+    return [] if local is None else [local]
+
+
+@final
+class Listener:
+    """A dedicated autocommit connection that LISTENs and rings local channels.
+
+    Args:
+        conninfo: The connection string (with keepalives and a connect timeout).
+        url: The store URL, for messages.
+        signals: The store's local channels.
+        own_pid: Returns the backend pid of this store's writer connection:
+            its NOTIFYs are skipped, the store rang those channels itself.
+        check_interval: Seconds of silence after which the connection is probed.
+        retry_initial: First wait before reconnecting, doubled up to `retry_max`.
+        retry_max: Longest wait between reconnection attempts.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        url: str,
+        signals: Signals,
+        *,
+        own_pid: Callable[[], int | None] = lambda: None,
+        check_interval: float = 10.0,
+        retry_initial: float = 0.05,
+        retry_max: float = 2.0,
+    ) -> None:
+        self._conninfo = conninfo
+        self._url = url
+        self._signals = signals
+        self._own_pid = own_pid
+        self.check_interval = check_interval
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self._conn: Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: The listening connection's backend pid (None while disconnected).
+        self.backend_pid: int | None = None
+        self.notifications = 0
+        self.reconnects = 0
+
+    @property
+    def connected(self) -> bool:
+        """Whether the listening connection is up."""
+        return self._conn is not None
+
+    async def start(self) -> None:
+        """Connect and LISTEN, then keep listening in the background.
+
+        Raises:
+            StoreUnavailableError: The server cannot be reached.
+        """
+        if self._task is not None:
+            return
+        self._conn = await self._connect()
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="shepherd-postgres-listener"
+        )
+
+    async def stop(self) -> None:
+        """Stop listening and close the connection."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        conn, self._conn = self._conn, None
+        self.backend_pid = None
+        if conn is not None:
+            await _close(conn)
+
+    def statistics(self) -> dict[str, float]:
+        """Notifications received and reconnections made."""
+        return {
+            "notifications": self.notifications,
+            "listener_reconnects": self.reconnects,
+        }
+
+    async def _connect(self) -> Connection:
+        conn = await connect(self._conninfo, self._url)
+        try:
+            await conn.execute(_LISTEN)
+        except BaseException:
+            await _close(conn)
+            raise
+        self.backend_pid = conn.info.backend_pid
+        return conn
+
+    async def _run(self) -> None:
+        delay = self.retry_initial
+        while True:
+            conn = self._conn
+            if conn is None:
+                # A short pause first: a server restarting refuses at once.
+                await asyncio.sleep(delay)
+                try:
+                    conn = self._conn = await self._connect()
+                except (StoreUnavailableError, psycopg.Error) as exc:
+                    log.warning("listener cannot reconnect (retrying in %.2gs): %s", delay, exc)
+                    delay = min(delay * 2, self.retry_max)
+                    continue
+                delay = self.retry_initial
+                self.reconnects += 1
+                log.info("listener reconnected; waking every role to look for missed work")
+                self._signals.ring_all()
+            try:
+                async for note in conn.notifies(timeout=self.check_interval):
+                    self._deliver(note)
+                # A quiet connection may be a dead one: probe it.
+                await conn.execute("SELECT 1")
+            except psycopg.Error as exc:
+                log.warning("listener connection lost: %s", _first_line(exc))
+                self._conn = None
+                self.backend_pid = None
+                await _close(conn)
+
+    def _deliver(self, note: psycopg.Notify) -> None:
+        self.notifications += 1
+        if note.pid == self._own_pid():
+            return
+        for channel in local_channels(note.channel, note.payload):
+            self._signals.ring(channel)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+async def _close(conn: Connection) -> None:
+    with contextlib.suppress(psycopg.Error, OSError):
+        await conn.close()

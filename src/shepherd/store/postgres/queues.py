@@ -1,0 +1,89 @@
+"""Batch handlers for the agents' request queue and the reply queue.
+
+Requests are leased with FOR UPDATE SKIP LOCKED: workers in many processes
+never take the same request at once. A reply is written and its request
+removed in one transaction; a request that was superseded or expired is not
+replied to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from shepherd.core.records import JsonValue, Request
+from shepherd.payloads import dumps
+from shepherd.store import signals as ch
+from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, request_from_row
+from shepherd.store.postgres.tasks import limit_of
+
+if TYPE_CHECKING:
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = ["reply", "take"]
+
+_TAKE = (
+    "UPDATE requests r SET taken_by = %s, visible_at = r.complete_by "
+    "FROM (SELECT id FROM requests WHERE agent = ANY(%s::text[]) AND visible_at <= %s "
+    "AND complete_by > %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) c "
+    f"WHERE r.id = c.id RETURNING {REQUEST_COLUMNS_R}"
+)
+_ACK = (
+    "DELETE FROM requests r USING unnest(%s::bigint[], %s::text[]) AS v(id, taken_by) "
+    "WHERE r.id = v.id AND r.taken_by = v.taken_by AND r.complete_by > %s "
+    "RETURNING r.id, r.taken_by"
+)
+_INSERT_REPLIES = (
+    "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
+    "SELECT v.task_id, v.seq, v.attempt, v.lock_epoch, v.ok, v.body, %s "
+    "FROM unnest(%s::text[], %s::int[], %s::int[], %s::bigint[], %s::bool[], %s::text[]) "
+    "WITH ORDINALITY AS v(task_id, seq, attempt, lock_epoch, ok, body, n) ORDER BY v.n"
+)
+
+
+async def take(batch: Batch, items: Sequence[tuple[tuple[str, ...], str, int]]) -> list[object]:
+    """Lease visible, unexpired requests until their complete_by."""
+    now = batch.now
+    cursors = [
+        await batch.send(_TAKE, (worker, list(agents), now, now, limit_of(limit)))
+        for agents, worker, limit in items
+    ]
+    out: list[object] = []
+    for cursor in cursors:
+        rows = await cursor.fetchall()
+        rows.sort(key=lambda r: r[0])
+        out.append([request_from_row(r) for r in rows])
+    return out
+
+
+async def reply(
+    batch: Batch, items: Sequence[tuple[Request, str, bool, JsonValue]]
+) -> list[object]:
+    """Write replies and remove their requests; False where the request moved on."""
+    encoded: list[tuple[bool, str]] = []
+    for _, _, ok, body in items:
+        try:
+            encoded.append((ok, dumps(body)))
+        except Exception as exc:
+            # An unencodable result is the handler's permanent failure.
+            encoded.append((False, json.dumps({"type": "PayloadError", "message": str(exc)})))
+    cursor = await batch.send(
+        _ACK, ([r.id for r, _, _, _ in items], [w for _, w, _, _ in items], batch.now)
+    )
+    acked = {(row[0], row[1]) for row in await cursor.fetchall()}
+    out: list[object] = []
+    replies: list[tuple[Any, ...]] = []
+    for (request, worker, _, _), (ok, body) in zip(items, encoded, strict=True):
+        if (request.id, worker) not in acked:
+            out.append(False)
+            continue
+        replies.append(
+            (request.task_id, request.seq, request.attempt, request.lock_epoch, ok, body)
+        )
+        out.append(True)
+    if replies:
+        columns = [list(c) for c in zip(*replies, strict=True)]
+        await batch.send(_INSERT_REPLIES, (batch.now, *columns))
+        batch.rings.add(ch.REPLIES)
+    return out

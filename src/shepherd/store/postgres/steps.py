@@ -1,0 +1,212 @@
+"""Batch handlers for steps: start a step with its request, record agents' replies.
+
+`start_step` is the transactional outbox: the step turns `running` and its
+request is queued in the same transaction. It is fenced by the owner's epoch:
+the tasks are locked (`FOR UPDATE`, in id order) and checked before anything
+is written, as the SQLite store checks them inside its write lock.
+`record_replies` locks the owner's tasks (`FOR UPDATE OF t`), so a
+supervisor's reset cannot slip between reading a reply and recording it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from shepherd.core.records import Reply
+from shepherd.errors import StaleEpochError
+from shepherd.payloads import dumps
+from shepherd.store import signals as ch
+from shepherd.store.contract import StepStart
+from shepherd.store.postgres.rows import load
+from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
+
+if TYPE_CHECKING:
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = ["record_replies", "start_step"]
+
+#: The task's claim outlives its step's deadline by this much, so the agent's
+#: deadline passes first and the supervisor sees the step's failure, not a race.
+_CLAIM_GRACE = timedelta(seconds=1.0)
+
+_TOUCH_CLAIMS = (
+    "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %s "
+    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::timestamptz[]) "
+    "AS v(id, lock_epoch, locked_by, complete_by) "
+    "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
+)
+_DROP_OLD_REQUESTS = (
+    "DELETE FROM requests r USING unnest(%s::text[], %s::int[]) AS v(task_id, seq) "
+    "WHERE r.task_id = v.task_id AND r.seq = v.seq"
+)
+_UPSERT_STEP = (
+    "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
+    "request, undo, compensates, started_at) "
+    "VALUES (%s, %s, %s, %s, 'running', %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
+    "attempt = excluded.attempt, complete_by = excluded.complete_by, "
+    "agent = excluded.agent, error = NULL, started_at = excluded.started_at"
+)
+_UPSERT_STEPS = (
+    "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
+    "request, undo, compensates, started_at) "
+    "SELECT v.task_id, v.seq, v.kind, v.agent, 'running', v.attempt, v.complete_by, "
+    "v.request, v.undo, v.compensates, %s "
+    "FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::int[], "
+    "%s::timestamptz[], %s::text[], %s::text[], %s::int[]) "
+    "AS v(task_id, seq, kind, agent, attempt, complete_by, request, undo, compensates) "
+    "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
+    "attempt = excluded.attempt, complete_by = excluded.complete_by, "
+    "agent = excluded.agent, error = NULL, started_at = excluded.started_at"
+)
+_INSERT_REQUESTS = (
+    "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
+    "complete_by, visible_at, created_at) "
+    "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
+    "v.complete_by, %s, %s "
+    "FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::bigint[], %s::text[], "
+    "%s::text[], %s::timestamptz[]) "
+    "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
+    "complete_by, n) ORDER BY v.n"
+)
+_TAKE_REPLIES = (
+    "SELECT r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
+    "t.lock_epoch, t.key, t.reply_to, s.state, s.attempt, s.agent, s.kind, s.compensates "
+    "FROM replies r JOIN tasks t ON t.id = r.task_id "
+    "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
+    "WHERE t.locked_by = %s ORDER BY r.id LIMIT %s FOR UPDATE OF t"
+)
+# The reply's body becomes the step's result (completed) or error (failed).
+_RECORD = (
+    "UPDATE steps s SET state = %s, {column} = v.body, finished_at = %s "
+    "FROM unnest(%s::text[], %s::int[], %s::text[]) AS v(task_id, seq, body) "
+    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
+)
+_COMPLETED = _RECORD.format(column="result")
+_FAILED = _RECORD.format(column="error")
+_COMPENSATED = (
+    "UPDATE steps s SET state = 'compensated' "
+    "FROM unnest(%s::text[], %s::int[]) AS v(task_id, seq) "
+    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
+)
+_TOUCH = (
+    "UPDATE tasks SET complete_by = %s + complete_within * interval '1 second', "
+    "updated_at = %s WHERE id = ANY(%s::text[])"
+)
+_DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%s::bigint[])"
+
+
+async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
+    """Mark steps running and enqueue their requests; return each one's complete_by."""
+    now = batch.now
+    owners = await lock_owners(batch, [s.task_id for s in items])
+    out: list[object] = []
+    # The claim's new deadline per task: the last step's wins, as one by one.
+    touched: dict[str, tuple[int, str, datetime]] = {}
+    superseded: list[tuple[str, int]] = []
+    steps: list[tuple[Any, ...]] = []
+    requests: list[tuple[Any, ...]] = []
+    for s in items:
+        if owners.get(s.task_id) != (s.epoch, s.owner):
+            out.append(StaleEpochError(s.task_id, s.epoch))
+            continue
+        try:
+            payload = dumps(s.payload)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        complete_by = now + timedelta(seconds=s.within)
+        touched[s.task_id] = (s.epoch, s.owner, complete_by + _CLAIM_GRACE)
+        if s.attempt > 1:
+            superseded.append((s.task_id, s.seq))
+        steps.append(
+            (
+                s.task_id,
+                s.seq,
+                str(s.kind),
+                s.agent,
+                s.attempt,
+                complete_by,
+                payload,
+                s.undo,
+                s.compensates,
+            )
+        )
+        requests.append(
+            (s.agent, s.task_id, s.seq, s.attempt, s.epoch, str(s.kind), payload, complete_by)
+        )
+        out.append(complete_by)
+    if superseded:
+        await batch.send(_DROP_OLD_REQUESTS, columns(superseded))
+    if touched:
+        rows = [(task_id, *fields) for task_id, fields in touched.items()]
+        await batch.send(_TOUCH_CLAIMS, (now, *columns(rows)))
+    if steps:
+        if len({(row[0], row[1]) for row in steps}) == len(steps):
+            await batch.send(_UPSERT_STEPS, (now, *columns(steps)))
+        else:
+            # One INSERT may not upsert a row twice: apply duplicates in order.
+            await batch.conn.cursor().executemany(_UPSERT_STEP, [(*row, now) for row in steps])
+        await batch.send(_INSERT_REQUESTS, (now, now, *columns(requests)))
+        batch.rings.add(ch.REQUESTS)
+    return out
+
+
+def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """One row per (task_id, seq), the last one: as if applied one by one."""
+    return list({(row[0], row[1]): row for row in rows}.values())
+
+
+async def record_replies(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
+    """Take the owner's replies; record those for the current epoch and attempt."""
+    now = batch.now
+    out: list[object] = []
+    for owner, limit in items:
+        cursor = await batch.send(_TAKE_REPLIES, (owner, limit_of(limit)))
+        rows = await cursor.fetchall()
+        taken: list[tuple[Reply, bool]] = []
+        completed: list[tuple[str, int, str]] = []
+        failed: list[tuple[str, int, str]] = []
+        compensated: list[tuple[str, int]] = []
+        touched: list[str] = []
+        for r in rows:
+            reply = Reply(
+                id=r[0],
+                task_id=r[1],
+                seq=r[2],
+                attempt=r[3],
+                lock_epoch=r[4],
+                ok=bool(r[5]),
+                body=load(r[6]),
+            )
+            current = r[7] == r[4] and r[10] == "running" and r[11] == r[3]
+            taken.append((reply, current))
+            if not current:
+                continue
+            if reply.ok:
+                completed.append((r[1], r[2], r[6]))
+                if r[13] == "undo" and r[14] is not None:
+                    compensated.append((r[1], r[14]))
+            else:
+                failed.append((r[1], r[2], r[6]))
+            touched.append(r[1])
+            detail: dict[str, Any] = {"seq": r[2], "agent": r[12], "attempt": r[3]}
+            if not reply.ok:
+                detail["error"] = reply.body
+            kind = "step_completed" if reply.ok else "step_failed"
+            batch.event(r[1], r[8], r[9], kind, json.dumps(detail))
+        if completed:
+            await batch.send(_COMPLETED, ("completed", now, *columns(_last_per_step(completed))))
+        if failed:
+            await batch.send(_FAILED, ("failed", now, *columns(_last_per_step(failed))))
+        if compensated:
+            await batch.send(_COMPENSATED, columns(set(compensated)))
+        if touched:
+            await batch.send(_TOUCH, (now, now, touched))
+        if rows:
+            await batch.send(_DROP_REPLIES, ([r[0] for r in rows],))
+        out.append(taken)
+    return out

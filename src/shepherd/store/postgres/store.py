@@ -1,0 +1,359 @@
+"""The PostgreSQL state store: a connection pool, group commit, SKIP LOCKED, LISTEN/NOTIFY.
+
+Writes go through the group committer: one writer connection runs many
+callers' operations in ONE transaction (pipelined, so a batch costs a few
+round trips however large), NOTIFYs the channels it touched, and rings the
+local ones after commit. Reads use a small pool. Deadlines are compared with
+the database's clock, so processes on machines whose clocks disagree still
+agree on when a claim expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, final
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from shepherd.clock import Clock, SystemClock
+from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.states import ProcessState
+from shepherd.errors import StoreUnavailableError
+from shepherd.store.contract import NewTask, StepStart, Submitted
+from shepherd.store.postgres import tasks
+from shepherd.store.postgres.connection import (
+    Connection,
+    build_conninfo,
+    connect,
+    describe,
+    migrate,
+    reason,
+)
+from shepherd.store.postgres.listener import Listener
+from shepherd.store.postgres.rows import (
+    EVENT_COLUMNS,
+    STEP_COLUMNS_S,
+    TASK_COLUMNS,
+    TASK_COLUMNS_T,
+    TASK_WIDTH,
+    event_from_row,
+    step_from_row,
+    task_from_row,
+)
+from shepherd.store.postgres.writer import Writer
+from shepherd.store.signals import Signals
+
+if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
+
+    from shepherd.core.supervision import Decision
+
+__all__ = ["PostgresStore"]
+
+_GET_TASK = (
+    f"SELECT {TASK_COLUMNS_T}, {STEP_COLUMNS_S} FROM tasks t "
+    "LEFT JOIN steps s ON s.task_id = t.id WHERE t.id = %s ORDER BY s.seq"
+)
+_LIST_TASKS = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE process_state = ANY(%s::text[]) "
+    "ORDER BY created_at DESC, id DESC LIMIT %s"
+)
+_LIST_ALL_TASKS = f"SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at DESC, id DESC LIMIT %s"
+_COUNT_TASKS = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
+_TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY id"
+_ALL_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE id > %s ORDER BY id LIMIT %s"
+_EVENTS_FOR = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = %s AND id > %s ORDER BY id LIMIT %s"
+)
+# NULL means "the database's clock"; a test clock passes its own instant.
+_EXPIRED = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
+    "AND complete_by < coalesce(%s::timestamptz, now()) ORDER BY complete_by LIMIT %s"
+)
+
+
+@final
+class PostgresStore:
+    """The state store in a PostgreSQL database, shared by many processes and machines.
+
+    Args:
+        url: `postgresql://user:password@host:port/dbname` (libpq parameters
+            such as `sslmode` may follow as a query string).
+        clock: The application's clock. With the system clock (the default),
+            deadlines are compared with the database's `now()`; a test clock
+            (e.g. `FakeClock`) replaces the database's clock, so tests move time
+            on PostgreSQL exactly as on SQLite.
+        min_connections: Pooled connections kept open for reads.
+        max_connections: Most pooled connections (the writer and the listener
+            have one each besides).
+        connect_timeout: Seconds to wait for the server before giving up.
+        database_clock: Force (True) or forbid (False) the database's clock,
+            whatever `clock` is.
+        listen_check_interval: Seconds of silence after which the listening
+            connection is probed.
+        application_name: How the connections appear in `pg_stat_activity`.
+
+    Every method of `shepherd.store.contract.Store` is implemented with the
+    guarantees that module states; the SQLite store is the reference for return
+    values, events and errors.
+
+    Raises:
+        StoreUnavailableError: The URL cannot be parsed or the pool size is invalid.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock | None = None,
+        min_connections: int = 2,
+        max_connections: int = 8,
+        connect_timeout: float = 5.0,
+        database_clock: bool | None = None,
+        listen_check_interval: float = 10.0,
+        application_name: str = "shepherd",
+    ) -> None:
+        if min_connections < 1 or max_connections < min_connections:
+            raise StoreUnavailableError(
+                f"invalid PostgreSQL pool size {min_connections}..{max_connections}: "
+                "need 1 <= min_connections <= max_connections"
+            )
+        self.url = url
+        self.clock: Clock = clock or SystemClock()
+        self.database_clock = (
+            isinstance(self.clock, SystemClock) if database_clock is None else database_clock
+        )
+        self.min_connections = min_connections
+        self.max_connections = max_connections
+        self.connect_timeout = connect_timeout
+        self.signals = Signals()
+        self._conninfo = build_conninfo(
+            url, connect_timeout=connect_timeout, application_name=application_name
+        )
+        self._where = describe(url)
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._writer = Writer(
+            self._conninfo,
+            url,
+            self.signals,
+            clock=self.clock,
+            database_clock=self.database_clock,
+        )
+        self.listener = Listener(
+            self._conninfo,
+            url,
+            self.signals,
+            own_pid=lambda: self._writer.pid,
+            check_interval=listen_check_interval,
+        )
+        self._open_lock: asyncio.Lock | None = None
+
+    # -- life cycle --------------------------------------------------------
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._pool is None:
+                await self._open()
+
+    async def _open(self) -> None:
+        writer = await connect(self._conninfo, self.url, autocommit=False)
+        pool: AsyncConnectionPool[Connection] | None = None
+        try:
+            try:
+                await migrate(writer)
+                await writer.set_autocommit(True)
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(
+                    f"cannot migrate PostgreSQL store {self._where}: {reason(exc, self.url)}"
+                ) from None
+            pool = AsyncConnectionPool(
+                self._conninfo,
+                min_size=self.min_connections,
+                max_size=self.max_connections,
+                kwargs={"autocommit": True},
+                open=False,
+                name="shepherd",
+                timeout=max(self.connect_timeout, 5.0) * 2,
+            )
+            try:
+                await pool.open(wait=True, timeout=max(self.connect_timeout, 2.0) + 5.0)
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(
+                    f"cannot reach PostgreSQL store {self._where}: {reason(exc, self.url)}"
+                ) from None
+            await self.listener.start()
+            await self._writer.start(writer)
+        except BaseException:
+            await self.listener.stop()
+            if pool is not None:
+                await pool.close()
+            await writer.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool = self._pool
+        if pool is None:
+            return
+        await self._writer.stop()
+        self._pool = None
+        await self.listener.stop()
+        await pool.close()
+
+    def now(self) -> datetime:
+        """The database's clock as this process sees it (the test clock, if injected).
+
+        Every batch measures the offset between the database and the local
+        clock, so a local wait for a stored deadline ends when it should.
+        """
+        return self.clock.now() + self._writer.skew
+
+    def statistics(self) -> dict[str, float]:
+        stats = self._writer.statistics()
+        stats.update(self.listener.statistics())
+        return stats
+
+    async def _write(self, kind: str, args: Any) -> Any:
+        if self._pool is None:
+            await self.open()
+        return await self._writer.submit(kind, args)
+
+    # -- reads -------------------------------------------------------------
+    async def _fetch(self, query: Any, params: Sequence[object] = ()) -> list[TupleRow]:
+        pool = self._pool
+        if pool is None:
+            await self.open()
+            pool = self._pool
+        if pool is None:  # pragma: no cover - open() raises instead
+            raise StoreUnavailableError(f"PostgreSQL store {self._where} is closed")
+        try:
+            return await _fetch_on(pool, query, params)
+        except psycopg.OperationalError:
+            # The server dropped our connections (a restart, a network cut): the
+            # pool discards the broken ones it finds, then one retry follows.
+            await pool.check()
+        try:
+            return await _fetch_on(pool, query, params)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(
+                f"cannot read PostgreSQL store {self._where}: {reason(exc, self.url)}"
+            ) from None
+
+    def _db_now_param(self) -> datetime | None:
+        return None if self.database_clock else self.clock.now()
+
+    # -- application -------------------------------------------------------
+    async def submit_task(self, task: NewTask) -> Submitted:
+        return await self._write("submit", task)  # type: ignore[no-any-return]
+
+    async def get_task(self, task_id: str) -> Task | None:
+        rows = await self._fetch(_GET_TASK, (task_id,))
+        if not rows:
+            return None
+        found = tuple(step_from_row(r[TASK_WIDTH:]) for r in rows if r[TASK_WIDTH] is not None)
+        return task_from_row(rows[0][:TASK_WIDTH], found)
+
+    async def list_tasks(
+        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+    ) -> list[Task]:
+        if states:
+            rows = await self._fetch(_LIST_TASKS, ([str(s) for s in states], tasks.limit_of(limit)))
+        else:
+            rows = await self._fetch(_LIST_ALL_TASKS, (tasks.limit_of(limit),))
+        return [task_from_row(r) for r in rows]
+
+    async def count_tasks(self) -> dict[ProcessState, int]:
+        rows = await self._fetch(_COUNT_TASKS)
+        return {ProcessState(r[0]): int(r[1]) for r in rows}
+
+    async def task_events(self, task_id: str) -> list[Event]:
+        return [event_from_row(r) for r in await self._fetch(_TASK_EVENTS, (task_id,))]
+
+    async def read_events(
+        self, *, reply_to: str | None, after_id: int, limit: int = 1000
+    ) -> list[Event]:
+        if reply_to is None:
+            rows = await self._fetch(_ALL_EVENTS, (after_id, tasks.limit_of(limit)))
+        else:
+            rows = await self._fetch(_EVENTS_FOR, (reply_to, after_id, tasks.limit_of(limit)))
+        return [event_from_row(r) for r in rows]
+
+    # -- scheduler ---------------------------------------------------------
+    async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
+        return await self._write("claim", (owner, limit))  # type: ignore[no-any-return]
+
+    async def start_step(self, start: StepStart) -> datetime:
+        return await self._write("start_step", start)  # type: ignore[no-any-return]
+
+    async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
+        return await self._write("record_replies", (owner, limit))  # type: ignore[no-any-return]
+
+    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
+        await self._write("finish", (task_id, owner, epoch, result))
+
+    async def fail_task(
+        self,
+        task_id: str,
+        *,
+        owner: str,
+        epoch: int,
+        state: ProcessState,
+        error: JsonValue,
+    ) -> None:
+        await self._write("fail", (task_id, owner, epoch, state, error))
+
+    async def start_compensation(
+        self, task_id: str, *, owner: str, epoch: int, error: JsonValue
+    ) -> None:
+        await self._write("start_compensation", (task_id, owner, epoch, error))
+
+    async def release_tasks(self, task_ids: Sequence[str], *, owner: str) -> int:
+        return await self._write("release", (list(task_ids), owner))  # type: ignore[no-any-return]
+
+    # -- agent -------------------------------------------------------------
+    async def take_requests(
+        self, *, agents: Sequence[str], worker: str, limit: int
+    ) -> list[Request]:
+        return await self._write("take", (tuple(agents), worker, limit))  # type: ignore[no-any-return]
+
+    async def reply_and_ack(
+        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+    ) -> bool:
+        return await self._write("reply", (request, worker, ok, body))  # type: ignore[no-any-return]
+
+    # -- supervisor --------------------------------------------------------
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        return await self._write("lease", (name, holder, ttl))  # type: ignore[no-any-return]
+
+    async def release_lease(self, name: str, *, holder: str) -> None:
+        await self._write("release_lease", (name, holder))
+
+    async def expired_claims(self, *, limit: int) -> list[Task]:
+        rows = await self._fetch(_EXPIRED, (self._db_now_param(), tasks.limit_of(limit)))
+        return [task_from_row(r) for r in rows]
+
+    async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
+        return await self._write("supervise", (task, decision, leader))  # type: ignore[no-any-return]
+
+    # -- operator ----------------------------------------------------------
+    async def retry_task(
+        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+    ) -> Task:
+        return await self._write("retry", (task_id, seq, payload))  # type: ignore[no-any-return]
+
+    async def cancel_task(self, task_id: str) -> Task:
+        return await self._write("cancel", task_id)  # type: ignore[no-any-return]
+
+
+async def _fetch_on(
+    pool: AsyncConnectionPool[Connection], query: Any, params: Sequence[object]
+) -> list[TupleRow]:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(query, params)
+        return await cursor.fetchall()

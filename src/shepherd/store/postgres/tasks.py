@@ -1,0 +1,312 @@
+"""Batch handlers for a task's life: submit, claim, finish, fail, compensate, release.
+
+Each handler gets every operation of its kind in the batch and returns one
+outcome per operation, in order (a value, or an exception for that caller).
+Statements are queued in pipeline mode and their results read afterwards, so
+each step below costs one round trip however many operations there are. The
+owner's writes are fenced by `(lock_epoch, locked_by)`: `finish` locks its
+tasks and checks them first (`lock_owners`), `fail` and `start_compensation`
+update `WHERE lock_epoch = %s AND locked_by = %s`, exactly as the SQLite store
+decides them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from shepherd.core.records import JsonValue, Step
+from shepherd.core.states import ProcessState
+from shepherd.errors import StaleEpochError
+from shepherd.payloads import dumps
+from shepherd.store import signals as ch
+from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.ids import new_task_id
+from shepherd.store.postgres.rows import (
+    STEP_COLUMNS,
+    TASK_COLUMNS_T,
+    step_from_row,
+    task_from_row,
+)
+
+if TYPE_CHECKING:
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = [
+    "Owners",
+    "claim",
+    "columns",
+    "fail",
+    "finish",
+    "limit_of",
+    "lock_owners",
+    "release",
+    "start_compensation",
+    "submit",
+]
+
+_INSERT_TASKS = (
+    "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
+    "failure_count, not_before, reply_to, created_at, updated_at) "
+    "SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, %s, "
+    "v.reply_to, %s, %s "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::text[]) "
+    "WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, n) "
+    "ORDER BY v.n ON CONFLICT DO NOTHING RETURNING id"
+)
+_EXISTING = (
+    "SELECT t.workflow, t.key, t.id FROM tasks t "
+    "JOIN unnest(%s::text[], %s::text[]) AS k(workflow, key) "
+    "ON t.workflow = k.workflow AND t.key = k.key"
+)
+_CLAIM = (
+    "UPDATE tasks t SET locked_by = %s, lock_epoch = t.lock_epoch + 1, "
+    "complete_by = %s + t.complete_within * interval '1 second', updated_at = %s, "
+    "process_state = CASE t.process_state WHEN 'pending' THEN 'processing' "
+    "ELSE t.process_state END "
+    "FROM (SELECT id FROM tasks WHERE locked_by IS NULL "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= %s "
+    "ORDER BY not_before LIMIT %s FOR UPDATE SKIP LOCKED) c "
+    f"WHERE t.id = c.id RETURNING {TASK_COLUMNS_T}"
+)
+_STEPS_OF = (
+    f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ANY(%s::text[]) ORDER BY task_id, seq"
+)
+# Ordered by id so that concurrent batches lock shared tasks in the same order.
+_LOCK_OWNERS = (
+    "SELECT id, lock_epoch, locked_by, key, reply_to FROM tasks "
+    "WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE"
+)
+_FINISH = (
+    "UPDATE tasks t SET process_state = 'processed', result = v.result, locked_by = NULL, "
+    "complete_by = NULL, updated_at = %s "
+    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[]) "
+    "AS v(id, lock_epoch, locked_by, result) "
+    "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
+)
+_FAIL = (
+    "UPDATE tasks SET process_state = %s, error = %s, locked_by = NULL, "
+    "complete_by = NULL, updated_at = %s "
+    "WHERE id = %s AND lock_epoch = %s AND locked_by = %s RETURNING key, reply_to"
+)
+# failure_count restarts: compensation has its own budget (core.transitions).
+_COMPENSATE = (
+    "UPDATE tasks SET process_state = 'compensating', error = %s, failure_count = 0, "
+    "updated_at = %s WHERE id = %s AND lock_epoch = %s AND locked_by = %s "
+    "RETURNING key, reply_to"
+)
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%s::text[])"
+_RELEASE = (
+    "WITH released AS (UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
+    "complete_by = NULL, not_before = %s, updated_at = %s, "
+    "process_state = CASE process_state WHEN 'processing' THEN 'pending' "
+    "ELSE process_state END "
+    "WHERE locked_by = %s AND id = ANY(%s::text[]) RETURNING 1) "
+    "SELECT count(*) FROM released"
+)
+
+
+class Owners(dict[str, tuple[int, str | None]]):
+    """task id -> (lock_epoch, locked_by) as the batch found them; (key, reply_to) in `meta`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meta: dict[str, tuple[str | None, str | None]] = {}
+
+
+async def lock_owners(batch: Batch, task_ids: Sequence[str]) -> Owners:
+    """Lock the tasks (`FOR UPDATE`, in id order) and read their fencing columns.
+
+    Every operation of the kind is then checked against the same state, and
+    no other transaction can move an epoch before this one commits.
+    """
+    found = Owners()
+    cursor = await batch.send(_LOCK_OWNERS, (list(dict.fromkeys(task_ids)),))
+    for row in await cursor.fetchall():
+        found[row[0]] = (row[1], row[2])
+        found.meta[row[0]] = (row[3], row[4])
+    return found
+
+
+def columns(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows as columns: the parameters of an `unnest(...)`."""
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def limit_of(limit: int) -> int | None:
+    """A LIMIT value: SQLite reads a negative limit as none, and so do we (NULL)."""
+    return None if limit < 0 else limit
+
+
+async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
+    """Insert pending tasks; a key already used for the workflow returns that task."""
+    out: list[object] = [None] * len(items)
+    first: dict[tuple[str, str], int] = {}
+    copies: dict[int, int] = {}
+    fresh: list[tuple[int, str, NewTask, str]] = []
+    for i, item in enumerate(items):
+        try:
+            encoded = dumps(item.input)
+        except Exception as exc:
+            out[i] = exc
+            continue
+        if item.key is not None:
+            # One INSERT cannot see its own duplicates' outcome: a later
+            # operation with the same key gets the first one's task.
+            seen = first.get((item.workflow, item.key))
+            if seen is not None:
+                copies[i] = seen
+                continue
+            first[(item.workflow, item.key)] = i
+        fresh.append((i, new_task_id(), item, encoded))
+    if fresh:
+        now = batch.now
+        cursor = await batch.send(
+            _INSERT_TASKS,
+            (
+                now,
+                now,
+                now,
+                [task_id for _, task_id, _, _ in fresh],
+                [item.workflow for _, _, item, _ in fresh],
+                [item.key for _, _, item, _ in fresh],
+                [encoded for _, _, _, encoded in fresh],
+                [item.complete_within for _, _, item, _ in fresh],
+                [item.reply_to for _, _, item, _ in fresh],
+            ),
+        )
+        created = {row[0] for row in await cursor.fetchall()}
+        taken = [item for _, task_id, item, _ in fresh if task_id not in created]
+        existing: dict[tuple[str, str], str] = {}
+        if taken:
+            cursor = await batch.send(
+                _EXISTING, ([item.workflow for item in taken], [item.key for item in taken])
+            )
+            existing = {(row[0], row[1]): row[2] for row in await cursor.fetchall()}
+        for i, task_id, item, _ in fresh:
+            if task_id in created:
+                detail = '{"workflow":' + json.dumps(item.workflow) + "}"
+                batch.event(task_id, item.key, item.reply_to, "received", detail)
+                out[i] = Submitted(task_id=task_id, created=True)
+            else:
+                out[i] = Submitted(task_id=existing[(item.workflow, str(item.key))], created=False)
+        if created:
+            batch.rings.add(ch.TASKS)
+    for i, seen in copies.items():
+        original = out[seen]
+        out[i] = (
+            Submitted(task_id=original.task_id, created=False)
+            if isinstance(original, Submitted)
+            else original
+        )
+    return out
+
+
+async def claim(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
+    """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
+    out: list[object] = []
+    now = batch.now
+    for owner, limit in items:
+        cursor = await batch.send(_CLAIM, (owner, now, now, now, limit_of(limit)))
+        rows = await cursor.fetchall()
+        rows.sort(key=lambda r: r[12])  # RETURNING order is unspecified
+        # A task claimed for the first time (epoch 1) has no steps yet.
+        older = [r[0] for r in rows if r[8] > 1]
+        steps: dict[str, list[Step]] = defaultdict(list)
+        if older:
+            found = await batch.send(_STEPS_OF, (older,))
+            for s in await found.fetchall():
+                steps[s[0]].append(step_from_row(s))
+        for r in rows:
+            detail = json.dumps({"owner": owner, "lock_epoch": r[8]})
+            batch.event(r[0], r[2], r[13], "claimed", detail)
+        out.append([task_from_row(r, tuple(steps.get(r[0], ()))) for r in rows])
+    return out
+
+
+async def finish(batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]]) -> list[object]:
+    """Tasks `processed` with their results (fenced by epoch and owner)."""
+    owners = await lock_owners(batch, [item[0] for item in items])
+    out: list[object] = []
+    done: dict[str, tuple[int, str, str]] = {}
+    for task_id, owner, epoch, result in items:
+        if owners.get(task_id) != (epoch, owner):
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        try:
+            encoded = dumps(result)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        done[task_id] = (epoch, owner, encoded)  # the last one wins, as one by one
+        key, reply_to = owners.meta[task_id]
+        batch.event(task_id, key, reply_to, "processed", '{"result":' + encoded + "}")
+        batch.rings.add(ch.task_channel(task_id))
+        out.append(None)
+    if done:
+        rows = [(task_id, *fields) for task_id, fields in done.items()]
+        await batch.send(_FINISH, (batch.now, *columns(rows)))
+    return out
+
+
+async def fail(
+    batch: Batch, items: Sequence[tuple[str, str, int, ProcessState, JsonValue]]
+) -> list[object]:
+    """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
+    sent = []
+    for task_id, owner, epoch, state, error in items:
+        cursor = await batch.send(
+            _FAIL, (str(state), json.dumps(error), batch.now, task_id, epoch, owner)
+        )
+        sent.append((task_id, epoch, state, error, cursor))
+    out: list[object] = []
+    ended: list[str] = []
+    for task_id, epoch, state, error, cursor in sent:
+        row = await cursor.fetchone()
+        if row is None:
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        ended.append(task_id)
+        batch.event(task_id, row[0], row[1], str(state), json.dumps({"error": error}))
+        batch.rings.add(ch.task_channel(task_id))
+        out.append(None)
+    if ended:
+        await batch.send(_DROP_REQUESTS, (ended,))
+    return out
+
+
+async def start_compensation(
+    batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]]
+) -> list[object]:
+    """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
+    sent = []
+    for task_id, owner, epoch, error in items:
+        cursor = await batch.send(
+            _COMPENSATE, (json.dumps(error), batch.now, task_id, epoch, owner)
+        )
+        sent.append((task_id, epoch, error, cursor))
+    out: list[object] = []
+    for task_id, epoch, error, cursor in sent:
+        row = await cursor.fetchone()
+        if row is None:
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        batch.event(task_id, row[0], row[1], "compensating", json.dumps({"error": error}))
+        out.append(None)
+    return out
+
+
+async def release(batch: Batch, items: Sequence[tuple[list[str], str]]) -> list[object]:
+    """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
+    now = batch.now
+    cursors = [await batch.send(_RELEASE, (now, now, owner, task_ids)) for task_ids, owner in items]
+    out: list[object] = []
+    for cursor in cursors:
+        row = await cursor.fetchone()
+        count = int(row[0]) if row is not None else 0
+        if count:
+            batch.rings.add(ch.TASKS)
+        out.append(count)
+    return out

@@ -1,0 +1,83 @@
+"""The conformance suite's backends: every test here runs once per backend.
+
+To add a backend, add to `BACKENDS` a function that returns its `Backend` (how
+to make a fresh database, how to connect a store to it, how to read which
+migrations it recorded); the `store` fixture and the stateful test pick it up.
+The function gets the pytest request, so a backend needing session set-up takes
+it there: PostgreSQL asks for its template database with
+`request.getfixturevalue(...)` and clones it in `create` (see STYLE.md).
+
+The suite moves time with a `FakeClock`: a backend must take "now" from the
+clock it is given (its constructor's `clock=`) for the time-dependent
+guarantees (expiry, `not_before`, leases) to be testable without sleeping.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from shepherd.store.sqlite import SQLiteStore, path_from_url
+from support.factories import Backend, Stores
+
+if TYPE_CHECKING:
+    from shepherd.clock import Clock
+    from shepherd.store.contract import Store
+    from shepherd.testing import FakeClock
+
+
+async def _sqlite_create(workdir: Path) -> str:
+    return f"sqlite:///{workdir}/{uuid.uuid4().hex}.db"
+
+
+def _sqlite_connect(url: str, clock: Clock) -> Store:
+    # NORMAL: the suite checks semantics, not durability against power loss.
+    return SQLiteStore(url, clock=clock, synchronous="NORMAL")
+
+
+async def _sqlite_migrations(url: str) -> list[int]:
+    with closing(sqlite3.connect(path_from_url(url))) as conn:
+        return [row[0] for row in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+
+
+def _sqlite(request: pytest.FixtureRequest) -> Backend:
+    return Backend(
+        name="sqlite",
+        create=_sqlite_create,
+        connect=_sqlite_connect,
+        applied_migrations=_sqlite_migrations,
+    )
+
+
+#: Backend name -> its Backend, given the test's request (for session fixtures).
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest], Backend]] = {
+    "sqlite": _sqlite,
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The backend under test."""
+    return BACKENDS[request.param](request)
+
+
+@pytest.fixture
+async def stores(backend: Backend, tmp_path: Path, fake_clock: FakeClock) -> AsyncIterator[Stores]:
+    """Connections to a fresh database of the backend under test, on `fake_clock`."""
+    opened = Stores(backend.connect, await backend.create(tmp_path), fake_clock)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def store(stores: Stores) -> Store:
+    """An opened store on a fresh database, whose time is `fake_clock`."""
+    return await stores.connect()
