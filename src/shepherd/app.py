@@ -178,6 +178,7 @@ class App:
                 self.settings.store,
                 clock=self.clock,
                 sqlite_synchronous=self.settings.sqlite_synchronous,
+                max_payload_bytes=self.settings.max_payload_bytes,
             )
         return self._store
 

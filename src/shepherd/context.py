@@ -71,8 +71,10 @@ class WorkflowContext:
             raise _permanent(decision.error, agent, seq)
         if isinstance(decision, replay.NonDeterminism):
             raise NonDeterminismError(self.task_id, seq, decision.recorded, decision.called)
-        if recorded is not None and recorded.state is StepState.NOT_STARTED and recorded.request is not None:
-            payload = recorded.request  # an operator's replacement payload
+        if recorded is not None and recorded.request is not None:
+            # The recorded request wins: it is the same for a deterministic workflow,
+            # and it is an operator's replacement payload after `retry --step`.
+            payload = recorded.request
         return await self.run_step(
             seq=seq,
             agent=agent,

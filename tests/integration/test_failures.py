@@ -398,11 +398,6 @@ async def test_a_malformed_payload_is_refused_and_nothing_is_written(
     assert [e async for e in _drain_events(app)] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Settings.max_payload_bytes is never passed to payloads.dumps; "
-    "the 1 MiB default always applies",
-)
 async def test_a_configured_payload_limit_applies(tmp_path: Any) -> None:
     app = App(f"sqlite:///{tmp_path}/limit.db", max_payload_bytes=1000, alerts=[])
 

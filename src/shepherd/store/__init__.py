@@ -11,12 +11,20 @@ if TYPE_CHECKING:
     from shepherd.store.contract import Store
 
 
-def open_store(url: str, *, clock: Clock | None = None, sqlite_synchronous: str = "FULL") -> Store:
+def open_store(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    sqlite_synchronous: str = "FULL",
+    max_payload_bytes: int = 1024 * 1024,
+) -> Store:
     """A store for `url` (not yet opened): `sqlite:///file.db` or `postgresql://...`."""
     if url.startswith("sqlite://"):
         from shepherd.store.sqlite import SQLiteStore
 
-        return SQLiteStore(url, clock=clock, synchronous=sqlite_synchronous)
+        return SQLiteStore(
+            url, clock=clock, synchronous=sqlite_synchronous, max_payload_bytes=max_payload_bytes
+        )
     if url.startswith(("postgresql://", "postgres://")):
         try:
             from shepherd.store.postgres import PostgresStore
@@ -24,7 +32,7 @@ def open_store(url: str, *, clock: Clock | None = None, sqlite_synchronous: str 
             raise StoreUnavailableError(
                 f"PostgreSQL store needs the 'postgres' extra (psycopg 3): {exc}"
             ) from exc
-        return PostgresStore(url, clock=clock)
+        return PostgresStore(url, clock=clock, max_payload_bytes=max_payload_bytes)
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise StoreUnavailableError(
         f"unsupported store URL {url!r}: scheme {scheme!r} is not sqlite:// or postgresql://"

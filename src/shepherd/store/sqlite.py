@@ -26,7 +26,7 @@ from shepherd.errors import (
     StoreUnavailableError,
     UnknownTaskError,
 )
-from shepherd.payloads import dumps
+from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, StepStart, Submitted
 from shepherd.store.group_commit import GroupCommitter, Op
@@ -124,7 +124,9 @@ class SQLiteStore:
         clock: Clock | None = None,
         synchronous: str = "FULL",
         busy_timeout: float = 30.0,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> None:
+        self.payload_limit = max_payload_bytes
         self.url = url
         self.path = path_from_url(url)
         self.clock: Clock = clock or SystemClock()
@@ -274,7 +276,7 @@ class SQLiteStore:
         events = []
         for item in items:
             try:
-                encoded = dumps(item.input)
+                encoded = dumps(item.input, limit=self.payload_limit)
             except Exception as exc:
                 out.append(exc)
                 continue
@@ -452,7 +454,7 @@ class SQLiteStore:
                 out.append(StaleEpochError(s.task_id, s.epoch))
                 continue
             try:
-                payload = dumps(s.payload)
+                payload = dumps(s.payload, limit=self.payload_limit)
             except Exception as exc:
                 out.append(exc)
                 continue
@@ -481,7 +483,9 @@ class SQLiteStore:
                 "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
                 "attempt = excluded.attempt, complete_by = excluded.complete_by, "
-                "agent = excluded.agent, error = NULL, started_at = excluded.started_at",
+                "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
+                "undo = excluded.undo, compensates = excluded.compensates, error = NULL, "
+                "started_at = excluded.started_at",
                 steps,
             )
             conn.executemany(
@@ -585,7 +589,7 @@ class SQLiteStore:
                 out.append(StaleEpochError(task_id, epoch))
                 continue
             try:
-                encoded = dumps(result)
+                encoded = dumps(result, limit=self.payload_limit)
             except Exception as exc:
                 out.append(exc)
                 continue
@@ -686,13 +690,16 @@ class SQLiteStore:
             count = 0
             for chunk in _chunks(task_ids, 500):
                 marks = ",".join("?" * len(chunk))
-                count += conn.execute(
+                released = conn.execute(
                     "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
                     "complete_by = NULL, not_before = ?, updated_at = ?, "
                     "process_state = CASE process_state WHEN 'processing' THEN 'pending' "
-                    f"ELSE process_state END WHERE locked_by = ? AND id IN ({marks})",
+                    f"ELSE process_state END WHERE locked_by = ? AND id IN ({marks}) RETURNING id",
                     (now, now, owner, *chunk),
-                ).rowcount
+                ).fetchall()
+                count += len(released)
+                # Their queued requests go too: nobody wants those replies any more.
+                conn.executemany("DELETE FROM requests WHERE task_id = ?", released)
             if count:
                 rings.add(ch.TASKS)
             out.append(count)
@@ -761,7 +768,7 @@ class SQLiteStore:
                 out.append(False)
                 continue
             try:
-                encoded = dumps(body)
+                encoded = dumps(body, limit=self.payload_limit)
             except Exception as exc:
                 # An unencodable result is the handler's permanent failure.
                 ok, encoded = False, json.dumps({"type": "PayloadError", "message": str(exc)})
@@ -924,7 +931,7 @@ class SQLiteStore:
             if row[6] != "error":
                 out.append(InvalidStateError(task_id, row[6], "retry"))
                 continue
-            override = None if payload is None else dumps(payload)
+            override = None if payload is None else dumps(payload, limit=self.payload_limit)
             if seq is not None:
                 found = conn.execute(
                     "SELECT state FROM steps WHERE task_id = ? AND seq = ?", (task_id, seq)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, final
 
+from shepherd.core.records import JsonValue
+from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
 from shepherd.store.postgres.listener import notifications
 
@@ -50,11 +52,16 @@ class Batch:
         rings: Local channels to ring after commit (and to NOTIFY).
     """
 
-    def __init__(self, conn: Connection, now: datetime) -> None:
+    def __init__(self, conn: Connection, now: datetime, *, payload_limit: int = MAX_PAYLOAD_BYTES) -> None:
         self.conn = conn
         self.now = now
+        self.payload_limit = payload_limit
         self.rings: set[str] = set()
         self._events: list[tuple[str, str | None, str | None, str, str]] = []
+
+    def dumps(self, value: JsonValue) -> str:
+        """Encode a payload as JSON text, within the store's payload limit."""
+        return dumps(value, limit=self.payload_limit)
 
     async def send(self, query: str, params: Sequence[object] = ()) -> AsyncCursor[TupleRow]:
         """Queue one statement; its results are read later from the cursor."""

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
-from shepherd.payloads import dumps
 from shepherd.store import signals as ch
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
 
@@ -61,7 +60,7 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
             out.append(InvalidStateError(task_id, row[6], "retry"))
             continue
         try:
-            override = None if payload is None else dumps(payload)
+            override = None if payload is None else batch.dumps(payload)
         except Exception as exc:
             out.append(exc)
             continue

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import JsonValue, Request
-from shepherd.payloads import dumps
 from shepherd.store import signals as ch
 from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, request_from_row
 from shepherd.store.postgres.tasks import limit_of
@@ -64,7 +63,7 @@ async def reply(
     encoded: list[tuple[bool, str]] = []
     for _, _, ok, body in items:
         try:
-            encoded.append((ok, dumps(body)))
+            encoded.append((ok, batch.dumps(body)))
         except Exception as exc:
             # An unencodable result is the handler's permanent failure.
             encoded.append((False, json.dumps({"type": "PayloadError", "message": str(exc)})))

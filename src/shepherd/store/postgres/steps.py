@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
-from shepherd.payloads import dumps
 from shepherd.store import signals as ch
 from shepherd.store.contract import StepStart
 from shepherd.store.postgres.rows import load
@@ -48,7 +47,9 @@ _UPSERT_STEP = (
     "VALUES (%s, %s, %s, %s, 'running', %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
-    "agent = excluded.agent, error = NULL, started_at = excluded.started_at"
+    "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
+    "undo = excluded.undo, compensates = excluded.compensates, error = NULL, "
+    "started_at = excluded.started_at"
 )
 _UPSERT_STEPS = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
@@ -60,7 +61,9 @@ _UPSERT_STEPS = (
     "AS v(task_id, seq, kind, agent, attempt, complete_by, request, undo, compensates) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
-    "agent = excluded.agent, error = NULL, started_at = excluded.started_at"
+    "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
+    "undo = excluded.undo, compensates = excluded.compensates, error = NULL, "
+    "started_at = excluded.started_at"
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
@@ -114,7 +117,7 @@ async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
             out.append(StaleEpochError(s.task_id, s.epoch))
             continue
         try:
-            payload = dumps(s.payload)
+            payload = batch.dumps(s.payload)
         except Exception as exc:
             out.append(exc)
             continue

@@ -22,6 +22,7 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import StoreUnavailableError
+from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.contract import NewTask, StepStart, Submitted
 from shepherd.store.postgres import tasks
 from shepherd.store.postgres.connection import (
@@ -115,6 +116,7 @@ class PostgresStore:
         database_clock: bool | None = None,
         listen_check_interval: float = 10.0,
         application_name: str = "shepherd",
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         if min_connections < 1 or max_connections < min_connections:
             raise StoreUnavailableError(
@@ -141,6 +143,7 @@ class PostgresStore:
             self.signals,
             clock=self.clock,
             database_clock=self.database_clock,
+            payload_limit=max_payload_bytes,
         )
         self.listener = Listener(
             self._conninfo,

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from shepherd.core.records import JsonValue, Step
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError
-from shepherd.payloads import dumps
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.ids import new_task_id
@@ -103,7 +102,8 @@ _RELEASE = (
     "complete_by = NULL, not_before = %s, updated_at = %s, "
     "process_state = CASE process_state WHEN 'processing' THEN 'pending' "
     "ELSE process_state END "
-    "WHERE locked_by = %s AND id = ANY(%s::text[]) RETURNING 1) "
+    "WHERE locked_by = %s AND id = ANY(%s::text[]) RETURNING id), "
+    "dropped AS (DELETE FROM requests WHERE task_id IN (SELECT id FROM released)) "
     "SELECT count(*) FROM released"
 )
 
@@ -148,7 +148,7 @@ async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
     fresh: list[tuple[int, str, NewTask, str]] = []
     for i, item in enumerate(items):
         try:
-            encoded = dumps(item.input)
+            encoded = batch.dumps(item.input)
         except Exception as exc:
             out[i] = exc
             continue
@@ -236,7 +236,7 @@ async def finish(batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]])
             out.append(StaleEpochError(task_id, epoch))
             continue
         try:
-            encoded = dumps(result)
+            encoded = batch.dumps(result)
         except Exception as exc:
             out.append(exc)
             continue

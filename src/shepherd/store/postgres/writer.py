@@ -23,6 +23,7 @@ import psycopg
 
 from shepherd.clock import Clock
 from shepherd.errors import StoreUnavailableError
+from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.group_commit import GroupCommitter, Op
 from shepherd.store.postgres import leases, operator, queues, steps, tasks
 from shepherd.store.postgres.batch import Batch
@@ -81,8 +82,16 @@ class Writer:
     """
 
     def __init__(
-        self, conninfo: str, url: str, signals: Signals, *, clock: Clock, database_clock: bool
+        self,
+        conninfo: str,
+        url: str,
+        signals: Signals,
+        *,
+        clock: Clock,
+        database_clock: bool,
+        payload_limit: int = MAX_PAYLOAD_BYTES,
     ) -> None:
+        self.payload_limit = payload_limit
         self._conninfo = conninfo
         self._url = url
         self._where = describe(url)
@@ -230,7 +239,7 @@ class Writer:
         committing = False
         try:
             async with conn.pipeline(), conn.transaction():
-                batch = Batch(conn, await self._now(conn))
+                batch = Batch(conn, await self._now(conn), payload_limit=self.payload_limit)
                 for kind, indexes in grouped.items():
                     results = await HANDLERS[kind](batch, [ops[i].args for i in indexes])
                     for i, result in zip(indexes, results, strict=True):
