@@ -133,7 +133,9 @@ class AgentWorker:
                     await self._slot_freed.wait()
                     continue
                 wake = signals.event(ch.REQUESTS)
-                requests = await self.store.take_requests(agents=names, worker=self.worker, limit=free)
+                requests = await self.store.take_requests(
+                    agents=names, worker=self.worker, limit=free
+                )
                 for request in requests:
                     task = asyncio.create_task(self._handle(request))
                     self._running.add(task)
@@ -177,7 +179,12 @@ class AgentWorker:
             except TimeoutError as exc:
                 if scope.expired():
                     self.timeouts += 1
-                    log.info("%s %s/%s: cancelled at complete_by", request.agent, request.task_id, request.seq)
+                    log.info(
+                        "%s %s/%s: cancelled at complete_by",
+                        request.agent,
+                        request.task_id,
+                        request.seq,
+                    )
                     return  # past complete_by: reply nothing
                 failure: BaseException = exc
             except Exception as exc:
@@ -201,7 +208,11 @@ class AgentWorker:
                 # Out of tries or time: say nothing; the supervisor sees complete_by pass.
                 log.warning(
                     "%s %s/%s: giving up after %d tries: %s",
-                    request.agent, request.task_id, request.seq, retry, failure,
+                    request.agent,
+                    request.task_id,
+                    request.seq,
+                    retry,
+                    failure,
                 )
                 return
             self.retries += 1

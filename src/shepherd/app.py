@@ -121,7 +121,9 @@ class App:
             backoff: The wait before a reset task may be claimed again.
         """
         if on_exhausted not in ("error", "compensate"):
-            raise ConfigError("on_exhausted", f"must be 'error' or 'compensate', not {on_exhausted!r}")
+            raise ConfigError(
+                "on_exhausted", f"must be 'error' or 'compensate', not {on_exhausted!r}"
+            )
         try:
             policy = SupervisionPolicy(
                 max_failures=max_failures,
@@ -130,7 +132,9 @@ class App:
             )
         except ValueError as exc:
             raise ConfigError("workflow", str(exc)) from None
-        within = self.settings.default_complete_within if complete_within is None else complete_within
+        within = (
+            self.settings.default_complete_within if complete_within is None else complete_within
+        )
         if within <= 0:
             raise ConfigError("complete_within", "must be a positive number of seconds")
 
@@ -246,7 +250,9 @@ class App:
             raise UnknownTaskError(task_id)
         return task
 
-    async def list_tasks(self, *, states: Sequence[ProcessState] = (), limit: int = 100) -> list[Task]:
+    async def list_tasks(
+        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+    ) -> list[Task]:
         """Tasks, newest first, optionally only those in `states`."""
         await self.open()
         return await self.store.list_tasks(states=states, limit=limit)
@@ -256,7 +262,9 @@ class App:
         await self.open()
         return await self.store.task_events(task_id)
 
-    async def retry(self, task_id: str, *, seq: int | None = None, payload: JsonValue = None) -> Task:
+    async def retry(
+        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+    ) -> Task:
         """Put an `error` task back to work from its failed step (or step `seq`)."""
         await self.open()
         return await self.store.retry_task(task_id, seq=seq, payload=payload)
@@ -266,7 +274,7 @@ class App:
         await self.open()
         return await self.store.cancel_task(task_id)
 
-    async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:
+    async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
         """Wait for the task to end and return its result.
 
         Raises:
@@ -285,7 +293,11 @@ class App:
                 raise UnknownTaskError(task_id)
             if task.process_state is ProcessState.PROCESSED:
                 return task.result
-            if task.process_state in (ProcessState.ERROR, ProcessState.COMPENSATED, ProcessState.CANCELLED):
+            if task.process_state in (
+                ProcessState.ERROR,
+                ProcessState.COMPENSATED,
+                ProcessState.CANCELLED,
+            ):
                 raise TaskFailedError(task_id, str(task.process_state), task.error)
             wait = self.settings.poll_interval * 5
             if deadline is not None:
@@ -325,7 +337,9 @@ class App:
         job.add_done_callback(self._alerts.discard)
 
     # -- roles -------------------------------------------------------------
-    async def run(self, roles: Sequence[str] = ROLES, *, ready: Callable[[], None] | None = None) -> None:
+    async def run(
+        self, roles: Sequence[str] = ROLES, *, ready: Callable[[], None] | None = None
+    ) -> None:
         """Run the given roles in this process until cancelled."""
         unknown = [r for r in roles if r not in ROLES]
         if unknown or not roles:

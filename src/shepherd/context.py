@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from shepherd.scheduler import Scheduler
 
 
-class Abandoned(BaseException):  # noqa: N818 - a control-flow signal, like CancelledError
+class Abandoned(BaseException):
     """The scheduler lost its claim (fenced off, or past complete_by): stop silently.
 
     A BaseException so that a workflow's `except Exception` cannot swallow it.

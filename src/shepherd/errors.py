@@ -128,7 +128,14 @@ class TransientError(AgentError):
 class PermanentError(AgentError):
     """A permanent failure: the step fails and the workflow sees this error."""
 
-    def __init__(self, message: str | None = None, *, agent: str | None = None, seq: int | None = None, detail: Any = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        agent: str | None = None,
+        seq: int | None = None,
+        detail: Any = None,
+    ) -> None:
         self.agent = agent
         self.seq = seq
         self.detail = detail

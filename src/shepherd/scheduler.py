@@ -101,9 +101,14 @@ class Scheduler:
                 await self._slot_freed.wait()
                 continue
             wake = signals.event(ch.TASKS)
-            tasks = await self.store.claim_tasks(
-                owner=self.owner, limit=min(free, settings.claim_batch)
-            )
+            try:
+                tasks = await self.store.claim_tasks(
+                    owner=self.owner, limit=min(free, settings.claim_batch)
+                )
+            except Exception:  # the store is down: wait, then try again
+                log.exception("claim failed; retrying")
+                await Signals.wait(wake, settings.poll_interval * 5)
+                continue
             self.claimed += len(tasks)
             for task in tasks:
                 self._running[task.id] = asyncio.create_task(self._drive(task))
@@ -114,7 +119,9 @@ class Scheduler:
         signals: Signals = self.store.signals
         while True:
             wake = signals.event(ch.REPLIES)
-            taken = await self.store.record_replies(owner=self.owner, limit=self.settings.claim_batch * 4)
+            taken = await self.store.record_replies(
+                owner=self.owner, limit=self.settings.claim_batch * 4
+            )
             for reply, recorded in taken:
                 if not recorded:
                     continue
@@ -158,7 +165,9 @@ class Scheduler:
                 "agent": exc.agent,
                 "detail": exc.detail,
             }
-            await self.store.start_compensation(task.id, owner=self.owner, epoch=ctx.epoch, error=error)
+            await self.store.start_compensation(
+                task.id, owner=self.owner, epoch=ctx.epoch, error=error
+            )
             await self._compensate(ctx, error)
         except (NonDeterminismError, UnknownAgentError) as exc:
             await self._error(ctx, {"reason": exc.message, "type": type(exc).__name__})
@@ -208,7 +217,9 @@ class Scheduler:
             )
             return
         final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
-        await self.store.fail_task(ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason)
+        await self.store.fail_task(
+            ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason
+        )
 
     async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
         await self.store.fail_task(

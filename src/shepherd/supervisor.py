@@ -92,9 +92,14 @@ class Supervisor:
         if not expired:
             return 0
         now = self.store.now()
-        decisions = [on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng) for t in expired]
+        decisions = [
+            on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng) for t in expired
+        ]
         applied = await asyncio.gather(
-            *(self.store.apply_supervision(t, d, leader=lease) for t, d in zip(expired, decisions, strict=True))
+            *(
+                self.store.apply_supervision(t, d, leader=lease)
+                for t, d in zip(expired, decisions, strict=True)
+            )
         )
         for task, decision, ok in zip(expired, decisions, applied, strict=True):
             if not ok:
@@ -103,7 +108,9 @@ class Supervisor:
                 self.resets += 1
             elif isinstance(decision, Escalate):
                 self.escalations += 1
-                self.app.raise_alert(task, reason=decision.reason, failure_count=decision.failure_count)
+                self.app.raise_alert(
+                    task, reason=decision.reason, failure_count=decision.failure_count
+                )
             else:
                 self.compensations += 1
         return sum(applied)

@@ -9,18 +9,13 @@ and step states must equal the model's, which is `shepherd.core.transitions`
 plus a small model of the queues (which request an agent takes, whether its
 reply is acknowledged, whether the owner records it).
 
-Two places where the store and the core disagree are modelled as the store
-behaves and marked "where the core and the store part ways" (reported to the
-lead): cancelling a compensating task, and retrying a task once cancelled.
-
 Each example gets a fresh database, a FakeClock and a private event loop.
 """
 
 from __future__ import annotations
 
-import os
-
 import asyncio
+import os
 import random
 import shutil
 import tempfile
@@ -473,9 +468,7 @@ class StoreMachine(RuleBasedStateMachine):
                 self.run(self.store.retry_task(task.id))
             return
         self.run(self.store.retry_task(task.id))
-        # Where the core and the store part ways: the store keeps an operator's
-        # earlier cancel request on retry; the core forgets it.
-        self.tasks[task.id] = replace(expected, cancel_requested=task.cancel_requested)
+        self.tasks[task.id] = expected
         for step in self.steps[task.id].values():
             if step.state is StepState.FAILED:
                 step.state = StepState.NOT_STARTED
@@ -491,18 +484,6 @@ class StoreMachine(RuleBasedStateMachine):
             with pytest.raises(InvalidStateError):
                 self.run(self.store.cancel_task(task.id))
             return
-        if task.process_state is ProcessState.COMPENSATING:
-            # Where the core and the store part ways: the core lets the compensating
-            # owner carry on; the store takes the task back (new epoch) so that the
-            # next claim sees `cancel_requested` and ends the task `cancelled`.
-            expected = replace(
-                expected,
-                locked_by=None,
-                lock_epoch=task.lock_epoch + 1,
-                complete_by=None,
-                failure_count=0,
-                not_before=now,
-            )
         self.run(self.store.cancel_task(task.id))
         self.tasks[task.id] = expected
         self.drop_requests(task.id)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from shepherd.core.states import CLAIMABLE_STATES, ProcessState, can_move
+from shepherd.core.states import CLAIMABLE_STATES, ProcessState, StepKind, can_move
 from shepherd.core.supervision import Escalate, Reset, is_expired
 
 if TYPE_CHECKING:
@@ -224,22 +224,27 @@ def apply(task: Task, decision: Decision, *, now: datetime) -> Task:
 
 
 def operator_retry(task: Task, *, now: datetime) -> Task:
-    """An operator retries a task in `error`: `pending`, claimable now, failures forgotten.
+    """An operator retries a task in `error`: claimable now, failures forgotten.
+
+    A task that was being undone (an operator's cancel, or an undo step already
+    recorded) resumes its compensation; any other goes back to `pending` and
+    replays from its failed step. An operator's cancel request is kept.
 
     Raises:
         IllegalTransition: The task is not in `error`.
     """
-    _require(task, ProcessState.PENDING, {ProcessState.ERROR})
+    undoing = task.cancel_requested or any(s.kind is StepKind.UNDO for s in task.steps)
+    target = ProcessState.COMPENSATING if undoing else ProcessState.PENDING
+    _require(task, target, {ProcessState.ERROR})
     return replace(
         task,
-        process_state=ProcessState.PENDING,
+        process_state=target,
         locked_by=None,
         lock_epoch=task.lock_epoch + 1,
         complete_by=None,
         failure_count=0,
         not_before=now,
         error=None,
-        cancel_requested=False,
         updated_at=now,
     )
 
@@ -247,19 +252,22 @@ def operator_retry(task: Task, *, now: datetime) -> Task:
 def operator_cancel(task: Task, *, now: datetime) -> Task:
     """An operator cancels a task: it is compensated, then ends `cancelled`.
 
-    A `pending`, `processing` or `error` task becomes `compensating`, unowned (the
-    old owner is fenced off) and claimable now, with a fresh failure budget. A task
-    already `compensating` keeps its owner and only records the request.
+    The task becomes `compensating`, unowned (the old owner is fenced off, so the
+    next claim sees the request even if compensation was under way) and claimable
+    now, with a fresh failure budget.
 
     Raises:
         IllegalTransition: The task has already ended.
     """
-    if task.process_state is ProcessState.COMPENSATING:
-        return replace(task, cancel_requested=True, updated_at=now)
     _require(
         task,
         ProcessState.COMPENSATING,
-        {ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR},
+        {
+            ProcessState.PENDING,
+            ProcessState.PROCESSING,
+            ProcessState.ERROR,
+            ProcessState.COMPENSATING,
+        },
     )
     return replace(
         task,

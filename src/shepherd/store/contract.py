@@ -122,9 +122,7 @@ class Store(Protocol):
         discarded and paired with False. Every reply taken is removed.
         """
 
-    async def finish_task(
-        self, task_id: str, *, owner: str, epoch: int, result: JsonValue
-    ) -> None:
+    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
         """Task `processed` with its result."""
 
     async def fail_task(
@@ -167,9 +165,7 @@ class Store(Protocol):
     async def expired_claims(self, *, limit: int) -> list[Task]:
         """Owned tasks whose complete_by has passed (store clock)."""
 
-    async def apply_supervision(
-        self, task: Task, decision: Decision, *, leader: Lease
-    ) -> bool:
+    async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
         """Apply a supervisor decision, fenced by task epoch and leadership."""
 
     # -- operator ----------------------------------------------------------

@@ -39,7 +39,7 @@ class Signals:
             ev.set()
 
     @staticmethod
-    async def wait(event: asyncio.Event, timeout: float) -> bool:
+    async def wait(event: asyncio.Event, timeout: float) -> bool:  # noqa: ASYNC109 - a poll bound, not a cancel scope
         """Wait for `event` at most `timeout` seconds; True if it was rung."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)

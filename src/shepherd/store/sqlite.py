@@ -142,8 +142,8 @@ class SQLiteStore:
     async def open(self) -> None:
         if self._executor is not None:
             return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(directory):
+        directory = os.path.dirname(os.path.abspath(self.path))  # noqa: ASYNC240 - no I/O
+        if not os.path.isdir(directory):  # noqa: ASYNC240 - one stat, once, at open
             raise StoreUnavailableError(
                 f"cannot open SQLite store {self.url!r}: directory {directory!r} does not exist"
             )
@@ -303,7 +303,16 @@ class SQLiteStore:
                 ).fetchone()
                 out.append(Submitted(task_id=row[0], created=False))
                 continue
-            events.append((task_id, item.key, item.reply_to, "received", '{"workflow":' + json.dumps(item.workflow) + "}", now))
+            events.append(
+                (
+                    task_id,
+                    item.key,
+                    item.reply_to,
+                    "received",
+                    '{"workflow":' + json.dumps(item.workflow) + "}",
+                    now,
+                )
+            )
             out.append(Submitted(task_id=task_id, created=True))
         self._events(conn, events, rings)
         if events:
@@ -326,7 +335,9 @@ class SQLiteStore:
 
     async def get_task(self, task_id: str) -> Task | None:
         def run(conn: sqlite3.Connection, now: float) -> Task | None:
-            row = conn.execute(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            row = conn.execute(
+                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)
+            ).fetchone()
             if row is None:
                 return None
             steps = conn.execute(
@@ -429,7 +440,14 @@ class SQLiteStore:
             self._events(
                 conn,
                 [
-                    (r[0], r[2], r[13], "claimed", json.dumps({"owner": owner, "lock_epoch": r[8]}), now)
+                    (
+                        r[0],
+                        r[2],
+                        r[13],
+                        "claimed",
+                        json.dumps({"owner": owner, "lock_epoch": r[8]}),
+                        now,
+                    )
                     for r in rows
                 ],
                 rings,
@@ -463,19 +481,41 @@ class SQLiteStore:
             if s.attempt > 1:
                 superseded.append((s.task_id, s.seq))
             steps.append(
-                (s.task_id, s.seq, str(s.kind), s.agent, s.attempt, complete_by, payload,
-                 s.undo, s.compensates, now)
+                (
+                    s.task_id,
+                    s.seq,
+                    str(s.kind),
+                    s.agent,
+                    s.attempt,
+                    complete_by,
+                    payload,
+                    s.undo,
+                    s.compensates,
+                    now,
+                )
             )
             requests.append(
-                (s.agent, s.task_id, s.seq, s.attempt, s.epoch, str(s.kind), payload,
-                 complete_by, now, now)
+                (
+                    s.agent,
+                    s.task_id,
+                    s.seq,
+                    s.attempt,
+                    s.epoch,
+                    str(s.kind),
+                    payload,
+                    complete_by,
+                    now,
+                    now,
+                )
             )
             rings.add(ch.REQUESTS)
             out.append(datetime.fromtimestamp(complete_by, UTC))
         if superseded:
             conn.executemany("DELETE FROM requests WHERE task_id = ? AND seq = ?", superseded)
         if touched:
-            conn.executemany("UPDATE tasks SET complete_by = ?, updated_at = ? WHERE id = ?", touched)
+            conn.executemany(
+                "UPDATE tasks SET complete_by = ?, updated_at = ? WHERE id = ?", touched
+            )
         if steps:
             conn.executemany(
                 "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
@@ -522,8 +562,15 @@ class SQLiteStore:
             touched = []
             events = []
             for r in rows:
-                reply = Reply(id=r[0], task_id=r[1], seq=r[2], attempt=r[3], lock_epoch=r[4],
-                              ok=bool(r[5]), body=_LOADS(r[6]))
+                reply = Reply(
+                    id=r[0],
+                    task_id=r[1],
+                    seq=r[2],
+                    attempt=r[3],
+                    lock_epoch=r[4],
+                    ok=bool(r[5]),
+                    body=_LOADS(r[6]),
+                )
                 current = r[7] == r[4] and r[10] == "running" and r[11] == r[3]
                 taken.append((reply, current))
                 if not current:
@@ -538,8 +585,16 @@ class SQLiteStore:
                 detail: dict[str, Any] = {"seq": r[2], "agent": r[12], "attempt": r[3]}
                 if not reply.ok:
                     detail["error"] = reply.body
-                events.append((r[1], r[8], r[9], "step_completed" if reply.ok else "step_failed",
-                               json.dumps(detail), now))
+                events.append(
+                    (
+                        r[1],
+                        r[8],
+                        r[9],
+                        "step_completed" if reply.ok else "step_failed",
+                        json.dumps(detail),
+                        now,
+                    )
+                )
             if completed:
                 conn.executemany(
                     "UPDATE steps SET state = 'completed', result = ?, finished_at = ? "
@@ -568,9 +623,7 @@ class SQLiteStore:
             out.append(taken)
         return out
 
-    async def finish_task(
-        self, task_id: str, *, owner: str, epoch: int, result: JsonValue
-    ) -> None:
+    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
         await self._write("finish", (task_id, owner, epoch, result))
 
     def _b_finish(
@@ -670,7 +723,9 @@ class SQLiteStore:
             if row is None:
                 out.append(StaleEpochError(task_id, epoch))
                 continue
-            events.append((task_id, row[0], row[1], "compensating", json.dumps({"error": error}), now))
+            events.append(
+                (task_id, row[0], row[1], "compensating", json.dumps({"error": error}), now)
+            )
             out.append(None)
         self._events(conn, events, rings)
         return out
@@ -731,9 +786,17 @@ class SQLiteStore:
             rows.sort(key=lambda r: r[0])
             out.append(
                 [
-                    Request(id=r[0], agent=r[1], task_id=r[2], seq=r[3], attempt=r[4],
-                            lock_epoch=r[5], kind=StepKind(r[6]), payload=_LOADS(r[7]),
-                            complete_by=datetime.fromtimestamp(r[8], UTC))
+                    Request(
+                        id=r[0],
+                        agent=r[1],
+                        task_id=r[2],
+                        seq=r[3],
+                        attempt=r[4],
+                        lock_epoch=r[5],
+                        kind=StepKind(r[6]),
+                        payload=_LOADS(r[7]),
+                        complete_by=datetime.fromtimestamp(r[8], UTC),
+                    )
                     for r in rows
                 ]
             )
@@ -774,7 +837,15 @@ class SQLiteStore:
                 ok, encoded = False, json.dumps({"type": "PayloadError", "message": str(exc)})
             acked.append((request.id,))
             replies.append(
-                (request.task_id, request.seq, request.attempt, request.lock_epoch, int(ok), encoded, now)
+                (
+                    request.task_id,
+                    request.seq,
+                    request.attempt,
+                    request.lock_epoch,
+                    int(ok),
+                    encoded,
+                    now,
+                )
             )
             out.append(True)
         conn.executemany("DELETE FROM requests WHERE id = ?", acked)
@@ -813,8 +884,12 @@ class SQLiteStore:
             out.append(
                 None
                 if row is None
-                else Lease(name=row[0], holder=row[1], epoch=row[2],
-                           expires_at=datetime.fromtimestamp(row[3], UTC))
+                else Lease(
+                    name=row[0],
+                    holder=row[1],
+                    epoch=row[2],
+                    expires_at=datetime.fromtimestamp(row[3], UTC),
+                )
             )
         return out
 
@@ -864,7 +939,12 @@ class SQLiteStore:
             lease = conn.execute(
                 "SELECT holder, epoch, expires_at FROM leases WHERE name = ?", (leader.name,)
             ).fetchone()
-            if lease is None or lease[0] != leader.holder or lease[1] != leader.epoch or lease[2] <= now:
+            if (
+                lease is None
+                or lease[0] != leader.holder
+                or lease[1] != leader.epoch
+                or lease[2] <= now
+            ):
                 out.append(False)  # no longer the leader: fenced off
                 continue
             fence = (task.id, task.lock_epoch)
@@ -873,10 +953,18 @@ class SQLiteStore:
                     "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
                     "complete_by = NULL, process_state = ?, failure_count = ?, not_before = ?, "
                     "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL",
-                    (str(decision.process_state), decision.failure_count,
-                     _ts(decision.not_before), now, *fence),
+                    (
+                        str(decision.process_state),
+                        decision.failure_count,
+                        _ts(decision.not_before),
+                        now,
+                        *fence,
+                    ),
                 )
-                kind, detail = "reset", {"reason": decision.reason, "failure_count": decision.failure_count}
+                kind, detail = (
+                    "reset",
+                    {"reason": decision.reason, "failure_count": decision.failure_count},
+                )
             elif isinstance(decision, Escalate):
                 cursor = conn.execute(
                     "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
@@ -884,7 +972,10 @@ class SQLiteStore:
                     "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL",
                     (decision.failure_count, json.dumps({"reason": decision.reason}), now, *fence),
                 )
-                kind, detail = "error", {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
+                kind, detail = (
+                    "error",
+                    {"error": {"reason": decision.reason}, "failure_count": decision.failure_count},
+                )
                 rings.add(ch.task_channel(task.id))
             elif isinstance(decision, Compensate):
                 cursor = conn.execute(
@@ -892,7 +983,13 @@ class SQLiteStore:
                     "complete_by = NULL, process_state = 'compensating', failure_count = ?, "
                     "error = ?, not_before = ?, updated_at = ? "
                     "WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL",
-                    (decision.failure_count, json.dumps({"reason": decision.reason}), now, now, *fence),
+                    (
+                        decision.failure_count,
+                        json.dumps({"reason": decision.reason}),
+                        now,
+                        now,
+                        *fence,
+                    ),
                 )
                 kind, detail = "compensating", {"error": {"reason": decision.reason}}
             else:  # pragma: no cover - the Decision union is closed
@@ -938,7 +1035,11 @@ class SQLiteStore:
                 ).fetchone()
                 if found is None or found[0] == "completed":
                     out.append(
-                        InvalidStateError(task_id, f"step {seq} {'missing' if found is None else 'completed'}", "resubmit step of")
+                        InvalidStateError(
+                            task_id,
+                            f"step {seq} {'missing' if found is None else 'completed'}",
+                            "resubmit step of",
+                        )
                     )
                     continue
                 conn.execute(
@@ -954,7 +1055,7 @@ class SQLiteStore:
             in_undo = conn.execute(
                 "SELECT 1 FROM steps WHERE task_id = ? AND kind = 'undo' LIMIT 1", (task_id,)
             ).fetchone()
-            state = "compensating" if in_undo else "pending"
+            state = "compensating" if in_undo or row[14] else "pending"
             updated = conn.execute(
                 "UPDATE tasks SET process_state = ?, locked_by = NULL, lock_epoch = lock_epoch + 1, "
                 "complete_by = NULL, failure_count = 0, not_before = ?, updated_at = ?, "
@@ -963,7 +1064,16 @@ class SQLiteStore:
             ).fetchone()
             self._events(
                 conn,
-                [(task_id, row[2], row[13], "retried", json.dumps({"seq": seq, "state": state}), now)],
+                [
+                    (
+                        task_id,
+                        row[2],
+                        row[13],
+                        "retried",
+                        json.dumps({"seq": seq, "state": state}),
+                        now,
+                    )
+                ],
                 rings,
             )
             rings.add(ch.TASKS)
@@ -995,9 +1105,7 @@ class SQLiteStore:
                 (now, now, task_id),
             ).fetchone()
             conn.execute("DELETE FROM requests WHERE task_id = ?", (task_id,))
-            self._events(
-                conn, [(task_id, row[1], row[2], "cancel_requested", "{}", now)], rings
-            )
+            self._events(conn, [(task_id, row[1], row[2], "cancel_requested", "{}", now)], rings)
             rings.add(ch.TASKS)
             out.append(_task(updated))
         return out

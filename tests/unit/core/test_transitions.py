@@ -247,11 +247,12 @@ def test_operator_cancel_unowned(task_factory: TaskFactory, state: ProcessState)
     )
 
 
-def test_operator_cancel_during_compensation_keeps_the_owner(owned: Task) -> None:
+def test_operator_cancel_during_compensation_fences_the_owner(owned: Task) -> None:
     compensating = tr.start_compensation(owned, owner="s1", epoch=1, error="e", now=NOW)
     task = tr.operator_cancel(compensating, now=LATER)
     assert task.cancel_requested
-    assert (task.process_state, task.locked_by, task.lock_epoch) == (P.COMPENSATING, "s1", 1)
+    # Taken back, so that the next claim sees the request and ends the task cancelled.
+    assert (task.process_state, task.locked_by, task.lock_epoch) == (P.COMPENSATING, None, 2)
 
 
 @pytest.mark.parametrize("state", [P.PROCESSED, P.COMPENSATED, P.CANCELLED])
@@ -266,3 +267,17 @@ def test_illegal_transition_carries_the_states(task_factory: TaskFactory) -> Non
     error = info.value
     assert (error.task_id, error.state, error.target) == ("t1", P.PENDING, P.PENDING)
     assert isinstance(error, ValueError)
+
+
+def test_operator_retry_resumes_a_compensation(task_factory: TaskFactory) -> None:
+    from shepherd.core.records import Step
+    from shepherd.core.states import StepKind, StepState
+
+    cancelled = task_factory(process_state=P.ERROR, cancel_requested=True)
+    assert tr.operator_retry(cancelled, now=NOW).process_state is P.COMPENSATING
+    undo = Step(task_id="t", seq=3, agent="u", state=StepState.FAILED, kind=StepKind.UNDO)
+    undoing = task_factory(process_state=P.ERROR, steps=(undo,))
+    assert tr.operator_retry(undoing, now=NOW).process_state is P.COMPENSATING
+    assert (
+        tr.operator_retry(task_factory(process_state=P.ERROR), now=NOW).process_state is P.PENDING
+    )

@@ -52,7 +52,9 @@ class Batch:
         rings: Local channels to ring after commit (and to NOTIFY).
     """
 
-    def __init__(self, conn: Connection, now: datetime, *, payload_limit: int = MAX_PAYLOAD_BYTES) -> None:
+    def __init__(
+        self, conn: Connection, now: datetime, *, payload_limit: int = MAX_PAYLOAD_BYTES
+    ) -> None:
         self.conn = conn
         self.now = now
         self.payload_limit = payload_limit

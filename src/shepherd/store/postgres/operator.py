@@ -74,7 +74,7 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
             await batch.send(_RESUBMIT_STEP, (override, task_id, seq))
         await batch.send(_RESET_FAILED, (task_id,))
         in_undo = await (await batch.send(_IN_UNDO, (task_id,))).fetchone()
-        target = "compensating" if in_undo else "pending"
+        target = "compensating" if in_undo or row[14] else "pending"
         updated = await (await batch.send(_RETRY, (target, now, now, task_id))).fetchone()
         assert updated is not None  # the row is locked: it cannot have gone
         batch.event(task_id, row[2], row[13], "retried", json.dumps({"seq": seq, "state": target}))
