@@ -19,6 +19,7 @@ from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import NonDeterminismError, PermanentError, StaleEpochError, UnknownAgentError
 from shepherd.store import signals as ch
+from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class Scheduler:
         self.store: Store = app.store
         self.owner = owner
         self.settings = app.settings
-        self.reply_grace = 0.5
+        self.reply_grace = REPLY_GRACE
         self._waiting: dict[tuple[str, int], asyncio.Future[tuple[bool, JsonValue]]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()

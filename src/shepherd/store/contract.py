@@ -37,6 +37,11 @@ if TYPE_CHECKING:
     from shepherd.store.signals import Signals
 
 
+#: Seconds past a step's complete_by that its task's claim still holds: time for a
+#: reply written at the deadline to be recorded. The scheduler waits as long.
+REPLY_GRACE = 0.5
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewTask:
     """What `submit_task` inserts."""

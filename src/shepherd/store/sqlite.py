@@ -28,7 +28,7 @@ from shepherd.errors import (
 )
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
-from shepherd.store.contract import NewTask, StepStart, Submitted
+from shepherd.store.contract import REPLY_GRACE, NewTask, StepStart, Submitted
 from shepherd.store.group_commit import GroupCommitter, Op
 from shepherd.store.ids import new_task_id
 from shepherd.store.migrations import migrations
@@ -477,7 +477,7 @@ class SQLiteStore:
                 out.append(exc)
                 continue
             complete_by = now + s.within
-            touched.append((complete_by + 1.0, now, s.task_id))
+            touched.append((complete_by + REPLY_GRACE, now, s.task_id))
             if s.attempt > 1:
                 superseded.append((s.task_id, s.seq))
             steps.append(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
 from shepherd.store import signals as ch
-from shepherd.store.contract import StepStart
+from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.store.postgres.rows import load
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
 
@@ -29,7 +29,7 @@ __all__ = ["record_replies", "start_step"]
 
 #: The task's claim outlives its step's deadline by this much, so the agent's
 #: deadline passes first and the supervisor sees the step's failure, not a race.
-_CLAIM_GRACE = timedelta(seconds=1.0)
+_CLAIM_GRACE = timedelta(seconds=REPLY_GRACE)
 
 _TOUCH_CLAIMS = (
     "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %s "
