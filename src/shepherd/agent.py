@@ -185,6 +185,7 @@ class AgentWorker:
                         request.task_id,
                         request.seq,
                     )
+                    await self._note(request, "step_timed_out", tries=retry + 1, error=None)
                     return  # past complete_by: reply nothing
                 failure: BaseException = exc
             except Exception as exc:
@@ -214,9 +215,25 @@ class AgentWorker:
                     retry,
                     failure,
                 )
+                await self._note(request, "step_gave_up", tries=retry, error=error_body(failure))
                 return
             self.retries += 1
             await asyncio.sleep(delay)
+
+    async def _note(self, request: Request, kind: str, *, tries: int, error: JsonValue) -> None:
+        """Leave the reason in the task's history, for the operator and the alert."""
+        detail = {
+            "seq": request.seq,
+            "agent": request.agent,
+            "attempt": request.attempt,
+            "tries": tries,
+        }
+        if error is not None:
+            detail["error"] = error
+        try:
+            await self.store.note(request.task_id, kind, detail)
+        except Exception:  # the history is a courtesy; the supervisor recovers anyway
+            log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
 
     async def _reply(self, request: Request, *, ok: bool, body: JsonValue) -> None:
         if await self.store.reply_and_ack(request, worker=self.worker, ok=ok, body=body):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from dataclasses import replace
 from typing import TYPE_CHECKING, final
 
 from shepherd.core.supervision import Escalate, Reset, SupervisionPolicy, on_expired
 
 if TYPE_CHECKING:
     from shepherd.app import App
-    from shepherd.core.records import Lease
+    from shepherd.core.records import Lease, Task
 
 log = logging.getLogger("shepherd.supervisor")
 
@@ -76,6 +77,20 @@ class Supervisor:
                 except Exception:
                     log.exception("could not release the supervisor lease")
 
+    async def _last_failure(self, task: Task) -> str:
+        """What the agents last said about the task, for an escalation's reason."""
+        for event in reversed(await self.store.task_events(task.id)):
+            detail = event.detail if isinstance(event.detail, dict) else {}
+            where = f"step {detail.get('seq')} ({detail.get('agent')})"
+            if event.kind == "step_timed_out":
+                return f"; last: {where} was cancelled at complete_by"
+            if event.kind == "step_gave_up":
+                error = detail.get("error") or {}
+                return f"; last: {where} gave up after {detail.get('tries')} tries: {error.get('type')}: {error.get('message')}"
+            if event.kind in ("claimed", "retried"):
+                break
+        return ""
+
     async def scan_once(self) -> int:
         """One scan: renew leadership, then handle every expired claim. Returns how many."""
         lease = await self.store.acquire_lease(LEASE, holder=self.holder, ttl=self.ttl)
@@ -94,6 +109,11 @@ class Supervisor:
         now = self.store.now()
         decisions = [
             on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng) for t in expired
+        ]
+        # An escalation says what the agents last reported, not only the count.
+        decisions = [
+            d if isinstance(d, Reset) else replace(d, reason=d.reason + await self._last_failure(t))
+            for t, d in zip(expired, decisions, strict=True)
         ]
         applied = await asyncio.gather(
             *(

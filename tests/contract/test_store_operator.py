@@ -110,3 +110,15 @@ async def test_a_pending_task_can_be_cancelled(store: Store) -> None:
 
     assert cancelled.process_state is ProcessState.COMPENSATING
     assert cancelled.cancel_requested
+
+
+async def test_a_note_joins_the_tasks_history_with_its_key_and_reply_to(store: Store) -> None:
+    task = await submitted_task(store, key="order-1", reply_to="shop")
+
+    await store.note(task.id, "step_gave_up", {"seq": 1, "error": {"message": "503"}})
+    await store.note("no-such-task", "step_gave_up", {"seq": 1})
+
+    last = (await store.task_events(task.id))[-1]
+    assert (last.kind, last.key, last.reply_to) == ("step_gave_up", "order-1", "shop")
+    assert last.detail == {"seq": 1, "error": {"message": "503"}}
+    assert [e.kind for e in await store.read_events(reply_to=None, after_id=last.id)] == []

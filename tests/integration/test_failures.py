@@ -291,6 +291,9 @@ async def test_exhausting_max_failures_escalates_or_compensates(
         assert task.process_state is ProcessState.ERROR
         assert task.failure_count == 2
         assert "complete_by expired 2 times" in task.error["reason"]
+        # The reason says what the agent last reported, not only the count.
+        assert "step 2 (stuck) was cancelled at complete_by" in task.error["reason"], history
+        assert history.count("step_timed_out") == 2
         (alert,) = alerts
         assert (alert.task_id, alert.key, alert.failure_count) == (task_id, "k-1", 2)
         assert alert.reason == task.error["reason"]

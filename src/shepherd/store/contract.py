@@ -93,6 +93,18 @@ class Store(Protocol):
     async def submit_task(self, task: NewTask) -> Submitted:
         """Insert a pending task and its `received` event (idempotent per key)."""
 
+    async def submit_task_in(self, task: NewTask, connection: object) -> Submitted:
+        """Like `submit_task`, but inside the caller's open transaction on `connection`.
+
+        The task and its `received` event are written through the caller's
+        connection, not the store's, so they commit or roll back together with
+        the caller's own rows (and nobody else sees the task before then). A
+        `key` already used for the workflow, committed or earlier in the same
+        transaction, returns the existing task. Only the PostgreSQL store
+        supports it (`connection` is a psycopg 3 `AsyncConnection` on the
+        store's database); the others raise `ConfigError`.
+        """
+
     async def get_task(self, task_id: str) -> Task | None:
         """The task with its steps, or None."""
 
@@ -159,6 +171,9 @@ class Store(Protocol):
         self, request: Request, *, worker: str, ok: bool, body: JsonValue
     ) -> bool:
         """Write the reply and remove the request; False if it was superseded."""
+
+    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
+        """Append an event to a task's history (an agent that timed out or gave up)."""
 
     # -- supervisor --------------------------------------------------------
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:

@@ -21,6 +21,7 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Step, Task
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.errors import (
+    ConfigError,
     InvalidStateError,
     StaleEpochError,
     StoreUnavailableError,
@@ -268,6 +269,14 @@ class SQLiteStore:
     # -- application -------------------------------------------------------
     async def submit_task(self, task: NewTask) -> Submitted:
         return await self._write("submit", task)  # type: ignore[no-any-return]
+
+    async def submit_task_in(self, task: NewTask, connection: object) -> Submitted:
+        """Not supported: SQLite has one writer, so a caller's transaction cannot join it."""
+        raise ConfigError(
+            "connection",
+            "transactional submit (submit(..., connection=...)) needs the PostgreSQL store; "
+            "the SQLite store cannot join a caller's transaction",
+        )
 
     def _b_submit(
         self, conn: sqlite3.Connection, items: list[NewTask], now: float, rings: set[str]
@@ -857,6 +866,28 @@ class SQLiteStore:
             )
             rings.add(ch.REPLIES)
         return out
+
+    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
+        await self._write("note", (task_id, kind, detail))
+
+    def _b_note(
+        self,
+        conn: sqlite3.Connection,
+        items: list[tuple[str, str, JsonValue]],
+        now: float,
+        rings: set[str],
+    ) -> list[object]:
+        owners = _owners(conn, [item[0] for item in items])
+        self._events(
+            conn,
+            [
+                (task_id, *owners.meta[task_id], kind, json.dumps(detail), now)
+                for task_id, kind, detail in items
+                if task_id in owners.meta
+            ],
+            rings,
+        )
+        return [None] * len(items)
 
     # -- supervisor --------------------------------------------------------
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:

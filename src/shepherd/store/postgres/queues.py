@@ -86,3 +86,13 @@ async def reply(
         await batch.send(_INSERT_REPLIES, (batch.now, *columns))
         batch.rings.add(ch.REPLIES)
     return out
+
+
+async def note(batch: Batch, items: Sequence[tuple[str, str, JsonValue]]) -> list[object]:
+    """Append events to tasks' histories (an agent that timed out or gave up)."""
+    for task_id, kind, detail in items:
+        cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %s", (task_id,))
+        row = await cursor.fetchone()
+        if row is not None:
+            batch.event(task_id, row[0], row[1], kind, json.dumps(detail))
+    return [None] * len(items)

@@ -13,18 +13,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from shepherd.clock import Clock, SystemClock
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import StoreUnavailableError
-from shepherd.payloads import MAX_PAYLOAD_BYTES
+from shepherd.errors import ConfigError, StoreUnavailableError
+from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store.contract import NewTask, StepStart, Submitted
 from shepherd.store.postgres import tasks
+from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
     Connection,
     build_conninfo,
@@ -43,6 +45,7 @@ from shepherd.store.postgres.rows import (
     event_from_row,
     step_from_row,
     task_from_row,
+    utc,
 )
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
@@ -255,6 +258,53 @@ class PostgresStore:
     async def submit_task(self, task: NewTask) -> Submitted:
         return await self._write("submit", task)  # type: ignore[no-any-return]
 
+    async def submit_task_in(self, task: NewTask, connection: object) -> Submitted:
+        """Insert the task and its `received` event in the caller's transaction.
+
+        `connection` is the caller's psycopg 3 `AsyncConnection` to this
+        store's database, with a transaction open (or autocommit off, so that
+        one begins). The statements are the group committer's own
+        (`tasks.submit`), run inside a savepoint: if they fail, the savepoint
+        is rolled back and the caller's transaction stays usable. A payload
+        that is not acceptable JSON raises `PayloadError` before any
+        statement is sent. A `pg_notify` queued in the transaction wakes the
+        other processes' roles when the caller commits; nothing happens if it
+        rolls back.
+
+        The `received` event takes the event log's lock (`EVENTS_LOCK`), held
+        until the caller's transaction ends: every store write that logs an
+        event waits until then. Submit last and commit promptly; never wait
+        on this store (a submit, a result) inside the same transaction.
+
+        Raises:
+            ConfigError: `connection` is not a psycopg `AsyncConnection`, has
+                no transaction to join (autocommit, idle), or its transaction
+                has already failed.
+            PayloadError: The input is not acceptable JSON or too large.
+            psycopg.Error: A statement failed on the caller's connection.
+        """
+        conn = _joinable(connection)
+        dumps(task.input, limit=self._writer.payload_limit)  # before touching the transaction
+        if self._pool is None:
+            await self.open()
+        # Also begins the caller's transaction if autocommit is off and none is open,
+        # so that the block below is a savepoint, never a transaction of its own.
+        cursor = await conn.cursor(row_factory=tuple_row).execute("SELECT clock_timestamp()")
+        row = await cursor.fetchone()
+        now = utc(row[0]) if self.database_clock and row is not None else utc(self.clock.now())
+        async with conn.transaction():
+            batch = Batch(conn, now, payload_limit=self._writer.payload_limit)
+            (outcome,) = await tasks.submit(batch, [task])
+            if isinstance(outcome, BaseException):
+                raise outcome
+            await batch.finish()
+        # Rung now, not at the caller's commit: a role that looks too early finds
+        # nothing and waits; the NOTIFY wakes it (through the listener) at commit.
+        for channel in batch.rings:
+            self.signals.ring(channel)
+        assert isinstance(outcome, Submitted)
+        return outcome
+
     async def get_task(self, task_id: str) -> Task | None:
         rows = await self._fetch(_GET_TASK, (task_id,))
         if not rows:
@@ -334,6 +384,9 @@ class PostgresStore:
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
         return await self._write("lease", (name, holder, ttl))  # type: ignore[no-any-return]
 
+    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
+        await self._write("note", (task_id, kind, detail))
+
     async def release_lease(self, name: str, *, holder: str) -> None:
         await self._write("release_lease", (name, holder))
 
@@ -352,6 +405,25 @@ class PostgresStore:
 
     async def cancel_task(self, task_id: str) -> Task:
         return await self._write("cancel", task_id)  # type: ignore[no-any-return]
+
+
+def _joinable(connection: object) -> Connection:
+    """The caller's connection, if it has a transaction a submit can join."""
+    if not isinstance(connection, psycopg.AsyncConnection):
+        raise ConfigError(
+            "connection",
+            f"transactional submit needs a psycopg AsyncConnection, not {type(connection).__name__}",
+        )
+    status = connection.info.transaction_status
+    if status == psycopg.pq.TransactionStatus.INERROR:
+        raise ConfigError("connection", "its transaction has failed: roll it back first")
+    if connection.autocommit and status == psycopg.pq.TransactionStatus.IDLE:
+        raise ConfigError(
+            "connection",
+            "it is in autocommit mode with no transaction open: submit inside "
+            "`async with connection.transaction():` (or with autocommit off)",
+        )
+    return cast("Connection", connection)
 
 
 async def _fetch_on(

@@ -47,6 +47,7 @@ HANDLERS: dict[str, Handler] = {
     "release": tasks.release,
     "take": queues.take,
     "reply": queues.reply,
+    "note": queues.note,
     "lease": leases.acquire,
     "release_lease": leases.release,
     "supervise": leases.supervise,
