@@ -111,7 +111,8 @@ def spawn_worker(
         roles: Comma-separated roles.
         log_path: The agent's execution log.
         ready_timeout: Seconds to wait for the readiness line.
-        **options: `pace`, `claim_batch`, `max_in_flight`, `agent_concurrency`.
+        **options: `pace`, `claim_batch`, `max_in_flight`, `agent_concurrency`,
+            `supervisor_interval`.
     """
     argv = [sys.executable, str(WORKER_APP), store_url, "--roles", roles]
     if log_path is not None:

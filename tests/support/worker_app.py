@@ -30,6 +30,7 @@ def build_app(
     claim_batch: int = 256,
     max_in_flight: int = 10000,
     agent_concurrency: int = 1000,
+    supervisor_interval: float = 0.1,
 ) -> App:
     """The app, on `store_url`; the test process builds the same one to submit tasks.
 
@@ -40,10 +41,12 @@ def build_app(
         claim_batch: Tasks claimed per transaction.
         max_in_flight: Workflows running at once in this process.
         agent_concurrency: Agent handlers running at once in this process.
+        supervisor_interval: Seconds between supervisor scans (the lease lasts
+            max(1 s, 3 intervals) unrenewed).
     """
     app = App(
         store_url,
-        supervisor_interval=0.1,
+        supervisor_interval=supervisor_interval,
         poll_interval=0.05,
         lease_ttl=1.0,
         claim_batch=claim_batch,
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument("--claim-batch", type=int, default=256)
     parser.add_argument("--max-in-flight", type=int, default=10000)
     parser.add_argument("--agent-concurrency", type=int, default=1000)
+    parser.add_argument("--supervisor-interval", type=float, default=0.1)
     args = parser.parse_args()
     app = build_app(
         args.store,
@@ -99,6 +103,7 @@ def main() -> None:
         claim_batch=args.claim_batch,
         max_in_flight=args.max_in_flight,
         agent_concurrency=args.agent_concurrency,
+        supervisor_interval=args.supervisor_interval,
     )
     roles = args.roles.split(",")
     asyncio.run(app.run(roles, ready=lambda: print("ready", os.getpid(), flush=True)))
