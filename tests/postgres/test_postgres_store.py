@@ -25,7 +25,7 @@ from shepherd.errors import (
 )
 from shepherd.store import open_store as open_store_url
 from shepherd.store import signals as ch
-from shepherd.store.contract import NewTask, StepStart
+from shepherd.store.contract import REPLY_GRACE, NewTask, StepStart
 from shepherd.store.postgres import PostgresStore
 from shepherd.testing import FakeClock, wait_until
 from support.postgres import OpenStore
@@ -249,7 +249,7 @@ async def test_start_step_writes_the_step_and_its_request(
     )
     current = await store.get_task(task.id)
     assert current is not None
-    assert current.complete_by == complete_by + timedelta(seconds=1)
+    assert current.complete_by == complete_by + timedelta(seconds=REPLY_GRACE)
     assert current.steps[0].state is StepState.RUNNING
 
 
@@ -760,6 +760,6 @@ async def test_one_step_started_twice_in_a_batch_is_applied_in_order(store: Post
     assert first <= second
     current = await store.get_task(task.id)
     assert current is not None
-    assert (current.steps[0].attempt, current.steps[0].request) == (2, "a")
+    assert (current.steps[0].attempt, current.steps[0].request) == (2, "b")
     taken = await store.take_requests(agents=["charge"], worker="w", limit=10)
     assert [r.attempt for r in taken] == [1, 2]

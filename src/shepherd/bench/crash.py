@@ -24,15 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shepherd.bench.flow import build_app, submit_all
-from shepherd.bench.measure import spans, terminal, timeline, wait_until
+from shepherd.bench.measure import Polls, spans, terminal, timeline, wait_until
+from shepherd.bench.pgstat import XactCounter, is_postgres
+from shepherd.bench.throughput import open_close_cost
 from shepherd.core.states import ProcessState
+
+from shepherd.store.contract import REPLY_GRACE
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
 
 
 #: While a step runs, the task's `complete_by` is the step's plus this (docs/concepts.md).
-STEP_GRACE = 1.0
+STEP_GRACE = REPLY_GRACE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +72,13 @@ class CrashResult:
     resets: int
     store_stats: dict[str, float]
     worker_stats: dict[str, float]
+    #: PostgreSQL only: committed database transactions from the first worker's
+    #: start to the end (both workers and the supervisor), from
+    #: `pg_stat_database.xact_commit`, less the harness's polls and three
+    #: store open + close costs (supervisor process and two workers).
+    db_xacts: int | None = None
+    harness_xacts: int = 0
+    open_close_xacts: int = 0
 
 
 class Worker:
@@ -171,6 +182,7 @@ async def _kill_and_restart(
     done_at: int,
     deadline: float,
     alive: asyncio.Task[None],
+    polls: Polls,
 ) -> _Phases:
     """Start a worker; SIGKILL it once `kill_at` tasks are processed and some are
     claimed (so that the kill strands work in flight); start another."""
@@ -181,16 +193,20 @@ async def _kill_and_restart(
             lambda c: c.get(PROCESSED, 0) >= kill_at and c.get(PROCESSING, 0) > 0,
             deadline=deadline,
             every=0.002,
+            polls=polls,
         )
     finally:
         await first.kill()
     killed = time.perf_counter()
     killed_at = datetime.now(UTC)
     at_kill = await store.count_tasks()
+    polls.n += 1
     second = await Worker.start(argv[1], stderr=stderr)
     restarted = time.perf_counter()
     try:
-        await wait_until(store, lambda c: terminal(c) >= done_at, deadline=deadline, alive=alive)
+        await wait_until(
+            store, lambda c: terminal(c) >= done_at, deadline=deadline, alive=alive, polls=polls
+        )
         done = time.perf_counter()
     finally:
         worker_stats = await second.stop()
@@ -227,10 +243,20 @@ async def run_crash(
     argv = tuple(
         worker_argv(store, log, sleep=sleep, within=within, settings=settings) for log in logs
     )
-    async with app:
-        before = await app.store.count_tasks()
+    counter = XactCounter(store) if is_postgres(store) else None
+    # The same workflow spec as `app`: a task's complete_within is fixed at submission.
+    async with build_app(
+        store, sleep=sleep, within=within, complete_within=within, **settings
+    ) as submitter:
+        before = await submitter.store.count_tasks()
         base_processed = before.get(PROCESSED, 0)
-        ids = await submit_all(app, n)
+        ids = await submit_all(submitter, n)
+    open_close = 0
+    if counter is not None:
+        open_close = await open_close_cost(counter, store, settings)
+        xacts_before = await counter.read()
+    polls = Polls()
+    async with app:
         supervisor = asyncio.create_task(app.run(["supervisor"]), name="bench-supervisor")
         try:
             phases = await _kill_and_restart(
@@ -241,13 +267,18 @@ async def run_crash(
                 done_at=terminal(before) + n,
                 deadline=time.monotonic() + budget,
                 alive=supervisor,
+                polls=polls,
             )
         finally:
             supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await supervisor
         stats = dict(app.store.statistics())
-        line = await timeline(app.store, ids)
+    db_xacts = None
+    if counter is not None:
+        db_xacts = await counter.read() - xacts_before - polls.n - 3 * open_close
+    async with build_app(store, sleep=sleep, **settings) as reader:
+        line = await timeline(reader.store, ids)
 
     runs = executions(logs)
     window = within + STEP_GRACE  # > complete_within (== within here)
@@ -275,6 +306,9 @@ async def run_crash(
         resets=line.resets,
         store_stats=stats,
         worker_stats=phases.worker_stats,
+        db_xacts=db_xacts,
+        harness_xacts=polls.n,
+        open_close_xacts=open_close,
     )
 
 

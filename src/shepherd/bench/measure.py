@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 Counts = dict[ProcessState, int]
 
 
+@dataclass(slots=True)
+class Polls:
+    """How many `count_tasks` reads the harness made (to subtract from database counts)."""
+
+    n: int = 0
+
+
 def terminal(by_state: Counts) -> int:
     """How many tasks have ended, whatever the outcome."""
     return sum(v for k, v in by_state.items() if k in TERMINAL_STATES)
@@ -35,13 +42,18 @@ async def wait_until(
     deadline: float,
     every: float = 0.05,
     alive: asyncio.Task[None] | None = None,
+    polls: Polls | None = None,
 ) -> Counts:
     """Poll `count_tasks` every `every` s until `done(counts)`; return the last counts.
 
     Also returns at the monotonic `deadline`, or once the `alive` task has ended.
+    Each poll is one read (one database transaction on PostgreSQL); `polls`
+    counts them.
     """
     while True:
         by_state = await store.count_tasks()
+        if polls is not None:
+            polls.n += 1
         if done(by_state) or time.monotonic() >= deadline or (alive is not None and alive.done()):
             return by_state
         await asyncio.sleep(every)

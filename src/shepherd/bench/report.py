@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shepherd.bench.crash import CrashResult
+from shepherd.bench.flow import STEPS
 from shepherd.bench.throughput import ThroughputResult
 
 #: The targets of the benchmark issue.
@@ -50,6 +51,17 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                     "margin": f"{r.workflows_per_s / TARGET_WORKFLOWS_PER_S:.2f}x",
                 }
             )
+            if r.db_xacts is not None:
+                per_step = r.db_xacts / (STEPS * r.n)
+                out.append(
+                    {
+                        "workload": r.workload,
+                        "target": "<= 1 database transaction per step (PostgreSQL)",
+                        "measured": f"{per_step:.3f} per step ({r.db_xacts:,} for {STEPS * r.n:,})",
+                        "holds": per_step <= 1.0,
+                        "margin": f"{1.0 / per_step:.1f}x" if per_step else "-",
+                    }
+                )
         else:
             out.append(
                 {
@@ -85,6 +97,25 @@ def _stats(stats: dict[str, float]) -> str:
     return f"{stats.get('commits', 0):,.0f} commits, {stats.get('ops_per_batch', 0):.1f} ops/batch"
 
 
+def _xacts(r: Result) -> str:
+    if r.db_xacts is None:
+        return "-"
+    return f"{r.db_xacts:,} ({r.harness_xacts:,} polls + {r.open_close_xacts:,}/open subtracted)"
+
+
+def _xacts_per(r: Result) -> str:
+    if r.db_xacts is None:
+        return "-"
+    return f"{r.db_xacts / r.n:.2f} / {r.db_xacts / (STEPS * r.n):.2f}"
+
+
+def _commits_per_step(r: Result) -> str:
+    commits = r.store_stats.get("commits", 0) + (
+        r.worker_stats.get("commits", 0) if isinstance(r, CrashResult) else 0
+    )
+    return f"{commits / (STEPS * r.n):.4f}"
+
+
 _THROUGHPUT_ROWS: tuple[tuple[str, Callable[[ThroughputResult], str]], ...] = (
     ("workflows (3 steps each)", lambda r: f"{r.n:,}"),
     ("step: simulated remote call", lambda r: f"{r.step_sleep_s * 1000:g} ms"),
@@ -103,6 +134,9 @@ _THROUGHPUT_ROWS: tuple[tuple[str, Callable[[ThroughputResult], str]], ...] = (
     ("store operations / batches",
      lambda r: f"{r.store_stats.get('operations', 0):,.0f} / {r.store_stats.get('batches', 0):,.0f}"),
     ("operations per batch", lambda r: f"{r.store_stats.get('ops_per_batch', 0):.1f}"),
+    ("store commits per step", _commits_per_step),
+    ("database transactions (PostgreSQL, run)", _xacts),
+    ("database transactions per workflow / per step", _xacts_per),
 )  # fmt: skip
 
 
@@ -138,6 +172,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
             ("supervisor resets", str(c.resets)),
             ("store (main: submit + supervisor)", _stats(c.store_stats)),
             ("store (second worker)", _stats(c.worker_stats)),
+            ("database transactions (PostgreSQL, kill run)", _xacts(c)),
+            ("database transactions per workflow / per step", _xacts_per(c)),
         ):  # fmt: skip
             table.add_row(name, value)
         console.print(table)
@@ -149,8 +185,13 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
             t["workload"], t["target"], t["measured"], "yes" if t["holds"] else "NO", t["margin"]
         )
     console.print(goals)
+    durability = (
+        "PostgreSQL (server's own durability settings)"
+        if str(env["store"]).startswith(("postgresql://", "postgres://"))
+        else f"SQLite {env['sqlite']}, synchronous={env['sqlite_synchronous']}"
+    )
     console.print(
-        f"Python {env['python']}, SQLite {env['sqlite']}, synchronous={env['sqlite_synchronous']}, "
+        f"Python {env['python']}, {durability}, "
         f"{env['cpu_count']} CPUs (load average {env['load_average_1m_at_start']} at start), "
         f"{env['platform']}; store {env['store']}"
     )

@@ -1,7 +1,9 @@
 """W1 and W2: N three-step workflows submitted up front, then every role in this process.
 
 Throughput is measured from the moment the roles start until all N tasks are
-terminal; submission is timed separately.
+terminal; submission is timed separately. Submission, the run and the read of
+the event log each open the store anew, so that on PostgreSQL the run's
+database transactions can be counted on their own (`shepherd.bench.pgstat`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shepherd.bench.flow import STEPS, build_app, submit_all
-from shepherd.bench.measure import percentile, spans, terminal, timeline, wait_until
+from shepherd.bench.measure import Polls, percentile, spans, terminal, timeline, wait_until
+from shepherd.bench.pgstat import XactCounter, is_postgres
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +39,22 @@ class ThroughputResult:
     run_latency_p99_s: float
     store_stats: dict[str, float]
     settings: dict[str, Any]
+    #: PostgreSQL only: committed database transactions of the run phase (every
+    #: role's reads and writes), from `pg_stat_database.xact_commit`, less the
+    #: harness's own polls and the cost of opening and closing the store.
+    db_xacts: int | None = None
+    #: The harness's `count_tasks` polls during the run (subtracted above).
+    harness_xacts: int = 0
+    #: Transactions an open + close of the store costs with no role running (subtracted).
+    open_close_xacts: int = 0
+
+
+async def open_close_cost(counter: XactCounter, store: str, settings: dict[str, Any]) -> int:
+    """Database transactions of opening and closing the store with nothing running."""
+    before = await counter.read()
+    async with build_app(store, **settings):
+        pass
+    return await counter.read() - before
 
 
 async def run_throughput(
@@ -48,13 +67,20 @@ async def run_throughput(
     settings: dict[str, Any],
 ) -> ThroughputResult:
     """Run one throughput workload on `store` and measure it."""
-    app = build_app(store, sleep=sleep, **settings)
-    async with app:
+    counter = XactCounter(store) if is_postgres(store) else None
+    async with build_app(store, sleep=sleep, **settings) as app:
         target = terminal(await app.store.count_tasks()) + n
         started = time.perf_counter()
         ids = await submit_all(app, n)
         submit_s = time.perf_counter() - started
+    open_close = 0
+    if counter is not None:
+        open_close = await open_close_cost(counter, store, settings)
+        xacts_before = await counter.read()
 
+    polls = Polls()
+    app = build_app(store, sleep=sleep, **settings)
+    async with app:
         ready = asyncio.Event()
         roles = asyncio.create_task(app.run(ready=ready.set), name="bench-roles")
         await ready.wait()
@@ -64,6 +90,7 @@ async def run_throughput(
             lambda c: terminal(c) >= target,
             deadline=time.monotonic() + budget,
             alive=roles,
+            polls=polls,
         )
         run_s = time.perf_counter() - t0
         roles.cancel()
@@ -72,7 +99,11 @@ async def run_throughput(
         if terminal(last) < target:
             print(f"{workload}: not all {n} workflows ended within {budget:g}s", file=sys.stderr)
         stats = dict(app.store.statistics())
-        line = await timeline(app.store, ids)
+    db_xacts = None
+    if counter is not None:
+        db_xacts = await counter.read() - xacts_before - polls.n - open_close
+    async with build_app(store, sleep=sleep, **settings) as reader:
+        line = await timeline(reader.store, ids)
 
     e2e = spans(line.received, line.processed)
     run = spans(line.claimed, line.processed)
@@ -92,4 +123,7 @@ async def run_throughput(
         run_latency_p99_s=percentile(run, 99),
         store_stats=stats,
         settings=dict(settings),
+        db_xacts=db_xacts,
+        harness_xacts=polls.n,
+        open_close_xacts=open_close,
     )
