@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, final
 
+from psycopg.rows import tuple_row
+
 from shepherd.core.records import JsonValue
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
@@ -33,11 +35,11 @@ EVENTS_LOCK = 0x7368657068657265
 
 _INSERT_EVENTS = (
     "INSERT INTO events (task_id, key, reply_to, kind, detail, at) "
-    "SELECT e.task_id, e.key, e.reply_to, e.kind, e.detail, %s "
-    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+    "SELECT e.task_id, e.key, e.reply_to, e.kind, e.detail, %b "
+    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[]) "
     "WITH ORDINALITY AS e(task_id, key, reply_to, kind, detail, n) ORDER BY e.n"
 )
-_NOTIFY = "SELECT pg_notify(n.channel, n.payload) FROM unnest(%s::text[], %s::text[]) AS n(channel, payload)"
+_NOTIFY = "SELECT pg_notify(n.channel, n.payload) FROM unnest(%b::text[], %b::text[]) AS n(channel, payload)"
 
 
 @final
@@ -66,8 +68,12 @@ class Batch:
         return dumps(value, limit=self.payload_limit)
 
     async def send(self, query: str, params: Sequence[object] = ()) -> AsyncCursor[TupleRow]:
-        """Queue one statement; its results are read later from the cursor."""
-        return await self.conn.execute(query, params)
+        """Queue one statement; its results are read later from the cursor.
+
+        Rows are tuples whatever the connection's row factory (a caller's
+        connection, in a transactional submit, may have its own).
+        """
+        return await self.conn.cursor(row_factory=tuple_row).execute(query, params)
 
     def event(
         self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str
@@ -78,7 +84,7 @@ class Batch:
     async def finish(self) -> None:
         """Write the queued events and the NOTIFYs (still inside the transaction)."""
         if self._events:
-            await self.send("SELECT pg_advisory_xact_lock(%s)", (EVENTS_LOCK,))
+            await self.send("SELECT pg_advisory_xact_lock(%b)", (EVENTS_LOCK,))
             columns = list(zip(*self._events, strict=True))
             await self.send(_INSERT_EVENTS, (self.now, *(list(c) for c in columns)))
             self._events.clear()

@@ -23,20 +23,20 @@ if TYPE_CHECKING:
 __all__ = ["reply", "take"]
 
 _TAKE = (
-    "UPDATE requests r SET taken_by = %s, visible_at = r.complete_by "
-    "FROM (SELECT id FROM requests WHERE agent = ANY(%s::text[]) AND visible_at <= %s "
-    "AND complete_by > %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) c "
+    "UPDATE requests r SET taken_by = %b, visible_at = r.complete_by "
+    "FROM (SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND visible_at <= %b "
+    "AND complete_by > %b ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED) c "
     f"WHERE r.id = c.id RETURNING {REQUEST_COLUMNS_R}"
 )
 _ACK = (
-    "DELETE FROM requests r USING unnest(%s::bigint[], %s::text[]) AS v(id, taken_by) "
-    "WHERE r.id = v.id AND r.taken_by = v.taken_by AND r.complete_by > %s "
+    "DELETE FROM requests r USING unnest(%b::bigint[], %b::text[]) AS v(id, taken_by) "
+    "WHERE r.id = v.id AND r.taken_by = v.taken_by AND r.complete_by > %b "
     "RETURNING r.id, r.taken_by"
 )
 _INSERT_REPLIES = (
     "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
-    "SELECT v.task_id, v.seq, v.attempt, v.lock_epoch, v.ok, v.body, %s "
-    "FROM unnest(%s::text[], %s::int[], %s::int[], %s::bigint[], %s::bool[], %s::text[]) "
+    "SELECT v.task_id, v.seq, v.attempt, v.lock_epoch, v.ok, v.body, %b "
+    "FROM unnest(%b::text[], %b::int[], %b::int[], %b::bigint[], %b::bool[], %b::text[]) "
     "WITH ORDINALITY AS v(task_id, seq, attempt, lock_epoch, ok, body, n) ORDER BY v.n"
 )
 
@@ -91,7 +91,7 @@ async def reply(
 async def note(batch: Batch, items: Sequence[tuple[str, str, JsonValue]]) -> list[object]:
     """Append events to tasks' histories (an agent that timed out or gave up)."""
     for task_id, kind, detail in items:
-        cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %s", (task_id,))
+        cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %b", (task_id,))
         row = await cursor.fetchone()
         if row is not None:
             batch.event(task_id, row[0], row[1], kind, json.dumps(detail))

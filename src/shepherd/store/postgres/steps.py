@@ -32,19 +32,19 @@ __all__ = ["record_replies", "start_step"]
 _CLAIM_GRACE = timedelta(seconds=REPLY_GRACE)
 
 _TOUCH_CLAIMS = (
-    "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %s "
-    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::timestamptz[]) "
+    "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %b "
+    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::timestamptz[]) "
     "AS v(id, lock_epoch, locked_by, complete_by) "
     "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
 )
 _DROP_OLD_REQUESTS = (
-    "DELETE FROM requests r USING unnest(%s::text[], %s::int[]) AS v(task_id, seq) "
+    "DELETE FROM requests r USING unnest(%b::text[], %b::int[]) AS v(task_id, seq) "
     "WHERE r.task_id = v.task_id AND r.seq = v.seq"
 )
 _UPSERT_STEP = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
     "request, undo, compensates, started_at) "
-    "VALUES (%s, %s, %s, %s, 'running', %s, %s, %s, %s, %s, %s) "
+    "VALUES (%b, %b, %b, %b, 'running', %b, %b, %b, %b, %b, %b) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
     "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
@@ -55,9 +55,9 @@ _UPSERT_STEPS = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
     "request, undo, compensates, started_at) "
     "SELECT v.task_id, v.seq, v.kind, v.agent, 'running', v.attempt, v.complete_by, "
-    "v.request, v.undo, v.compensates, %s "
-    "FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::int[], "
-    "%s::timestamptz[], %s::text[], %s::text[], %s::int[]) "
+    "v.request, v.undo, v.compensates, %b "
+    "FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::int[], "
+    "%b::timestamptz[], %b::text[], %b::text[], %b::int[]) "
     "AS v(task_id, seq, kind, agent, attempt, complete_by, request, undo, compensates) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
@@ -69,9 +69,9 @@ _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
     "complete_by, visible_at, created_at) "
     "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, %s, %s "
-    "FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], %s::bigint[], %s::text[], "
-    "%s::text[], %s::timestamptz[]) "
+    "v.complete_by, %b, %b "
+    "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
+    "%b::text[], %b::timestamptz[]) "
     "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
     "complete_by, n) ORDER BY v.n"
 )
@@ -80,26 +80,26 @@ _TAKE_REPLIES = (
     "t.lock_epoch, t.key, t.reply_to, s.state, s.attempt, s.agent, s.kind, s.compensates "
     "FROM replies r JOIN tasks t ON t.id = r.task_id "
     "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
-    "WHERE t.locked_by = %s ORDER BY r.id LIMIT %s FOR UPDATE OF t"
+    "WHERE t.locked_by = %b ORDER BY r.id LIMIT %b FOR UPDATE OF t"
 )
 # The reply's body becomes the step's result (completed) or error (failed).
 _RECORD = (
-    "UPDATE steps s SET state = %s, {column} = v.body, finished_at = %s "
-    "FROM unnest(%s::text[], %s::int[], %s::text[]) AS v(task_id, seq, body) "
+    "UPDATE steps s SET state = %b, {column} = v.body, finished_at = %b "
+    "FROM unnest(%b::text[], %b::int[], %b::text[]) AS v(task_id, seq, body) "
     "WHERE s.task_id = v.task_id AND s.seq = v.seq"
 )
 _COMPLETED = _RECORD.format(column="result")
 _FAILED = _RECORD.format(column="error")
 _COMPENSATED = (
     "UPDATE steps s SET state = 'compensated' "
-    "FROM unnest(%s::text[], %s::int[]) AS v(task_id, seq) "
+    "FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq) "
     "WHERE s.task_id = v.task_id AND s.seq = v.seq"
 )
 _TOUCH = (
-    "UPDATE tasks SET complete_by = %s + complete_within * interval '1 second', "
-    "updated_at = %s WHERE id = ANY(%s::text[])"
+    "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second', "
+    "updated_at = %b WHERE id = ANY(%b::text[])"
 )
-_DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%s::bigint[])"
+_DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%b::bigint[])"
 
 
 async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:

@@ -6,7 +6,7 @@ Statements are queued in pipeline mode and their results read afterwards, so
 each step below costs one round trip however many operations there are. The
 owner's writes are fenced by `(lock_epoch, locked_by)`: `finish` locks its
 tasks and checks them first (`lock_owners`), `fail` and `start_compensation`
-update `WHERE lock_epoch = %s AND locked_by = %s`, exactly as the SQLite store
+update `WHERE lock_epoch = %b AND locked_by = %b`, exactly as the SQLite store
 decides them.
 """
 
@@ -49,60 +49,60 @@ __all__ = [
 _INSERT_TASKS = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
     "failure_count, not_before, reply_to, created_at, updated_at) "
-    "SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, %s, "
-    "v.reply_to, %s, %s "
-    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::text[]) "
+    "SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, %b, "
+    "v.reply_to, %b, %b "
+    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[]) "
     "WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, n) "
     "ORDER BY v.n ON CONFLICT DO NOTHING RETURNING id"
 )
 _EXISTING = (
     "SELECT t.workflow, t.key, t.id FROM tasks t "
-    "JOIN unnest(%s::text[], %s::text[]) AS k(workflow, key) "
+    "JOIN unnest(%b::text[], %b::text[]) AS k(workflow, key) "
     "ON t.workflow = k.workflow AND t.key = k.key"
 )
 _CLAIM = (
-    "UPDATE tasks t SET locked_by = %s, lock_epoch = t.lock_epoch + 1, "
-    "complete_by = %s + t.complete_within * interval '1 second', updated_at = %s, "
+    "UPDATE tasks t SET locked_by = %b, lock_epoch = t.lock_epoch + 1, "
+    "complete_by = %b + t.complete_within * interval '1 second', updated_at = %b, "
     "process_state = CASE t.process_state WHEN 'pending' THEN 'processing' "
     "ELSE t.process_state END "
     "FROM (SELECT id FROM tasks WHERE locked_by IS NULL "
-    "AND process_state IN ('pending', 'compensating') AND not_before <= %s "
-    "ORDER BY not_before LIMIT %s FOR UPDATE SKIP LOCKED) c "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= %b "
+    "ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED) c "
     f"WHERE t.id = c.id RETURNING {TASK_COLUMNS_T}"
 )
 _STEPS_OF = (
-    f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ANY(%s::text[]) ORDER BY task_id, seq"
+    f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ANY(%b::text[]) ORDER BY task_id, seq"
 )
 # Ordered by id so that concurrent batches lock shared tasks in the same order.
 _LOCK_OWNERS = (
     "SELECT id, lock_epoch, locked_by, key, reply_to FROM tasks "
-    "WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE"
+    "WHERE id = ANY(%b::text[]) ORDER BY id FOR UPDATE"
 )
 _FINISH = (
     "UPDATE tasks t SET process_state = 'processed', result = v.result, locked_by = NULL, "
-    "complete_by = NULL, updated_at = %s "
-    "FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[]) "
+    "complete_by = NULL, updated_at = %b "
+    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[]) "
     "AS v(id, lock_epoch, locked_by, result) "
     "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
 )
 _FAIL = (
-    "UPDATE tasks SET process_state = %s, error = %s, locked_by = NULL, "
-    "complete_by = NULL, updated_at = %s "
-    "WHERE id = %s AND lock_epoch = %s AND locked_by = %s RETURNING key, reply_to"
+    "UPDATE tasks SET process_state = %b, error = %b, locked_by = NULL, "
+    "complete_by = NULL, updated_at = %b "
+    "WHERE id = %b AND lock_epoch = %b AND locked_by = %b RETURNING key, reply_to"
 )
 # failure_count restarts: compensation has its own budget (core.transitions).
 _COMPENSATE = (
-    "UPDATE tasks SET process_state = 'compensating', error = %s, failure_count = 0, "
-    "updated_at = %s WHERE id = %s AND lock_epoch = %s AND locked_by = %s "
+    "UPDATE tasks SET process_state = 'compensating', error = %b, failure_count = 0, "
+    "updated_at = %b WHERE id = %b AND lock_epoch = %b AND locked_by = %b "
     "RETURNING key, reply_to"
 )
-_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%s::text[])"
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%b::text[])"
 _RELEASE = (
     "WITH released AS (UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
-    "complete_by = NULL, not_before = %s, updated_at = %s, "
+    "complete_by = NULL, not_before = %b, updated_at = %b, "
     "process_state = CASE process_state WHEN 'processing' THEN 'pending' "
     "ELSE process_state END "
-    "WHERE locked_by = %s AND id = ANY(%s::text[]) RETURNING id), "
+    "WHERE locked_by = %b AND id = ANY(%b::text[]) RETURNING id), "
     "dropped AS (DELETE FROM requests WHERE task_id IN (SELECT id FROM released)) "
     "SELECT count(*) FROM released"
 )
