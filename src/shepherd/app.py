@@ -220,26 +220,46 @@ class App:
         *,
         key: str | None = None,
         reply_to: str | None = None,
+        connection: object | None = None,
     ) -> str:
         """Submit a task; return its id. A repeated `key` returns the existing task's id.
 
+        Args:
+            workflow: The registered workflow to run.
+            data: Its input (JSON).
+            key: An idempotency key: a second submit with the same key (for the
+                same workflow) creates nothing and returns the first task's id.
+            reply_to: A tag for the task's events (`read_events(reply_to=...)`).
+            connection: Transactional submit (PostgreSQL store only): your own
+                psycopg 3 `AsyncConnection` to the store's database, with a
+                transaction open. The task is written in YOUR transaction, so it
+                exists if and only if you commit (together with your own rows),
+                and no role sees it before. Submit last and commit promptly:
+                until you commit, the store's other writes that log events wait.
+                See docs/howto/transactional-submit.md.
+
         Raises:
             UnknownWorkflowError: No workflow of that name is registered.
-            PayloadError: `data` is not acceptable JSON.
+            PayloadError: `data` is not acceptable JSON (with `connection`, raised
+                before any statement: your transaction is untouched).
+            ConfigError: `connection` was given but the store is not PostgreSQL,
+                or the connection has no usable transaction.
         """
         spec = self.workflows.get(workflow)
         if spec is None:
             raise UnknownWorkflowError(workflow, list(self.workflows))
         await self.open()
-        submitted = await self.store.submit_task(
-            NewTask(
-                workflow=workflow,
-                input=data,
-                key=key,
-                reply_to=reply_to,
-                complete_within=spec.complete_within,
-            )
+        task = NewTask(
+            workflow=workflow,
+            input=data,
+            key=key,
+            reply_to=reply_to,
+            complete_within=spec.complete_within,
         )
+        if connection is not None:
+            submitted = await self.store.submit_task_in(task, connection)
+        else:
+            submitted = await self.store.submit_task(task)
         return submitted.task_id
 
     async def get_task(self, task_id: str) -> Task:

@@ -28,7 +28,6 @@ from shepherd.bench.measure import Polls, spans, terminal, timeline, wait_until
 from shepherd.bench.pgstat import XactCounter, is_postgres
 from shepherd.bench.throughput import open_close_cost
 from shepherd.core.states import ProcessState
-
 from shepherd.store.contract import REPLY_GRACE
 
 if TYPE_CHECKING:
