@@ -1,4 +1,10 @@
-"""Fixtures shared by every test: a clean environment and a fake clock."""
+"""Fixtures shared by every test: a clean environment, a fake clock, PostgreSQL databases.
+
+The PostgreSQL fixtures (`postgres_url`, `make_postgres_url`, and the session's
+template behind them) are registered here, once, so that every directory using
+them (the backend's own tests, the conformance suite, the integration tests)
+shares one template database per session.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,20 @@ import os
 import pytest
 
 from shepherd.testing import FakeClock
+from support.postgres import (  # fixtures, registered by importing them
+    make_postgres_url,
+    postgres_server,
+    postgres_template,
+    postgres_url,
+)
+
+__all__ = [
+    "fake_clock",
+    "make_postgres_url",
+    "postgres_server",
+    "postgres_template",
+    "postgres_url",
+]
 
 #: The one SHEPHERD_* variable tests may see: set by scripts/test.
 _KEEP = {"SHEPHERD_TEST_POSTGRES_URL"}

@@ -4,8 +4,10 @@ To add a backend, add to `BACKENDS` a function that returns its `Backend` (how
 to make a fresh database, how to connect a store to it, how to read which
 migrations it recorded); the `store` fixture and the stateful test pick it up.
 The function gets the pytest request, so a backend needing session set-up takes
-it there: PostgreSQL asks for its template database with
-`request.getfixturevalue(...)` and clones it in `create` (see STYLE.md).
+it there: PostgreSQL asks for `make_postgres_url` (tests/conftest.py) with
+`request.getfixturevalue(...)`, whose `create` clones the session's template
+database (see STYLE.md). PostgreSQL is never skipped: with the server down its
+tests fail and say how to start it.
 
 The suite moves time with a `FakeClock`: a backend must take "now" from the
 clock it is given (its constructor's `clock=`) for the time-dependent
@@ -21,8 +23,10 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psycopg
 import pytest
 
+from shepherd.store.postgres import PostgresStore
 from shepherd.store.sqlite import SQLiteStore, path_from_url
 from support.factories import Backend, Stores
 
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from shepherd.clock import Clock
     from shepherd.store.contract import Store
     from shepherd.testing import FakeClock
+    from support.postgres import MakePostgresUrl
 
 
 async def _sqlite_create(workdir: Path) -> str:
@@ -55,9 +60,36 @@ def _sqlite(request: pytest.FixtureRequest) -> Backend:
     )
 
 
+def _postgres_connect(url: str, clock: Clock) -> Store:
+    # Small pools: a test opens several stores on its database.
+    return PostgresStore(url, clock=clock, min_connections=1, max_connections=4)
+
+
+async def _postgres_migrations(url: str) -> list[int]:
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cursor = await conn.execute("SELECT version FROM schema_migrations ORDER BY 1")
+        return [row[0] for row in await cursor.fetchall()]
+
+
+def _postgres(request: pytest.FixtureRequest) -> Backend:
+    make_url: MakePostgresUrl = request.getfixturevalue("make_postgres_url")
+
+    async def create(workdir: Path) -> str:
+        # A clone of the session's template: the schema is there, no data.
+        return make_url()
+
+    return Backend(
+        name="postgres",
+        create=create,
+        connect=_postgres_connect,
+        applied_migrations=_postgres_migrations,
+    )
+
+
 #: Backend name -> its Backend, given the test's request (for session fixtures).
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest], Backend]] = {
     "sqlite": _sqlite,
+    "postgres": _postgres,
 }
 
 

@@ -1,4 +1,9 @@
-"""An App over a real SQLite file, with short windows so that failures show quickly."""
+"""An App over a real store, SQLite and PostgreSQL, with short windows so that failures show quickly.
+
+Every test using `app` runs once per backend: a file of its own for SQLite, a
+fresh clone of the session's template database for PostgreSQL (which never
+skips: with the server down those tests fail and say how to start it).
+"""
 
 from __future__ import annotations
 
@@ -16,11 +21,20 @@ def alerts() -> list[Alert]:
     return []
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store of the backend under test."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return f"sqlite:///{tmp_path}/s.db"
+
+
 @pytest.fixture
-async def app(tmp_path: Path, alerts: list[Alert]) -> AsyncIterator[App]:
-    """A fresh app on its own SQLite file; tests register workflows and agents, then run it."""
+async def app(store_url: str, alerts: list[Alert]) -> AsyncIterator[App]:
+    """A fresh app on its own store; tests register workflows and agents, then run it."""
     app = App(
-        f"sqlite:///{tmp_path}/s.db",
+        store_url,
         alerts=[alerts.append],
         supervisor_interval=0.1,
         poll_interval=0.05,

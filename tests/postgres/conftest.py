@@ -9,22 +9,10 @@ import pytest
 from shepherd.clock import Clock
 from shepherd.store.postgres import PostgresStore
 from shepherd.testing import FakeClock
-from support.postgres import (  # fixtures, registered by importing them
-    OpenStore,
-    make_postgres_url,
-    postgres_server,
-    postgres_template,
-    postgres_url,
-)
+from support.postgres import OpenStore
 
-__all__ = [
-    "make_postgres_url",
-    "open_store",
-    "postgres_server",
-    "postgres_template",
-    "postgres_url",
-    "store",
-]
+# postgres_url / make_postgres_url (a fresh database per test) come from tests/conftest.py.
+__all__ = ["open_store", "store"]
 
 
 @pytest.fixture

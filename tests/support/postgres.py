@@ -8,11 +8,9 @@ starts; its URL comes from SHEPHERD_TEST_POSTGRES_URL.
 PostgreSQL is never skipped: without the variable, or with the server down,
 the fixtures fail and say how to start it.
 
-Use from a conftest.py:
-
-    from support.postgres import make_postgres_url, postgres_server, postgres_template, postgres_url
-
-then ask for `postgres_url` (a fresh database's URL) or `make_postgres_url`
+tests/conftest.py registers the fixtures (importing them there, once, so that
+the whole session shares one template); a test asks for `postgres_url` (a
+fresh database's URL) or `make_postgres_url`
 (a factory: `make_postgres_url()` clones another one, `make_postgres_url(empty=True)`
 creates one without the schema, to test migrations).
 """
