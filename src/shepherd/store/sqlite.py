@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from shepherd.clock import Clock, SystemClock
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Step, Task
-from shepherd.core.states import ProcessState, StepKind, StepState
+from shepherd.core.states import ProcessState
 from shepherd.errors import (
     ConfigError,
     InvalidStateError,
@@ -33,6 +33,7 @@ from shepherd.store.contract import REPLY_GRACE, NewTask, StepStart, Submitted
 from shepherd.store.group_commit import GroupCommitter, Op
 from shepherd.store.ids import new_task_id
 from shepherd.store.migrations import migrations
+from shepherd.store.rows import event_from_row, request_from_row, step_from_row, task_from_row
 from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
@@ -50,56 +51,20 @@ _STEP_COLUMNS = (
 _LOADS = json.loads
 
 
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
-
-
 def _ts(value: datetime) -> float:
     return value.timestamp()
 
 
-def _load(text: str | None) -> JsonValue:
-    return None if text is None else _LOADS(text)
-
-
 def _task(row: tuple[Any, ...], steps: tuple[Step, ...] = ()) -> Task:
-    return Task(
-        id=row[0],
-        workflow=row[1],
-        key=row[2],
-        input=_load(row[3]),
-        result=_load(row[4]),
-        error=_load(row[5]),
-        process_state=ProcessState(row[6]),
-        locked_by=row[7],
-        lock_epoch=row[8],
-        complete_by=_dt(row[9]),
-        failure_count=row[11],
-        not_before=datetime.fromtimestamp(row[12], UTC),
-        reply_to=row[13],
-        cancel_requested=bool(row[14]),
-        created_at=datetime.fromtimestamp(row[15], UTC),
-        updated_at=datetime.fromtimestamp(row[16], UTC),
-        steps=steps,
-    )
+    return task_from_row(row, _instant, steps)
 
 
 def _step(row: tuple[Any, ...]) -> Step:
-    override = row[8]
-    return Step(
-        task_id=row[0],
-        seq=row[1],
-        kind=StepKind(row[2]),
-        agent=row[3],
-        state=StepState(row[4]),
-        attempt=row[5],
-        complete_by=_dt(row[6]),
-        request=_load(override if override is not None else row[7]),
-        result=_load(row[9]),
-        error=_load(row[10]),
-        undo=row[11],
-        compensates=row[12],
-    )
+    return step_from_row(row, _instant)
+
+
+def _instant(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
 
 
 def path_from_url(url: str) -> str:
@@ -793,22 +758,7 @@ class SQLiteStore:
                 (worker, *agents, now, now, limit),
             ).fetchall()
             rows.sort(key=lambda r: r[0])
-            out.append(
-                [
-                    Request(
-                        id=r[0],
-                        agent=r[1],
-                        task_id=r[2],
-                        seq=r[3],
-                        attempt=r[4],
-                        lock_epoch=r[5],
-                        kind=StepKind(r[6]),
-                        payload=_LOADS(r[7]),
-                        complete_by=datetime.fromtimestamp(r[8], UTC),
-                    )
-                    for r in rows
-                ]
-            )
+            out.append([request_from_row(r, _instant) for r in rows])
         return out
 
     async def reply_and_ack(
@@ -1143,15 +1093,7 @@ class SQLiteStore:
 
 
 def _event(row: tuple[Any, ...]) -> Event:
-    return Event(
-        id=row[0],
-        task_id=row[1],
-        key=row[2],
-        reply_to=row[3],
-        kind=row[4],
-        detail=_LOADS(row[5]),
-        at=datetime.fromtimestamp(row[6], UTC),
-    )
+    return event_from_row(row, _instant)
 
 
 class _Owners(dict[str, tuple[int, str | None]]):

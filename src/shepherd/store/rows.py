@@ -1,0 +1,93 @@
+"""Rows to records, for both backends: the columns come in one order everywhere.
+
+Each backend passes `instant`, which turns its native time column (unix seconds
+for SQLite, timestamptz for PostgreSQL) into an aware UTC datetime.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from shepherd.core.records import Event, JsonValue, Request, Step, Task
+from shepherd.core.states import ProcessState, StepKind, StepState
+
+Instant = Callable[[Any], datetime]
+_LOADS = json.loads
+
+
+def load(text: str | None) -> JsonValue:
+    """Decode a stored JSON column (None stays None)."""
+    return None if text is None else _LOADS(text)
+
+
+def task_from_row(row: tuple[Any, ...], instant: Instant, steps: tuple[Step, ...] = ()) -> Task:
+    """A Task from a row of the task columns (id ... updated_at)."""
+    return Task(
+        id=row[0],
+        workflow=row[1],
+        key=row[2],
+        input=load(row[3]),
+        result=load(row[4]),
+        error=load(row[5]),
+        process_state=ProcessState(row[6]),
+        locked_by=row[7],
+        lock_epoch=row[8],
+        complete_by=None if row[9] is None else instant(row[9]),
+        failure_count=row[11],
+        not_before=instant(row[12]),
+        reply_to=row[13],
+        cancel_requested=bool(row[14]),
+        created_at=instant(row[15]),
+        updated_at=instant(row[16]),
+        steps=steps,
+    )
+
+
+def step_from_row(row: tuple[Any, ...], instant: Instant) -> Step:
+    """A Step from a row of the step columns; an operator's payload replaces the request."""
+    override = row[8]
+    return Step(
+        task_id=row[0],
+        seq=row[1],
+        kind=StepKind(row[2]),
+        agent=row[3],
+        state=StepState(row[4]),
+        attempt=row[5],
+        complete_by=None if row[6] is None else instant(row[6]),
+        request=load(override if override is not None else row[7]),
+        result=load(row[9]),
+        error=load(row[10]),
+        undo=row[11],
+        compensates=row[12],
+    )
+
+
+def request_from_row(row: tuple[Any, ...], instant: Instant) -> Request:
+    """A Request from (id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by)."""
+    return Request(
+        id=row[0],
+        agent=row[1],
+        task_id=row[2],
+        seq=row[3],
+        attempt=row[4],
+        lock_epoch=row[5],
+        kind=StepKind(row[6]),
+        payload=_LOADS(row[7]),
+        complete_by=instant(row[8]),
+    )
+
+
+def event_from_row(row: tuple[Any, ...], instant: Instant) -> Event:
+    """An Event from (id, task_id, key, reply_to, kind, detail, at)."""
+    return Event(
+        id=row[0],
+        task_id=row[1],
+        key=row[2],
+        reply_to=row[3],
+        kind=row[4],
+        detail=_LOADS(row[5]),
+        at=instant(row[6]),
+    )
