@@ -102,3 +102,13 @@ def test_help_works() -> None:
     assert completed.returncode == 0
     assert "--crash" in completed.stdout
     assert "--worker" not in completed.stdout
+
+
+@pytest.mark.postgres
+def test_the_demo_runs_on_postgresql_with_a_killed_worker(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    completed = demo(tmp_path, "--store", postgres_url, "--crash", "--orders", "90")
+    summary = summary_of(completed, 90)
+    assert summary["crash"] is not None
+    assert summary["supervisor_recoveries"] >= 1
