@@ -53,7 +53,7 @@ class Settings:
     max_in_flight: int = 10000
     agent_concurrency: int = 1000
     poll_interval: float = 0.2
-    lease_ttl: float = 5.0
+    lease_ttl: float = 1.5
     default_complete_within: float = 30.0
     default_step_within: float = 30.0
     max_payload_bytes: int = 1048576

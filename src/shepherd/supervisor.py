@@ -34,13 +34,16 @@ class Supervisor:
         self.holder = holder
         self.rng = rng or random.Random()
         self.interval = app.settings.supervisor_interval
-        self.ttl = max(app.settings.lease_ttl, 3 * self.interval)
+        # Leadership is renewed every ttl/3, apart from scans: a dead leader is
+        # replaced within ttl + ttl/3 (two intervals with the defaults).
+        self.ttl = app.settings.lease_ttl
         self.lease: Lease | None = None
         self.scans = 0
         self.resets = 0
         self.escalations = 0
         self.compensations = 0
         self._stop = asyncio.Event()
+        self._became_leader = asyncio.Event()
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -56,7 +59,8 @@ class Supervisor:
         return spec.policy if spec is not None else SupervisionPolicy()
 
     async def run(self) -> None:
-        """Scan every `interval` seconds until cancelled."""
+        """Hold (or wait for) the lease, and scan every `interval` while leading."""
+        holder = asyncio.create_task(self._hold_lease(), name="shepherd-supervisor-lease")
         try:
             while True:
                 try:
@@ -65,17 +69,48 @@ class Supervisor:
                     raise
                 except Exception:  # a failed scan is retried at the next interval
                     log.exception("supervisor scan failed")
+                self._became_leader.clear()
+                wake = asyncio.ensure_future(self._became_leader.wait())
+                stop = asyncio.ensure_future(self._stop.wait())
                 try:
-                    await asyncio.wait_for(self._stop.wait(), self.interval)
+                    await asyncio.wait(
+                        {wake, stop}, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    wake.cancel()
+                    stop.cancel()
+                if self._stop.is_set():
                     return
-                except TimeoutError:
-                    pass
         finally:
+            holder.cancel()
+            await asyncio.gather(holder, return_exceptions=True)
             if self.lease is not None:
                 try:
                     await asyncio.shield(self.store.release_lease(LEASE, holder=self.holder))
                 except Exception:
                     log.exception("could not release the supervisor lease")
+
+    async def _hold_lease(self) -> None:
+        while True:
+            try:
+                await self.renew()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the store is down: our writes are fenced anyway
+                log.exception("supervisor lease renewal failed")
+            await asyncio.sleep(self.ttl / 3)
+
+    async def renew(self) -> Lease | None:
+        """Take or renew the leadership lease; None while another supervisor holds it."""
+        lease = await self.store.acquire_lease(LEASE, holder=self.holder, ttl=self.ttl)
+        if lease is None:
+            if self.lease is not None:
+                log.info("supervisor %s lost leadership", self.holder)
+        elif self.lease is None:
+            log.info("supervisor %s leads (epoch %d)", self.holder, lease.epoch)
+            self._became_leader.set()  # scan at once: the old leader's work waits
+        self.lease = lease
+        return lease
 
     async def _last_failure(self, task: Task) -> str:
         """What the agents last said about the task, for an escalation's reason."""
@@ -86,22 +121,19 @@ class Supervisor:
                 return f"; last: {where} was cancelled at complete_by"
             if event.kind == "step_gave_up":
                 error = detail.get("error") or {}
-                return f"; last: {where} gave up after {detail.get('tries')} tries: {error.get('type')}: {error.get('message')}"
+                return (
+                    f"; last: {where} gave up after {detail.get('tries')} tries: "
+                    f"{error.get('type')}: {error.get('message')}"
+                )
             if event.kind in ("claimed", "retried"):
                 break
         return ""
 
     async def scan_once(self) -> int:
         """One scan: renew leadership, then handle every expired claim. Returns how many."""
-        lease = await self.store.acquire_lease(LEASE, holder=self.holder, ttl=self.ttl)
+        lease = await self.renew()
         if lease is None:
-            if self.lease is not None:
-                log.info("supervisor %s lost leadership", self.holder)
-            self.lease = None
             return 0
-        if self.lease is None:
-            log.info("supervisor %s leads (epoch %d)", self.holder, lease.epoch)
-        self.lease = lease
         self.scans += 1
         expired = await self.store.expired_claims(limit=1000)
         if not expired:

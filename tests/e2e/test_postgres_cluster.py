@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 TASKS = 1000
 #: Seconds each agent execution takes (the simulated remote service).
 PACE = 0.005
-#: Seconds between supervisor scans: the lease lasts max(lease_ttl=1 s, 3 x 0.3 s).
+#: Seconds between supervisor scans; the lease (lease_ttl=1 s) is renewed every 1/3 s.
 SUPERVISOR_INTERVAL = 0.3
 #: Backstops for each wait, not timing claims; the whole test takes well under a minute.
 PATIENCE = 45.0

@@ -14,7 +14,7 @@ def test_defaults() -> None:
     assert settings.store == "sqlite:///shepherd.db"
     assert settings.sqlite_synchronous == "FULL"
     assert settings.max_payload_bytes == 1024 * 1024
-    assert settings.lease_ttl == 5.0
+    assert settings.lease_ttl == 1.5
 
 
 def test_env_overrides_defaults_and_kwargs_override_env() -> None:
