@@ -98,6 +98,9 @@ class App:
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._alerts: set[asyncio.Task[None]] = set()
+        #: Async callables run once by the next `close`, last added first (then forgotten);
+        #: helpers such as `shepherd.http` close what they opened for this app here.
+        self.on_close: list[Callable[[], Awaitable[object]]] = []
         self.instance = instance_id()
 
     # -- registration ------------------------------------------------------
@@ -199,9 +202,15 @@ class App:
         return self
 
     async def close(self) -> None:
-        """Wait for alerts in flight and close the store."""
+        """Wait for alerts in flight, run the `on_close` hooks and close the store."""
         if self._alerts:
             await asyncio.gather(*self._alerts, return_exceptions=True)
+        while self.on_close:
+            hook = self.on_close.pop()
+            try:
+                await hook()
+            except Exception:
+                log.exception("an on_close hook failed")
         if self._store is not None:
             await self._store.close()
         self._opened = False
