@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from shepherd.core.records import Event, JsonValue, Request, Step, Task
+from shepherd.core.records import Event, JsonValue, Reply, Request, Step, Task
 from shepherd.core.states import ProcessState, StepKind, StepState
 
 Instant = Callable[[Any], datetime]
@@ -91,3 +91,31 @@ def event_from_row(row: tuple[Any, ...], instant: Instant) -> Event:
         detail=_LOADS(row[5]),
         at=instant(row[6]),
     )
+
+
+def taken_reply(row: tuple[Any, ...]) -> tuple[Reply, bool]:
+    """A reply read with its task and step, and whether it may be recorded.
+
+    The row is (reply id, task_id, seq, attempt, lock_epoch, ok, body, the task's
+    lock_epoch, key, reply_to, the step's state, attempt, agent, kind, compensates).
+    A reply counts only for the task's current epoch and the running step's
+    current attempt; any other is from an attempt someone has given up on.
+    """
+    reply = Reply(
+        id=row[0],
+        task_id=row[1],
+        seq=row[2],
+        attempt=row[3],
+        lock_epoch=row[4],
+        ok=bool(row[5]),
+        body=load(row[6]),
+    )
+    return reply, row[7] == row[4] and row[10] == "running" and row[11] == row[3]
+
+
+def reply_event(row: tuple[Any, ...], reply: Reply) -> tuple[str, str]:
+    """The event (kind, JSON detail) recording `reply` for the step in `row`."""
+    detail: dict[str, Any] = {"seq": reply.seq, "agent": row[12], "attempt": reply.attempt}
+    if not reply.ok:
+        detail["error"] = reply.body
+    return ("step_completed" if reply.ok else "step_failed"), json.dumps(detail)

@@ -33,7 +33,14 @@ from shepherd.store.contract import REPLY_GRACE, NewTask, StepStart, Submitted
 from shepherd.store.group_commit import GroupCommitter, Op
 from shepherd.store.ids import new_task_id
 from shepherd.store.migrations import migrations
-from shepherd.store.rows import event_from_row, request_from_row, step_from_row, task_from_row
+from shepherd.store.rows import (
+    event_from_row,
+    reply_event,
+    request_from_row,
+    step_from_row,
+    taken_reply,
+    task_from_row,
+)
 from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
@@ -536,16 +543,7 @@ class SQLiteStore:
             touched = []
             events = []
             for r in rows:
-                reply = Reply(
-                    id=r[0],
-                    task_id=r[1],
-                    seq=r[2],
-                    attempt=r[3],
-                    lock_epoch=r[4],
-                    ok=bool(r[5]),
-                    body=_LOADS(r[6]),
-                )
-                current = r[7] == r[4] and r[10] == "running" and r[11] == r[3]
+                reply, current = taken_reply(r)
                 taken.append((reply, current))
                 if not current:
                     continue
@@ -556,19 +554,7 @@ class SQLiteStore:
                 else:
                     failed.append((r[6], now, r[1], r[2]))
                 touched.append((now, now, r[1]))
-                detail: dict[str, Any] = {"seq": r[2], "agent": r[12], "attempt": r[3]}
-                if not reply.ok:
-                    detail["error"] = reply.body
-                events.append(
-                    (
-                        r[1],
-                        r[8],
-                        r[9],
-                        "step_completed" if reply.ok else "step_failed",
-                        json.dumps(detail),
-                        now,
-                    )
-                )
+                events.append((r[1], r[8], r[9], *reply_event(r, reply), now))
             if completed:
                 conn.executemany(
                     "UPDATE steps SET state = 'completed', result = ?, finished_at = ? "

@@ -10,7 +10,6 @@ supervisor's reset cannot slip between reading a reply and recording it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,8 @@ from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE, StepStart
-from shepherd.store.postgres.rows import load
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
+from shepherd.store.rows import reply_event, taken_reply
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
@@ -176,16 +175,7 @@ async def record_replies(batch: Batch, items: Sequence[tuple[str, int]]) -> list
         compensated: list[tuple[str, int]] = []
         touched: list[str] = []
         for r in rows:
-            reply = Reply(
-                id=r[0],
-                task_id=r[1],
-                seq=r[2],
-                attempt=r[3],
-                lock_epoch=r[4],
-                ok=bool(r[5]),
-                body=load(r[6]),
-            )
-            current = r[7] == r[4] and r[10] == "running" and r[11] == r[3]
+            reply, current = taken_reply(r)
             taken.append((reply, current))
             if not current:
                 continue
@@ -196,11 +186,7 @@ async def record_replies(batch: Batch, items: Sequence[tuple[str, int]]) -> list
             else:
                 failed.append((r[1], r[2], r[6]))
             touched.append(r[1])
-            detail: dict[str, Any] = {"seq": r[2], "agent": r[12], "attempt": r[3]}
-            if not reply.ok:
-                detail["error"] = reply.body
-            kind = "step_completed" if reply.ok else "step_failed"
-            batch.event(r[1], r[8], r[9], kind, json.dumps(detail))
+            batch.event(r[1], r[8], r[9], *reply_event(r, reply))
         if completed:
             await batch.send(_COMPLETED, ("completed", now, *columns(_last_per_step(completed))))
         if failed:
