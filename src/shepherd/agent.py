@@ -12,13 +12,17 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, final
 
+from shepherd.agent_request import AgentRequest as AgentRequest
+from shepherd.agent_request import StepHelpers
+from shepherd.breakers import BreakerGate
+from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import JsonValue, Request
 from shepherd.core.retry import RetryPolicy, next_retry
-from shepherd.errors import PermanentError, TransientError
+from shepherd.errors import PermanentError, StepSupersededError, TransientError
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
@@ -26,24 +30,6 @@ if TYPE_CHECKING:
     from shepherd.app import App
 
 log = logging.getLogger("shepherd.agent")
-
-
-@final
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentRequest:
-    """What a handler receives."""
-
-    payload: JsonValue
-    #: `task_id/seq`: the same for every execution of one step; pass it to the service.
-    idempotency_key: str
-    #: How many times this step has been sent to an agent (1 on the first send).
-    attempt: int
-    #: Retries of this attempt inside the agent so far (0 on the first try).
-    retry: int
-    complete_by: datetime
-    task_id: str
-    seq: int
-    agent: str
 
 
 Handler = Callable[[AgentRequest], Awaitable[JsonValue]]
@@ -59,6 +45,15 @@ class Agent:
     retry: RetryPolicy
     #: Default step window for calls to this agent (seconds), or the app default.
     within: float | None = None
+    #: The circuit breaker policy of the agent's service, or None for no breaker.
+    breaker: BreakerPolicy | None = None
+    #: The remote service's name; agents naming the same service share one breaker.
+    service: str | None = None
+
+    @property
+    def service_name(self) -> str:
+        """The service whose breaker this agent uses (default: the agent's name)."""
+        return self.service or self.name
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -103,6 +98,9 @@ class AgentWorker:
         self.agents = {a.name: a for a in (agents if agents is not None else app.agents.values())}
         self.concurrency = app.settings.agent_concurrency
         self.rng = random.Random()
+        self.metrics = app.metrics
+        self.breakers = BreakerGate(app)
+        self.helpers = WorkerHelpers(self)
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self.calls = 0
@@ -153,72 +151,129 @@ class AgentWorker:
         if not task.cancelled() and task.exception() is not None:
             log.error("agent worker failure", exc_info=task.exception())
 
+    def loop_deadline(self, complete_by: datetime) -> float:
+        """The event loop's time at which `complete_by` passes (store clock)."""
+        remaining = (complete_by - self.store.now()).total_seconds()
+        return asyncio.get_running_loop().time() + remaining
+
     async def _handle(self, request: Request) -> None:
         spec = self.agents[request.agent]
-        clock = self.app.clock
-        remaining = (request.complete_by - self.store.now()).total_seconds()
-        if remaining <= 0:
+        if request.complete_by <= self.store.now():
             return
-        deadline = clock.monotonic() + remaining
-        retry = 0
-        while True:
-            self.calls += 1
-            call = AgentRequest(
-                payload=request.payload,
-                idempotency_key=f"{request.task_id}/{request.seq}",
-                attempt=request.attempt,
-                retry=retry,
-                complete_by=request.complete_by,
-                task_id=request.task_id,
-                seq=request.seq,
-                agent=request.agent,
-            )
-            try:
-                async with asyncio.timeout(deadline - clock.monotonic()) as scope:
-                    result = await spec.fn(call)
-            except TimeoutError as exc:
-                if scope.expired():
-                    self.timeouts += 1
-                    log.info(
-                        "%s %s/%s: cancelled at complete_by",
-                        request.agent,
-                        request.task_id,
-                        request.seq,
+        try:
+            policy = spec.retry if request.retry is None else RetryPolicy.from_json(request.retry)
+        except ValueError as exc:
+            await self._reply(request, ok=False, body=error_body(exc))
+            return
+        call = AgentRequest(
+            payload=request.payload,
+            idempotency_key=f"{request.task_id}/{request.seq}",
+            attempt=request.attempt,
+            retry=0,
+            complete_by=request.complete_by,
+            task_id=request.task_id,
+            seq=request.seq,
+            agent=request.agent,
+            within=request.within,
+            _helpers=self.helpers,
+            _source=request,
+        )
+        agent = request.agent
+        waiting_for_breaker = False
+        tries = 0
+        failure: BaseException | None = None
+        try:
+            async with asyncio.timeout_at(self.loop_deadline(request.complete_by)) as scope:
+                self.helpers.scopes[request.id] = scope
+                while True:
+                    waiting_for_breaker = True
+                    await self.breakers.before_call(spec, request)
+                    waiting_for_breaker = False
+                    tries += 1
+                    self.calls += 1
+                    self.metrics.calls.labels(agent=agent).inc()
+                    try:
+                        result = await spec.fn(call)
+                    except StepSupersededError:
+                        log.info("%s %s/%s: superseded", agent, request.task_id, request.seq)
+                        return
+                    except Exception as exc:
+                        failure = exc
+                    else:
+                        await self.breakers.after_call(spec, request, failed=False)
+                        await self._reply(request, ok=True, body=result)
+                        return
+                    if not is_transient(failure):
+                        self.metrics.failures.labels(agent=agent, kind="permanent").inc()
+                        # The service answered: for its breaker, that is not a failure.
+                        await self.breakers.after_call(spec, request, failed=False)
+                        await self._reply(request, ok=False, body=error_body(failure))
+                        return
+                    self.metrics.failures.labels(agent=agent, kind="transient").inc()
+                    await self.breakers.after_call(spec, request, failed=True)
+                    call = replace(call, retry=call.retry + 1)
+                    delay = next_retry(
+                        policy,
+                        call.retry,
+                        self.rng,
+                        now=self.store.now(),
+                        complete_by=call.complete_by,
+                        retry_after=_retry_after(failure),
                     )
-                    await self._note(request, "step_timed_out", tries=retry + 1, error=None)
-                    return  # past complete_by: reply nothing
-                failure: BaseException = exc
-            except Exception as exc:
-                failure = exc
-            else:
-                await self._reply(request, ok=True, body=result)
-                return
-            if not is_transient(failure):
-                await self._reply(request, ok=False, body=error_body(failure))
-                return
-            retry += 1
-            delay = next_retry(
-                spec.retry,
-                retry,
-                self.rng,
-                now=self.store.now(),
-                complete_by=request.complete_by,
-                retry_after=_retry_after(failure),
+                    if delay is None:
+                        # Out of tries or time: say nothing; the supervisor sees
+                        # complete_by pass.
+                        log.warning(
+                            "%s %s/%s: giving up after %d tries: %s",
+                            agent,
+                            request.task_id,
+                            request.seq,
+                            tries,
+                            failure,
+                        )
+                        await self._note(
+                            request, "step_gave_up", tries=tries, error=error_body(failure)
+                        )
+                        return
+                    self.retries += 1
+                    self.metrics.retries.labels(agent=agent).inc()
+                    await asyncio.sleep(delay)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+        finally:
+            self.helpers.scopes.pop(request.id, None)
+        # complete_by passed: reply nothing (someone else may already be retrying).
+        self.timeouts += 1
+        self.metrics.timeouts.labels(agent=agent).inc()
+        if waiting_for_breaker:
+            log.info(
+                "%s %s/%s: breaker of %r still open at complete_by",
+                agent,
+                request.task_id,
+                request.seq,
+                spec.service_name,
             )
-            if delay is None:
-                # Out of tries or time: say nothing; the supervisor sees complete_by pass.
-                log.warning(
-                    "%s %s/%s: giving up after %d tries: %s",
-                    request.agent,
-                    request.task_id,
-                    request.seq,
-                    retry,
-                    failure,
-                )
-                await self._note(request, "step_gave_up", tries=retry, error=error_body(failure))
-                return
-            self.retries += 1
-            await asyncio.sleep(delay)
+            await self._note(
+                request,
+                "step_timed_out",
+                tries=tries,
+                error={
+                    "type": "BreakerOpen",
+                    "message": f"the circuit breaker of {spec.service_name!r} stayed open",
+                },
+            )
+            return
+        log.info("%s %s/%s: cancelled at complete_by", agent, request.task_id, request.seq)
+        if tries > call.retry:
+            # The try in flight hung: for the service's breaker, a failure.
+            await self.breakers.after_call(spec, request, failed=True)
+        await self._note(
+            request,
+            "step_timed_out",
+            tries=tries,
+            error=None if failure is None else error_body(failure),
+        )
 
     async def _note(self, request: Request, kind: str, *, tries: int, error: JsonValue) -> None:
         """Leave the reason in the task's history, for the operator and the alert."""
@@ -235,9 +290,24 @@ class AgentWorker:
         except Exception:  # the history is a courtesy; the supervisor recovers anyway
             log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
 
-    async def _reply(self, request: Request, *, ok: bool, body: JsonValue) -> None:
+    async def _reply(self, request: Request, *, ok: bool, body: JsonValue) -> bool:
         if await self.store.reply_and_ack(request, worker=self.worker, ok=ok, body=body):
             self.replied += 1
+            return True
+        return False
+
+
+@final
+class WorkerHelpers(StepHelpers):
+    """`request.heartbeat()` and `request.once()` for the requests of one worker.
+
+    (Placeholder until the store operations land.)
+    """
+
+    def __init__(self, worker: AgentWorker) -> None:
+        self.worker = worker
+        #: The deadline scope of each request being handled, by its queue id.
+        self.scopes: dict[int, asyncio.Timeout] = {}
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -19,6 +19,7 @@ from shepherd.agent import Agent, AgentWorker, Handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
 from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
+from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import Event, JsonValue, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
@@ -29,6 +30,7 @@ from shepherd.errors import (
     UnknownTaskError,
     UnknownWorkflowError,
 )
+from shepherd.metrics import Metrics
 from shepherd.scheduler import Scheduler
 from shepherd.store import open_store
 from shepherd.store import signals as ch
@@ -94,6 +96,8 @@ class App:
         self.sinks: list[AlertSink] = [sink_from_spec(s) for s in alerts]
         self.workflows: dict[str, Workflow] = {}
         self.agents: dict[str, Agent] = {}
+        #: Counters of this process (calls, retries, timeouts, breaker changes).
+        self.metrics = Metrics()
         self._store: Store | None = None
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
@@ -156,6 +160,8 @@ class App:
         *,
         retry: RetryPolicy | None = None,
         within: float | None = None,
+        breaker: BreakerPolicy | None = None,
+        service: str | None = None,
     ) -> Callable[[F], F]:
         """Register `async def handler(request)` as an agent.
 
@@ -163,14 +169,25 @@ class App:
             name: The agent's name (default: the function's name).
             retry: How transient failures are retried inside `complete_by`.
             within: Default seconds a call to this agent may take.
+            breaker: A circuit breaker for the remote service, shared through the
+                store by every process (default: none).
+            service: The remote service's name (default: the agent's name); agents
+                that name the same service share its breaker.
         """
         if within is not None and within <= 0:
             raise ConfigError("within", "must be a positive number of seconds")
+        if service is not None and not service:
+            raise ConfigError("service", "must be a non-empty name")
 
         def register(fn: F) -> F:
             agent_name = name or fn.__name__
             self.agents[agent_name] = Agent(
-                name=agent_name, fn=fn, retry=retry or RetryPolicy(), within=within
+                name=agent_name,
+                fn=fn,
+                retry=retry or RetryPolicy(),
+                within=within,
+                breaker=breaker,
+                service=service,
             )
             return fn
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from dataclasses import replace
 from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
 from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
 from shepherd.errors import NonDeterminismError, PermanentError, StaleEpochError, UnknownAgentError
 from shepherd.store.contract import StepStart
@@ -43,6 +45,7 @@ class WorkflowContext:
         *,
         within: float | None = None,
         undo: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> JsonValue:
         """Run one step through `agent` and return its JSON result.
 
@@ -51,6 +54,8 @@ class WorkflowContext:
             payload: The JSON request for the agent.
             within: Seconds the step may take before it is deemed failed.
             undo: The agent that compensates this step if the task is undone.
+            retry: How the agent retries transient failures of this call only
+                (default: the agent's own policy). It travels with the request.
 
         Raises:
             PermanentError: The agent failed the step permanently.
@@ -83,6 +88,7 @@ class WorkflowContext:
             attempt=decision.attempt,
             kind=StepKind.FORWARD,
             undo=undo,
+            retry=None if retry is None else retry.to_json(),
         )
 
     async def run_step(
@@ -96,6 +102,7 @@ class WorkflowContext:
         kind: StepKind,
         undo: str | None = None,
         compensates: int | None = None,
+        retry: JsonValue = None,
     ) -> JsonValue:
         """Record the step running, send its request, and wait for the reply."""
         scheduler = self._scheduler
@@ -116,16 +123,28 @@ class WorkflowContext:
                         kind=kind,
                         undo=undo,
                         compensates=compensates,
+                        retry=retry,
                     )
                 )
             except StaleEpochError as exc:
                 raise Abandoned from exc
-            remaining = (complete_by - scheduler.store.now()).total_seconds()
-            try:
-                ok, body = await asyncio.wait_for(future, remaining + scheduler.reply_grace)
-            except TimeoutError:
-                # Past complete_by: someone else may already be retrying this step.
-                raise Abandoned from None
+            while True:
+                remaining = (complete_by - scheduler.store.now()).total_seconds()
+                try:
+                    ok, body = await asyncio.wait_for(
+                        asyncio.shield(future), remaining + scheduler.reply_grace
+                    )
+                    break
+                except TimeoutError:
+                    # A heartbeat may have moved the step's complete_by; if not, the
+                    # step is past it and someone else may already be retrying it.
+                    extended = await self._extended(seq, attempt, complete_by)
+                    if future.done() and not future.cancelled():
+                        ok, body = future.result()
+                        break
+                    if extended is None:
+                        raise Abandoned from None
+                    complete_by = extended
         finally:
             scheduler.forget_reply(self.task_id, seq, future)
         step = Step(
@@ -147,6 +166,27 @@ class WorkflowContext:
         if not ok:
             raise _permanent(body, agent, seq)
         return body
+
+
+    async def _extended(self, seq: int, attempt: int, complete_by: datetime) -> datetime | None:
+        """The step's later complete_by if a heartbeat moved it and the claim holds."""
+        scheduler = self._scheduler
+        try:
+            task = await scheduler.store.get_task(self.task_id)
+        except Exception:  # the supervisor recovers the task anyway
+            return None
+        if task is None or task.lock_epoch != self.epoch or task.locked_by != scheduler.owner:
+            return None
+        step = next((s for s in task.steps if s.seq == seq), None)
+        if (
+            step is None
+            or step.state is not StepState.RUNNING
+            or step.attempt != attempt
+            or step.complete_by is None
+            or step.complete_by <= complete_by
+        ):
+            return None
+        return step.complete_by
 
 
 def _permanent(error: JsonValue, agent: str, seq: int) -> PermanentError:

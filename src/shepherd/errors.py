@@ -140,3 +140,19 @@ class PermanentError(AgentError):
         self.seq = seq
         self.detail = detail
         super().__init__(message)
+
+
+class StepSupersededError(ShepherdError):
+    """This execution of a step is no longer current: it was given up and sent again,
+    or the task moved on. The handler should stop: nothing it replies would count,
+    and the agent worker sends no reply when a handler raises it.
+    """
+
+    def __init__(self, task_id: str, seq: int, attempt: int) -> None:
+        self.task_id = task_id
+        self.seq = seq
+        self.attempt = attempt
+        super().__init__(
+            f"step {seq} of task {task_id} (attempt {attempt}) is no longer this "
+            "execution's: it was given up and sent again, or the task moved on"
+        )

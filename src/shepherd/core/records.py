@@ -70,6 +70,10 @@ class Request:
     payload: JsonValue
     complete_by: datetime
     kind: StepKind = StepKind.FORWARD
+    #: The step's window in seconds: how far a heartbeat moves `complete_by`.
+    within: float | None = None
+    #: A retry policy for this call only (`RetryPolicy.to_json()`), or None for the agent's.
+    retry: JsonValue = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -52,6 +52,36 @@ class RetryPolicy:
             )
         if not (math.isfinite(self.multiplier) and self.multiplier >= 1):
             raise ValueError(f"multiplier must be a finite number >= 1, got {self.multiplier!r}")
+        if not isinstance(self.jitter, bool):
+            raise ValueError(f"jitter must be true or false, got {self.jitter!r}")
+
+    def to_json(self) -> dict[str, int | float | bool]:
+        """The policy as a JSON object (it travels with a request to another process)."""
+        return {
+            "max_attempts": self.max_attempts,
+            "initial_delay": self.initial_delay,
+            "max_delay": self.max_delay,
+            "multiplier": self.multiplier,
+            "jitter": self.jitter,
+        }
+
+    @classmethod
+    def from_json(cls, value: object) -> RetryPolicy:
+        """The policy from `to_json()`'s object.
+
+        Raises:
+            ValueError: Not an object of known fields, or a field is out of range.
+        """
+        if not isinstance(value, dict):
+            raise ValueError(f"a retry policy must be a JSON object, got {value!r}")
+        unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown retry policy field(s): {', '.join(map(str, unknown))}")
+        numbers = {k: v for k, v in value.items() if k != "jitter"}
+        for name, field_value in numbers.items():
+            if isinstance(field_value, bool) or not isinstance(field_value, int | float):
+                raise ValueError(f"{name} must be a number, got {field_value!r}")
+        return cls(**value)
 
 
 def capped_exponential(initial: float, multiplier: float, cap: float, exponent: int) -> float:

@@ -68,6 +68,8 @@ class StepStart:
     kind: StepKind = StepKind.FORWARD
     undo: str | None = None
     compensates: int | None = None
+    #: A retry policy for this call only (`RetryPolicy.to_json()`), or None.
+    retry: JsonValue = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +176,10 @@ class Store(Protocol):
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         """Append an event to a task's history (an agent that timed out or gave up)."""
+
+    # -- agent: circuit breakers -------------------------------------------
+
+    # -- agent: heartbeats and done keys -----------------------------------
 
     # -- supervisor --------------------------------------------------------
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:

@@ -66,7 +66,8 @@ def step_from_row(row: tuple[Any, ...], instant: Instant) -> Step:
 
 
 def request_from_row(row: tuple[Any, ...], instant: Instant) -> Request:
-    """A Request from (id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by)."""
+    """A Request from (id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by,
+    within, retry)."""
     return Request(
         id=row[0],
         agent=row[1],
@@ -77,6 +78,8 @@ def request_from_row(row: tuple[Any, ...], instant: Instant) -> Request:
         kind=StepKind(row[6]),
         payload=_LOADS(row[7]),
         complete_by=instant(row[8]),
+        within=row[9],
+        retry=None if row[10] is None else _LOADS(row[10]),
     )
 
 

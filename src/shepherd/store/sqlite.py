@@ -42,6 +42,8 @@ from shepherd.store.rows import (
     task_from_row,
 )
 from shepherd.store.signals import Signals
+from shepherd.store.sqlite_breakers import HANDLERS as BREAKER_HANDLERS
+from shepherd.store.sqlite_keys import HANDLERS as KEY_HANDLERS
 
 if TYPE_CHECKING:
     from shepherd.core.supervision import Decision
@@ -56,6 +58,10 @@ _STEP_COLUMNS = (
     "result, error, undo, compensates"
 )
 _LOADS = json.loads
+
+
+#: Batch handlers kept in modules of their own, by operation kind.
+MORE_HANDLERS = {**BREAKER_HANDLERS, **KEY_HANDLERS}
 
 
 def _ts(value: datetime) -> float:
@@ -208,8 +214,12 @@ class SQLiteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for kind, indexes in grouped.items():
-                handler = getattr(self, f"_b_{kind}")
-                results = handler(conn, [ops[i].args for i in indexes], now, rings)
+                items = [ops[i].args for i in indexes]
+                method = getattr(self, f"_b_{kind}", None)
+                if method is not None:
+                    results = method(conn, items, now, rings)
+                else:
+                    results = MORE_HANDLERS[kind](self, conn, items, now, rings)
                 for i, result in zip(indexes, results, strict=True):
                     outcomes[i] = result
             conn.execute("COMMIT")
@@ -485,6 +495,8 @@ class SQLiteStore:
                     str(s.kind),
                     payload,
                     complete_by,
+                    float(s.within),
+                    None if s.retry is None else json.dumps(s.retry),
                     now,
                     now,
                 )
@@ -511,7 +523,8 @@ class SQLiteStore:
             )
             conn.executemany(
                 "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-                "complete_by, visible_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "complete_by, within, retry, visible_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 requests,
             )
         return out
@@ -740,7 +753,8 @@ class SQLiteStore:
                 "UPDATE requests SET taken_by = ?, visible_at = complete_by "
                 "WHERE id IN (SELECT id FROM requests WHERE agent IN "
                 f"({marks}) AND visible_at <= ? AND complete_by > ? ORDER BY id LIMIT ?) "
-                "RETURNING id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by",
+                "RETURNING id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by, "
+                "within, retry",
                 (worker, *agents, now, now, limit),
             ).fetchall()
             rows.sort(key=lambda r: r[0])

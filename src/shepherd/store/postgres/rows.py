@@ -73,6 +73,8 @@ _REQUEST_NAMES = (
     "kind",
     "payload",
     "complete_by",
+    "within",
+    "retry",
 )
 
 

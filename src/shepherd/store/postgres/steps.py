@@ -10,6 +10,7 @@ supervisor's reset cannot slip between reading a reply and recording it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -66,13 +67,13 @@ _UPSERT_STEPS = (
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, visible_at, created_at) "
+    "complete_by, within, retry, visible_at, created_at) "
     "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, %b, %b "
+    "v.complete_by, v.within, v.retry, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
-    "%b::text[], %b::timestamptz[]) "
+    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[]) "
     "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, n) ORDER BY v.n"
+    "complete_by, within, retry, n) ORDER BY v.n"
 )
 _TAKE_REPLIES = (
     "SELECT r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
@@ -138,7 +139,18 @@ async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
             )
         )
         requests.append(
-            (s.agent, s.task_id, s.seq, s.attempt, s.epoch, str(s.kind), payload, complete_by)
+            (
+                s.agent,
+                s.task_id,
+                s.seq,
+                s.attempt,
+                s.epoch,
+                str(s.kind),
+                payload,
+                complete_by,
+                float(s.within),
+                None if s.retry is None else json.dumps(s.retry),
+            )
         )
         out.append(complete_by)
     if superseded:

@@ -1,0 +1,96 @@
+"""What a handler receives: the request, its deadline, and its step's helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, final
+
+from shepherd.core.records import JsonValue
+
+if TYPE_CHECKING:
+    from shepherd.core.records import Request
+
+__all__ = ["AgentRequest", "StepHelpers"]
+
+
+class StepHelpers:
+    """What the agent worker lends a request for `heartbeat` and `once`.
+
+    The worker's own implementation talks to the store and moves the handler's
+    deadline; tests of handlers may pass their own.
+    """
+
+    async def heartbeat(self, request: AgentRequest) -> datetime:
+        """Move the step's complete_by one window ahead; return the new instant."""
+        raise NotImplementedError("heartbeat() needs an agent worker")
+
+    async def once(
+        self,
+        request: AgentRequest,
+        key: str,
+        effect: Callable[[], Awaitable[JsonValue]],
+    ) -> JsonValue:
+        """Run `effect` at most once per `key`; return its (recorded) result."""
+        raise NotImplementedError("once() needs an agent worker")
+
+
+@final
+@dataclass(slots=True, kw_only=True)
+class AgentRequest:
+    """What a handler receives."""
+
+    payload: JsonValue
+    #: `task_id/seq`: the same for every execution of one step; pass it to the service.
+    idempotency_key: str
+    #: How many times this step has been sent to an agent (1 on the first send).
+    attempt: int
+    #: Retries of this attempt inside the agent so far (0 on the first try).
+    retry: int
+    #: When the step is deemed failed; `heartbeat()` moves it.
+    complete_by: datetime
+    task_id: str
+    seq: int
+    agent: str
+    #: The step's window in seconds (how far a heartbeat moves complete_by).
+    within: float | None = None
+    _helpers: StepHelpers = field(default_factory=StepHelpers, repr=False, compare=False)
+    _source: Request | None = field(default=None, repr=False, compare=False)
+
+    async def heartbeat(self) -> datetime:
+        """Tell the store this slow step is alive: its complete_by moves one window ahead.
+
+        Call it from a long handler more often than the step's window. The handler's
+        own deadline moves with it.
+
+        Returns:
+            The new complete_by.
+
+        Raises:
+            StepSupersededError: The step is no longer this execution's (it was
+                given up and sent again, or the task moved on); stop working.
+        """
+        return await self._helpers.heartbeat(self)
+
+    async def once(
+        self, effect: Callable[[], Awaitable[JsonValue]], *, name: str | None = None
+    ) -> JsonValue:
+        """Run a non-idempotent side effect at most once per step, and remember its result.
+
+        The first execution marks the key `idempotency_key` (plus `/name` if given, for
+        several effects in one handler) as started in the store, runs `effect`, and
+        records its JSON result. Any later execution of the same step gets the
+        recorded result without running `effect` again.
+
+        If `effect` raises, the mark is removed and the exception propagates (the
+        effect is taken not to have happened). If an execution died between
+        starting and recording, nobody knows whether the effect happened: a later
+        execution raises `PermanentError` saying so, and the operator decides
+        (`shepherd retry TASK --step SEQ` clears the mark).
+
+        Returns:
+            `effect`'s result, now or as recorded by an earlier execution.
+        """
+        key = self.idempotency_key if name is None else f"{self.idempotency_key}/{name}"
+        return await self._helpers.once(self, key, effect)
