@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from shepherd.alerts import Alert as Alert
     from shepherd.app import App as App
     from shepherd.context import WorkflowContext as WorkflowContext
+    from shepherd.core.breaker import BreakerPolicy as BreakerPolicy
     from shepherd.core.retry import RetryPolicy as RetryPolicy
     from shepherd.core.states import ProcessState as ProcessState
     from shepherd.core.states import StepState as StepState
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from shepherd.errors import PermanentError as PermanentError
     from shepherd.errors import ShepherdError as ShepherdError
     from shepherd.errors import StaleEpochError as StaleEpochError
+    from shepherd.errors import StepSupersededError as StepSupersededError
     from shepherd.errors import StoreUnavailableError as StoreUnavailableError
     from shepherd.errors import TaskFailedError as TaskFailedError
     from shepherd.errors import TransientError as TransientError
@@ -34,6 +36,7 @@ _LAZY: dict[str, str] = {
     "App": "shepherd.app",
     "WorkflowContext": "shepherd.context",
     "RetryPolicy": "shepherd.core.retry",
+    "BreakerPolicy": "shepherd.core.breaker",
     "ProcessState": "shepherd.core.states",
     "StepState": "shepherd.core.states",
     "BackoffPolicy": "shepherd.core.supervision",
@@ -43,6 +46,7 @@ _LAZY: dict[str, str] = {
     "PermanentError": "shepherd.errors",
     "ShepherdError": "shepherd.errors",
     "StaleEpochError": "shepherd.errors",
+    "StepSupersededError": "shepherd.errors",
     "StoreUnavailableError": "shepherd.errors",
     "TaskFailedError": "shepherd.errors",
     "TransientError": "shepherd.errors",
@@ -66,6 +70,7 @@ __all__ = [
     "Alert",
     "App",
     "BackoffPolicy",
+    "BreakerPolicy",
     "ConfigError",
     "NonDeterminismError",
     "PayloadError",
@@ -75,6 +80,7 @@ __all__ = [
     "ShepherdError",
     "StaleEpochError",
     "StepState",
+    "StepSupersededError",
     "StoreUnavailableError",
     "TaskFailedError",
     "TransientError",

@@ -24,7 +24,7 @@ import pytest
 
 #: The app the tests run: a two-step workflow, and one whose code raises.
 CLI_APP = """
-from shepherd import App
+from shepherd import App, RetryPolicy, TransientError
 
 app = App(alerts=())
 not_an_app = 42
@@ -49,6 +49,18 @@ async def hello(ctx, data):
 @app.workflow("broken")
 async def broken(ctx, data):
     raise RuntimeError("boom")
+
+
+@app.agent("ship", retry=RetryPolicy(max_attempts=2, initial_delay=0.01, max_delay=0.01))
+async def ship(request):
+    if "address" not in request.payload:
+        raise TransientError("the carrier wants an address")
+    return {"shipped_to": request.payload["address"]}
+
+
+@app.workflow("deliver", max_failures=1)
+async def deliver(ctx, data):
+    return await ctx.call("ship", data, within=0.5)
 """
 
 #: Seconds any one CLI command may take before the test fails.

@@ -252,3 +252,27 @@ def test_a_task_in_error_can_be_retried_and_cancelled(
         assert running.terminate() == 0, running.stderr()
 
     assert "cannot cancel" in user_error(shepherd_cli("cancel", task_id))
+
+
+def test_resubmitting_a_failed_step_with_a_new_payload_finishes_the_task(
+    shepherd_cli: Cli, shepherd_process: Any
+) -> None:
+    with shepherd_process("run", APP) as running:
+        task_id = submit(shepherd_cli, "deliver", '{"parcel": 7}')
+        failed = wait_state(shepherd_cli, task_id, "error")
+        assert "the carrier wants an address" in json.dumps(failed["error"])
+        assert "step_gave_up" in [event["kind"] for event in failed["history"]]
+
+        retried = shepherd_cli(
+            "retry", task_id, "--step", "1", "--payload", '{"parcel": 7, "address": "Quay 4"}'
+        )
+        assert retried.returncode == 0, retried.stderr
+        assert retried.stdout.strip() == f"task {task_id}: pending"
+        done = wait_state(shepherd_cli, task_id, "processed")
+        assert running.terminate() == 0, running.stderr()
+
+    assert done["result"] == {"shipped_to": "Quay 4"}
+    assert [(s["seq"], s["state"], s["request"]) for s in done["steps"]] == [
+        (1, "completed", {"parcel": 7, "address": "Quay 4"})
+    ]
+    assert "retried" in [event["kind"] for event in done["history"]]
