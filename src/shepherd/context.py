@@ -167,7 +167,6 @@ class WorkflowContext:
             raise _permanent(body, agent, seq)
         return body
 
-
     async def _extended(self, seq: int, attempt: int, complete_by: datetime) -> datetime | None:
         """The step's later complete_by if a heartbeat moved it and the claim holds."""
         scheduler = self._scheduler

@@ -141,3 +141,40 @@ def test_an_infinite_retry_after_gives_up(complete_by: datetime | None) -> None:
 def test_next_retry_rejects_zero_failures() -> None:
     with pytest.raises(ValueError, match="failures"):
         next_retry(NO_JITTER, 0, random.Random(0), now=NOW, complete_by=None)
+
+
+@given(
+    max_attempts=st.integers(1, 50),
+    initial_delay=st.floats(0, 10),
+    extra=st.floats(0, 100),
+    multiplier=st.floats(1, 10),
+    jitter=st.booleans(),
+)
+def test_a_policy_survives_its_json(
+    max_attempts: int, initial_delay: float, extra: float, multiplier: float, jitter: bool
+) -> None:
+    policy = RetryPolicy(
+        max_attempts=max_attempts,
+        initial_delay=initial_delay,
+        max_delay=initial_delay + extra,
+        multiplier=multiplier,
+        jitter=jitter,
+    )
+
+    assert RetryPolicy.from_json(policy.to_json()) == policy
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ([1, 2], "JSON object"),
+        ({"max_attempts": 3, "tries": 1}, "tries"),
+        ({"max_attempts": "3"}, "max_attempts"),
+        ({"max_attempts": True}, "max_attempts"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"jitter": "yes"}, "jitter"),
+    ],
+)
+def test_a_bad_policy_json_names_what_is_wrong(value: object, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        RetryPolicy.from_json(value)
