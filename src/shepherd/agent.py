@@ -23,6 +23,7 @@ from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import JsonValue, Request
 from shepherd.core.retry import RetryPolicy, next_retry
 from shepherd.errors import PermanentError, StepSupersededError, TransientError
+from shepherd.metrics import AgentCounters
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
@@ -101,6 +102,7 @@ class AgentWorker:
         self.metrics = app.metrics
         self.breakers = BreakerGate(app)
         self.helpers = WorkerHelpers(self)
+        self._agent_counters: dict[str, AgentCounters] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self.calls = 0
@@ -179,9 +181,12 @@ class AgentWorker:
             _source=request,
         )
         agent = request.agent
+        counters = self._counters(agent)
         waiting_for_breaker = False
         tries = 0
         failure: BaseException | None = None
+        #: How the handling ended inside the deadline: a reply to send, or nothing.
+        reply: tuple[bool, JsonValue] | None = None
         try:
             async with asyncio.timeout_at(self.loop_deadline(request.complete_by)) as scope:
                 self.helpers.scopes[request.id] = scope
@@ -191,7 +196,7 @@ class AgentWorker:
                     waiting_for_breaker = False
                     tries += 1
                     self.calls += 1
-                    self.metrics.calls.labels(agent=agent).inc()
+                    counters.calls.inc()
                     try:
                         result = await spec.fn(call)
                     except StepSupersededError:
@@ -200,16 +205,13 @@ class AgentWorker:
                     except Exception as exc:
                         failure = exc
                     else:
-                        await self.breakers.after_call(spec, request, failed=False)
-                        await self._reply(request, ok=True, body=result)
-                        return
+                        reply = (True, result)
+                        break
                     if not is_transient(failure):
-                        self.metrics.failures.labels(agent=agent, kind="permanent").inc()
-                        # The service answered: for its breaker, that is not a failure.
-                        await self.breakers.after_call(spec, request, failed=False)
-                        await self._reply(request, ok=False, body=error_body(failure))
-                        return
-                    self.metrics.failures.labels(agent=agent, kind="transient").inc()
+                        counters.permanent.inc()
+                        reply = (False, error_body(failure))
+                        break
+                    counters.transient.inc()
                     await self.breakers.after_call(spec, request, failed=True)
                     call = replace(call, retry=call.retry + 1)
                     delay = next_retry(
@@ -221,31 +223,38 @@ class AgentWorker:
                         retry_after=_retry_after(failure),
                     )
                     if delay is None:
-                        # Out of tries or time: say nothing; the supervisor sees
-                        # complete_by pass.
-                        log.warning(
-                            "%s %s/%s: giving up after %d tries: %s",
-                            agent,
-                            request.task_id,
-                            request.seq,
-                            tries,
-                            failure,
-                        )
-                        await self._note(
-                            request, "step_gave_up", tries=tries, error=error_body(failure)
-                        )
-                        return
+                        break
                     self.retries += 1
-                    self.metrics.retries.labels(agent=agent).inc()
+                    counters.retries.inc()
                     await asyncio.sleep(delay)
         except TimeoutError:
             if not scope.expired():
                 raise
+        else:
+            if reply is not None:
+                # The service answered (a permanent refusal too): not a breaker failure.
+                # Replied outside the deadline scope, so a reply being committed at
+                # the deadline is not cut in half.
+                await self.breakers.after_call(spec, request, failed=False)
+                await self._reply(request, ok=reply[0], body=reply[1])
+                return
+            # Out of tries or time: say nothing; the supervisor sees complete_by pass.
+            assert failure is not None
+            log.warning(
+                "%s %s/%s: giving up after %d tries: %s",
+                agent,
+                request.task_id,
+                request.seq,
+                tries,
+                failure,
+            )
+            await self._note(request, "step_gave_up", tries=tries, error=error_body(failure))
+            return
         finally:
             self.helpers.scopes.pop(request.id, None)
         # complete_by passed: reply nothing (someone else may already be retrying).
         self.timeouts += 1
-        self.metrics.timeouts.labels(agent=agent).inc()
+        counters.timeouts.inc()
         if waiting_for_breaker:
             log.info(
                 "%s %s/%s: breaker of %r still open at complete_by",
@@ -274,6 +283,12 @@ class AgentWorker:
             tries=tries,
             error=None if failure is None else error_body(failure),
         )
+
+    def _counters(self, agent: str) -> AgentCounters:
+        counters = self._agent_counters.get(agent)
+        if counters is None:
+            counters = self._agent_counters[agent] = AgentCounters.of(self.metrics, agent)
+        return counters
 
     async def _note(self, request: Request, kind: str, *, tries: int, error: JsonValue) -> None:
         """Leave the reason in the task's history, for the operator and the alert."""

@@ -7,11 +7,15 @@ has its own registry, so several Apps (and tests) in one process never collide.
 
 from __future__ import annotations
 
-from typing import final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, final
 
 from prometheus_client import CollectorRegistry, Counter
 
-__all__ = ["Metrics"]
+if TYPE_CHECKING:
+    from prometheus_client.metrics import Counter as LabelledCounter
+
+__all__ = ["AgentCounters", "Metrics"]
 
 
 @final
@@ -86,3 +90,25 @@ class Metrics:
                 if sample.name == sample_name and sample.labels == labels:
                     return float(sample.value)
         return 0.0
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class AgentCounters:
+    """One agent's counters, their labels bound once (the hot path only increments)."""
+
+    calls: LabelledCounter
+    retries: LabelledCounter
+    timeouts: LabelledCounter
+    transient: LabelledCounter
+    permanent: LabelledCounter
+
+    @classmethod
+    def of(cls, metrics: Metrics, agent: str) -> AgentCounters:
+        return cls(
+            calls=metrics.calls.labels(agent=agent),
+            retries=metrics.retries.labels(agent=agent),
+            timeouts=metrics.timeouts.labels(agent=agent),
+            transient=metrics.failures.labels(agent=agent, kind="transient"),
+            permanent=metrics.failures.labels(agent=agent, kind="permanent"),
+        )
