@@ -47,6 +47,7 @@ from shepherd.errors import PermanentError, TransientError
 if TYPE_CHECKING:
     from shepherd.agent import AgentRequest, Handler
     from shepherd.app import App
+    from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
     from shepherd.core.retry import RetryPolicy
 
@@ -127,6 +128,8 @@ def http_agent(
     within: float | None = None,
     retry: RetryPolicy | None = None,
     headers: Mapping[str, str] | None = None,
+    breaker: BreakerPolicy | None = None,
+    service: str | None = None,
 ) -> Handler:
     """Register agent `name`, which sends its payload to `method url` as JSON.
 
@@ -138,6 +141,9 @@ def http_agent(
         within: Default seconds a call to this agent may take (see `App.agent`).
         retry: How transient failures are retried inside `complete_by`.
         headers: Extra headers for every call (authentication, say).
+        breaker: A circuit breaker for the service, shared by every process.
+        service: The service's name for its breaker (default: the URL's host and
+            port, so that agents calling one service share one breaker).
 
     Returns:
         The registered handler.
@@ -150,7 +156,10 @@ def http_agent(
         return await call_http(app, request, method, url, json=request.payload, headers=headers)
 
     handler.__name__ = handler.__qualname__ = f"http_agent[{name}]"
-    app.agent(name, retry=retry, within=within)(handler)
+    if breaker is not None and service is None:
+        parsed = httpx.URL(url)
+        service = f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host
+    app.agent(name, retry=retry, within=within, breaker=breaker, service=service or None)(handler)
     return handler
 
 
