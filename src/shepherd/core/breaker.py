@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from shepherd.core.records import JsonValue
+
 
 class BreakerState(StrEnum):
     """The state of a circuit breaker."""
@@ -157,6 +159,28 @@ class Wait:
 Decision = Call | Probe | Wait
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerEvent:
+    """One recorded change of a breaker: its state before and after, and why.
+
+    Attributes:
+        id: Grows with every event, across services.
+        service: The remote service's name.
+        from_state: The state before the change.
+        to_state: The state after it (the same as `from_state` when a probe that
+            never reported is replaced by a new one).
+        detail: Why, and the counts at that moment (see `change_detail`).
+        at: When the change was written (the store's clock).
+    """
+
+    id: int
+    service: str
+    from_state: BreakerState
+    to_state: BreakerState
+    detail: JsonValue
+    at: datetime
+
+
 def allow(b: Breaker, policy: BreakerPolicy, *, now: datetime) -> tuple[Breaker, Decision]:
     """Decide whether a call to the service may be made now.
 
@@ -276,6 +300,40 @@ def transition(old: Breaker, new: Breaker) -> tuple[BreakerState, BreakerState] 
     if old.state is new.state:
         return None
     return old.state, new.state
+
+
+def change_detail(old: Breaker, new: Breaker, policy: BreakerPolicy) -> dict[str, JsonValue] | None:
+    """The reason and counts to record for the change from `old` to `new`, or None.
+
+    A change worth recording is a change of state, or a new probe replacing one
+    that never reported. The reason is one of `consecutive_failures` or
+    `failure_ratio` (the breaker opened), `cool_down` (a probe was allowed),
+    `probe_unreported` (a new probe replaced a silent one), `probe_failed` and
+    `probe_succeeded`.
+    """
+    if old.state is new.state and not (
+        new.state is BreakerState.HALF_OPEN and new.probe_started_at != old.probe_started_at
+    ):
+        return None
+    if new.state is BreakerState.OPEN and old.state is BreakerState.CLOSED:
+        consecutive = new.consecutive_failures >= policy.failure_threshold
+        reason = "consecutive_failures" if consecutive else "failure_ratio"
+    elif new.state is BreakerState.OPEN:
+        reason = "probe_failed"
+    elif new.state is BreakerState.CLOSED:
+        reason = "probe_succeeded"
+    elif old.state is BreakerState.HALF_OPEN:
+        reason = "probe_unreported"
+    else:
+        reason = "cool_down"
+    # Closing resets the counters: the ones that opened the breaker tell more.
+    counts = old if new.state is BreakerState.CLOSED else new
+    return {
+        "reason": reason,
+        "consecutive_failures": counts.consecutive_failures,
+        "window_calls": counts.window_calls,
+        "window_failures": counts.window_failures,
+    }
 
 
 def _window(b: Breaker, policy: BreakerPolicy, *, now: datetime) -> tuple[datetime, int, int]:

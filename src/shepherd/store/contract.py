@@ -20,6 +20,11 @@ suite (tests/contract) checks these guarantees on every backend:
 * `apply_supervision` is fenced twice: by the task's `lock_epoch` and by the
   supervisor's leadership epoch.
 * Payloads are JSON values; the backend never unpickles anything.
+* A circuit breaker is one row per service shared by every process:
+  `breaker_allow` and `breaker_report` lock it, apply `shepherd.core.breaker`
+  on the store's clock and write the result, so only one caller in the whole
+  cluster is given a `Probe` per cool-down; every change of state writes a
+  breaker event in the same transaction and rings `signals.BREAKERS`.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.states import ProcessState, StepKind
 
 if TYPE_CHECKING:
+    from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
+    from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.supervision import Decision
     from shepherd.store.signals import Signals
 
@@ -178,6 +185,36 @@ class Store(Protocol):
         """Append an event to a task's history (an agent that timed out or gave up)."""
 
     # -- agent: circuit breakers -------------------------------------------
+    async def breaker_allow(
+        self, service: str, policy: BreakerPolicy
+    ) -> tuple[Breaker, BreakerDecision]:
+        """May a call to `service` be made now? `core.breaker.allow` on the stored breaker.
+
+        A missing breaker is closed. A `Probe` (open -> half-open) is written
+        before this returns, so concurrent callers in any process see it and
+        get `Wait`. Returns the breaker after the decision, and the decision.
+        """
+
+    async def breaker_report(
+        self, service: str, policy: BreakerPolicy, *, failed: bool
+    ) -> tuple[Breaker, Breaker]:
+        """Count a call's outcome (`record_failure` or `record_success`).
+
+        Returns the breaker just before this report and just after it, so the
+        caller can tell which change it made (another process may have changed
+        the breaker since the caller last looked).
+        """
+
+    async def get_breaker(self, service: str) -> Breaker | None:
+        """The stored breaker of `service`, or None if it was never used."""
+
+    async def list_breakers(self) -> list[Breaker]:
+        """Every stored breaker, by service name."""
+
+    async def breaker_events(
+        self, *, service: str | None = None, limit: int = 50
+    ) -> list[BreakerEvent]:
+        """The latest breaker state changes (of one service, or all), newest first."""
 
     # -- agent: heartbeats and done keys -----------------------------------
 

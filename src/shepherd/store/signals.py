@@ -50,6 +50,8 @@ TASKS = "tasks"
 REPLIES = "replies"
 EVENTS = "events"
 REQUESTS = "requests"
+#: Rung when a circuit breaker changes state.
+BREAKERS = "breakers"
 
 
 def task_channel(task_id: str) -> str:

@@ -29,6 +29,12 @@ from shepherd.errors import (
 )
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
+from shepherd.store.breaker_rows import (
+    BREAKER_COLUMNS,
+    BREAKER_EVENT_COLUMNS,
+    breaker_event_from_row,
+    breaker_from_row,
+)
 from shepherd.store.contract import REPLY_GRACE, NewTask, StepStart, Submitted
 from shepherd.store.group_commit import GroupCommitter, Op
 from shepherd.store.ids import new_task_id
@@ -46,6 +52,8 @@ from shepherd.store.sqlite_breakers import HANDLERS as BREAKER_HANDLERS
 from shepherd.store.sqlite_keys import HANDLERS as KEY_HANDLERS
 
 if TYPE_CHECKING:
+    from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
+    from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.supervision import Decision
 
 _TASK_COLUMNS = (
@@ -838,6 +846,47 @@ class SQLiteStore:
             rings,
         )
         return [None] * len(items)
+
+    # -- agent: circuit breakers -------------------------------------------
+    async def breaker_allow(
+        self, service: str, policy: BreakerPolicy
+    ) -> tuple[Breaker, BreakerDecision]:
+        return await self._write("breaker_allow", (service, policy))  # type: ignore[no-any-return]
+
+    async def breaker_report(
+        self, service: str, policy: BreakerPolicy, *, failed: bool
+    ) -> tuple[Breaker, Breaker]:
+        return await self._write("breaker_report", (service, policy, failed))  # type: ignore[no-any-return]
+
+    async def get_breaker(self, service: str) -> Breaker | None:
+        def run(conn: sqlite3.Connection, now: float) -> Breaker | None:
+            row = conn.execute(
+                f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = ?", (service,)
+            ).fetchone()
+            return None if row is None else breaker_from_row(row, service, _instant)
+
+        return await self._read(run)  # type: ignore[no-any-return]
+
+    async def list_breakers(self) -> list[Breaker]:
+        def run(conn: sqlite3.Connection, now: float) -> list[Breaker]:
+            rows = conn.execute(f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service")
+            return [breaker_from_row(r, r[0], _instant) for r in rows.fetchall()]
+
+        return await self._read(run)  # type: ignore[no-any-return]
+
+    async def breaker_events(
+        self, *, service: str | None = None, limit: int = 50
+    ) -> list[BreakerEvent]:
+        def run(conn: sqlite3.Connection, now: float) -> list[BreakerEvent]:
+            where, params = ("", ()) if service is None else ("WHERE service = ? ", (service,))
+            rows = conn.execute(
+                f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events {where}"
+                "ORDER BY id DESC LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+            return [breaker_event_from_row(r, _instant) for r in rows]
+
+        return await self._read(run)  # type: ignore[no-any-return]
 
     # -- supervisor --------------------------------------------------------
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:

@@ -20,6 +20,7 @@ from shepherd.core.breaker import (
     Probe,
     Wait,
     allow,
+    change_detail,
     record_failure,
     record_success,
     should_open,
@@ -485,3 +486,68 @@ class BreakerMachine(RuleBasedStateMachine):
 
 BreakerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
 TestBreakerMachine = BreakerMachine.TestCase
+
+
+# -- change_detail: what a recorded change says ------------------------------------
+def test_change_detail_names_why_the_breaker_opened() -> None:
+    closed = fail_times(Breaker(service="s"), POLICY, 2)
+    opened = record_failure(closed, POLICY, now=NOW)
+
+    assert change_detail(closed, opened, POLICY) == {
+        "reason": "consecutive_failures",
+        "consecutive_failures": 3,
+        "window_calls": 3,
+        "window_failures": 3,
+    }
+
+
+def test_change_detail_names_the_ratio() -> None:
+    b = Breaker(service="s")
+    for _ in range(2):
+        b = record_success(b, RATIO, now=NOW)
+    b = record_failure(b, RATIO, now=NOW)
+    opened = record_failure(b, RATIO, now=NOW)
+
+    detail = change_detail(b, opened, RATIO)
+
+    assert detail is not None
+    assert (detail["reason"], detail["window_calls"], detail["window_failures"]) == (
+        "failure_ratio",
+        4,
+        2,
+    )
+
+
+def test_change_detail_of_a_probe_and_its_outcomes() -> None:
+    opened = fail_times(Breaker(service="s"), POLICY, 3)
+    probing, _ = allow(opened, POLICY, now=at(10))
+    reprobing, _ = allow(probing, POLICY, now=at(20))
+
+    assert change_detail(opened, probing, POLICY) == {
+        "reason": "cool_down",
+        "consecutive_failures": 3,
+        "window_calls": 3,
+        "window_failures": 3,
+    }
+    assert change_detail(probing, reprobing, POLICY)["reason"] == "probe_unreported"  # type: ignore[index]
+    failed = record_failure(probing, POLICY, now=at(11))
+    assert change_detail(probing, failed, POLICY)["reason"] == "probe_failed"  # type: ignore[index]
+    closed = record_success(probing, POLICY, now=at(11))
+    # Closing resets the counters: the detail keeps the ones that opened it.
+    assert change_detail(probing, closed, POLICY) == {
+        "reason": "probe_succeeded",
+        "consecutive_failures": 3,
+        "window_calls": 3,
+        "window_failures": 3,
+    }
+
+
+def test_change_detail_is_none_without_a_change_of_state() -> None:
+    b = Breaker(service="s")
+    counted = record_failure(b, POLICY, now=NOW)
+    opened = fail_times(b, POLICY, 3)
+    probing, _ = allow(opened, POLICY, now=at(10))
+    waiting, _ = allow(probing, POLICY, now=at(11))
+
+    assert change_detail(b, counted, POLICY) is None
+    assert change_detail(probing, waiting, POLICY) is None

@@ -35,6 +35,7 @@ CHANNELS = {
     ch.REQUESTS: "shepherd_requests",
     ch.REPLIES: "shepherd_replies",
     ch.EVENTS: "shepherd_events",
+    ch.BREAKERS: "shepherd_breakers",
 }
 #: Carries the ids of tasks that ended (comma-separated), for result waiters.
 TASK_CHANNEL = "shepherd_task"

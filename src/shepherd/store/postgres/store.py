@@ -24,6 +24,12 @@ from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
+from shepherd.store.breaker_rows import (
+    BREAKER_COLUMNS,
+    BREAKER_EVENT_COLUMNS,
+    breaker_event_from_row,
+    breaker_from_row,
+)
 from shepherd.store.contract import NewTask, StepStart, Submitted
 from shepherd.store.postgres import tasks
 from shepherd.store.postgres.batch import Batch
@@ -53,6 +59,8 @@ from shepherd.store.signals import Signals
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
+    from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
+    from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.supervision import Decision
 
 __all__ = ["PostgresStore"]
@@ -76,6 +84,15 @@ _EVENTS_FOR = (
 _EXPIRED = (
     f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
     "AND complete_by < coalesce(%s::timestamptz, now()) ORDER BY complete_by LIMIT %s"
+)
+_GET_BREAKER = f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = %s"
+_LIST_BREAKERS = f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service"
+_ALL_BREAKER_EVENTS = (
+    f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events ORDER BY id DESC LIMIT %s"
+)
+_BREAKER_EVENTS_FOR = (
+    f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE service = %s "
+    "ORDER BY id DESC LIMIT %s"
 )
 
 
@@ -379,6 +396,33 @@ class PostgresStore:
         self, request: Request, *, worker: str, ok: bool, body: JsonValue
     ) -> bool:
         return await self._write("reply", (request, worker, ok, body))  # type: ignore[no-any-return]
+
+    # -- agent: circuit breakers -------------------------------------------
+    async def breaker_allow(
+        self, service: str, policy: BreakerPolicy
+    ) -> tuple[Breaker, BreakerDecision]:
+        return await self._write("breaker_allow", (service, policy))  # type: ignore[no-any-return]
+
+    async def breaker_report(
+        self, service: str, policy: BreakerPolicy, *, failed: bool
+    ) -> tuple[Breaker, Breaker]:
+        return await self._write("breaker_report", (service, policy, failed))  # type: ignore[no-any-return]
+
+    async def get_breaker(self, service: str) -> Breaker | None:
+        rows = await self._fetch(_GET_BREAKER, (service,))
+        return breaker_from_row(rows[0], service, utc) if rows else None
+
+    async def list_breakers(self) -> list[Breaker]:
+        return [breaker_from_row(r, r[0], utc) for r in await self._fetch(_LIST_BREAKERS)]
+
+    async def breaker_events(
+        self, *, service: str | None = None, limit: int = 50
+    ) -> list[BreakerEvent]:
+        if service is None:
+            rows = await self._fetch(_ALL_BREAKER_EVENTS, (tasks.limit_of(limit),))
+        else:
+            rows = await self._fetch(_BREAKER_EVENTS_FOR, (service, tasks.limit_of(limit)))
+        return [breaker_event_from_row(r, utc) for r in rows]
 
     # -- supervisor --------------------------------------------------------
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
