@@ -42,6 +42,8 @@ class Settings:
         max_payload_bytes: Largest accepted payload, in bytes of UTF-8 JSON.
         sqlite_synchronous: SQLite durability, `FULL` (survives power loss) or
             `NORMAL` (faster; the last commits may be lost on power loss).
+        breaker_refresh: Seconds an agent process trusts its copy of a circuit
+            breaker before reading the shared one again.
 
     Raises:
         ConfigError: A value is of the wrong type or out of range.
@@ -58,6 +60,7 @@ class Settings:
     default_step_within: float = 30.0
     max_payload_bytes: int = 1048576
     sqlite_synchronous: str = "FULL"
+    breaker_refresh: float = 1.0
 
     def __post_init__(self) -> None:
         for name in _TYPES:

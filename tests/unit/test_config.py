@@ -50,6 +50,7 @@ def test_every_field_has_an_env_variable() -> None:
         "default_step_within": ("9", 9.0),
         "max_payload_bytes": ("1024", 1024),
         "sqlite_synchronous": ("NORMAL", "NORMAL"),
+        "breaker_refresh": ("0.5", 0.5),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Settings)}
     settings = Settings.from_env({f"SHEPHERD_{k.upper()}": raw for k, (raw, _) in values.items()})
@@ -74,6 +75,7 @@ def test_settings_are_frozen() -> None:
         ("agent_concurrency", True, "must be a number, not bool"),
         ("max_payload_bytes", -1, "positive integer"),
         ("sqlite_synchronous", "OFF", "must be one of FULL, NORMAL"),
+        ("breaker_refresh", 0, "positive number of seconds"),
         ("sqlite_synchronous", 1, "must be a string"),
         ("store", "mysql://localhost/db", "unsupported scheme 'mysql'"),
         ("store", "shepherd.db", "must be a URL"),
