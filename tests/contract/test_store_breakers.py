@@ -132,6 +132,7 @@ async def test_every_change_of_state_is_an_event_newest_first(
         "consecutive_failures": 3,
         "window_calls": 3,
         "window_failures": 3,
+        "cool_down": 10.0,
     }
     assert events[1].detail["reason"] == "cool_down"
     assert events[0].detail["reason"] == "probe_succeeded"

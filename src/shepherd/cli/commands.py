@@ -24,12 +24,14 @@ from shepherd.cli.loader import (
     run_with,
     serve,
 )
+from shepherd.core.breaker import BreakerState
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, ShepherdError, TaskFailedError
 from shepherd.payloads import dumps
 
 if TYPE_CHECKING:
     from shepherd.app import App
+    from shepherd.core.breaker import BreakerEvent
     from shepherd.core.records import Event, Task
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -311,6 +313,44 @@ def cancel(task_id: str, app_spec: str | None, store: str | None, as_json: bool)
     """
     app = _app(app_spec, store, existing=True)
     _echo_state(run_with(app, lambda: app.cancel(task_id)), as_json)
+
+
+@cli.command()
+@click.argument("app_spec", metavar="[APP]", required=False)
+@click.option(
+    "--events",
+    "events",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    metavar="N",
+    help="How many of the latest state changes to show (0: none).",
+)
+@store_option
+@json_option
+def breakers(app_spec: str | None, events: int, store: str | None, as_json: bool) -> None:
+    """Show the circuit breaker of every remote service, and its latest changes.
+
+    Each breaker is shared by every agent process through the store. APP, when
+    given, only supplies the store URL.
+    """
+    app = _app(app_spec, store, existing=True)
+
+    async def work() -> tuple[list[render.BreakerRow], list[BreakerEvent]]:
+        rows = []
+        for breaker in await app.store.list_breakers():
+            latest = []
+            if breaker.state is not BreakerState.CLOSED:
+                latest = await app.store.breaker_events(service=breaker.service, limit=1)
+            rows.append(render.BreakerRow(breaker, latest[0] if latest else None))
+        recent = await app.store.breaker_events(limit=events) if events else []
+        return rows, recent
+
+    rows, recent = run_with(app, work)
+    if as_json:
+        render.echo_json(render.breakers_json(rows, recent))
+    else:
+        render.print_breakers(rows, recent)
 
 
 # -- delegated -----------------------------------------------------------------

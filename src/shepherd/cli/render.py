@@ -6,17 +6,28 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
+from shepherd.core.breaker import Breaker, BreakerEvent, BreakerState
 from shepherd.core.records import Event, JsonValue, Step, Task
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["echo_json", "print_task", "print_tasks", "reason", "shorten", "task_json"]
+__all__ = [
+    "BreakerRow",
+    "breakers_json",
+    "echo_json",
+    "print_breakers",
+    "print_task",
+    "print_tasks",
+    "reason",
+    "shorten",
+    "task_json",
+]
 
 _SHORT = 60
 #: Line width of tables written to a pipe or a file.
@@ -135,6 +146,73 @@ def _steps_table(steps: Sequence[Step]) -> object:
     return table
 
 
+class BreakerRow(NamedTuple):
+    """A breaker, with its latest event when it is not closed (for the cool-down)."""
+
+    breaker: Breaker
+    latest: BreakerEvent | None
+
+    @property
+    def probe_at(self) -> datetime | None:
+        """When a probe is next allowed: the end of the cool-down (None while closed).
+
+        The cool-down is the one recorded with the breaker's latest change, i.e.
+        the policy of the agent that opened it or let its probe through.
+        """
+        b = self.breaker
+        since = b.opened_at if b.state is BreakerState.OPEN else b.probe_started_at
+        detail = None if self.latest is None else self.latest.detail
+        cool_down = detail.get("cool_down") if isinstance(detail, dict) else None
+        if since is None or not isinstance(cool_down, int | float):
+            return None
+        return since + timedelta(seconds=cool_down)
+
+
+def breakers_json(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -> JsonValue:
+    """The breakers and the latest changes as one JSON object."""
+    return {
+        "breakers": [{**_plain(row.breaker), "probe_at": _value(row.probe_at)} for row in rows],
+        "events": [_plain(event) for event in events],
+    }
+
+
+def print_breakers(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -> None:
+    """A table of breakers, one row per service, then the latest changes."""
+    from rich.table import Table
+
+    console = _console()
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("service", "state", "failures_in_a_row", "window", "opened_at", "probe_at"):
+        table.add_column(
+            name, no_wrap=True, justify="right" if name == "failures_in_a_row" else "left"
+        )
+    for row in rows:
+        b = row.breaker
+        table.add_row(
+            b.service,
+            str(b.state),
+            str(b.consecutive_failures),
+            f"{b.window_failures}/{b.window_calls} failed",
+            _when(b.opened_at),
+            _when(row.probe_at),
+        )
+    console.print(table if rows else "no breakers")
+    if not events:
+        return
+    console.print()
+    changes = Table(title="latest changes", title_justify="left", box=None, pad_edge=False)
+    for name in ("at", "service", "change", "detail"):
+        changes.add_column(name, no_wrap=name != "detail")
+    for event in events:
+        changes.add_row(
+            _when(event.at),
+            event.service,
+            f"{event.from_state} -> {event.to_state}",
+            shorten(_compact(event.detail), 80),
+        )
+    console.print(changes)
+
+
 def _console() -> Console:
     from rich.console import Console
 
@@ -152,7 +230,7 @@ def _compact(value: JsonValue) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
 
 
-def _plain(record: Task | Step | Event) -> dict[str, JsonValue]:
+def _plain(record: Task | Step | Event | Breaker | BreakerEvent) -> dict[str, JsonValue]:
     return {field.name: _value(getattr(record, field.name)) for field in dataclasses.fields(record)}
 
 

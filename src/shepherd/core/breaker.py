@@ -309,7 +309,8 @@ def change_detail(old: Breaker, new: Breaker, policy: BreakerPolicy) -> dict[str
     that never reported. The reason is one of `consecutive_failures` or
     `failure_ratio` (the breaker opened), `cool_down` (a probe was allowed),
     `probe_unreported` (a new probe replaced a silent one), `probe_failed` and
-    `probe_succeeded`.
+    `probe_succeeded`. The policy's `cool_down` is kept too, so that readers who
+    know no policy can tell when the next probe is allowed.
     """
     if old.state is new.state and not (
         new.state is BreakerState.HALF_OPEN and new.probe_started_at != old.probe_started_at
@@ -333,6 +334,7 @@ def change_detail(old: Breaker, new: Breaker, policy: BreakerPolicy) -> dict[str
         "consecutive_failures": counts.consecutive_failures,
         "window_calls": counts.window_calls,
         "window_failures": counts.window_failures,
+        "cool_down": policy.cool_down,
     }
 
 

@@ -498,6 +498,7 @@ def test_change_detail_names_why_the_breaker_opened() -> None:
         "consecutive_failures": 3,
         "window_calls": 3,
         "window_failures": 3,
+        "cool_down": 10.0,
     }
 
 
@@ -528,6 +529,7 @@ def test_change_detail_of_a_probe_and_its_outcomes() -> None:
         "consecutive_failures": 3,
         "window_calls": 3,
         "window_failures": 3,
+        "cool_down": 10.0,
     }
     assert change_detail(probing, reprobing, POLICY)["reason"] == "probe_unreported"  # type: ignore[index]
     failed = record_failure(probing, POLICY, now=at(11))
@@ -539,6 +541,7 @@ def test_change_detail_of_a_probe_and_its_outcomes() -> None:
         "consecutive_failures": 3,
         "window_calls": 3,
         "window_failures": 3,
+        "cool_down": 10.0,
     }
 
 
