@@ -100,7 +100,8 @@ def spawn_worker(
     roles: str = "scheduler,agent,supervisor",
     log_path: Path | None = None,
     ready_timeout: float = 20.0,
-    **options: float,
+    script: Path = WORKER_APP,
+    **options: float | str,
 ) -> Worker:
     """Start a worker process on `store_url` and wait until its roles run.
 
@@ -111,10 +112,11 @@ def spawn_worker(
         roles: Comma-separated roles.
         log_path: The agent's execution log.
         ready_timeout: Seconds to wait for the readiness line.
+        script: The worker script (default: `worker_app.py`).
         **options: `pace`, `claim_batch`, `max_in_flight`, `agent_concurrency`,
             `supervisor_interval`.
     """
-    argv = [sys.executable, str(WORKER_APP), store_url, "--roles", roles]
+    argv = [sys.executable, str(script), store_url, "--roles", roles]
     if log_path is not None:
         argv += ["--log", str(log_path)]
     for option, value in options.items():
