@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
