@@ -20,6 +20,12 @@ suite (tests/contract) checks these guarantees on every backend:
 * `apply_supervision` is fenced twice: by the task's `lock_epoch` and by the
   supervisor's leadership epoch.
 * Payloads are JSON values; the backend never unpickles anything.
+* `extend_step` (a heartbeat) moves a step's deadlines only for the current
+  execution (request taken by that worker, step running at that attempt, task
+  at that epoch); a superseded execution gets None and changes nothing.
+* A done key is marked `started` (committed) before its effect runs; a `done`
+  mark is never removed; `retry_task` removes the `started` marks of the steps
+  it puts back to work (keys `task_id/seq` and `task_id/seq/...`).
 * A circuit breaker is one row per service shared by every process:
   `breaker_allow` and `breaker_report` lock it, apply `shepherd.core.breaker`
   on the store's clock and write the result, so only one caller in the whole
@@ -217,6 +223,39 @@ class Store(Protocol):
         """The latest breaker state changes (of one service, or all), newest first."""
 
     # -- agent: heartbeats and done keys -----------------------------------
+    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
+        """A heartbeat: move the running step's deadlines one window (`request.within`) ahead.
+
+        Fenced: only while the request row still exists, taken by `worker` and
+        not past its complete_by, its step is `running` with the request's
+        attempt, and the task is claimed at the request's `lock_epoch`. Then the
+        step's complete_by, the request's complete_by and visible_at become now +
+        `within` (store clock) and the task's complete_by at least that plus
+        REPLY_GRACE. Returns the new complete_by, or None when the execution was
+        superseded (or the request has no window), in which case nothing changes.
+        """
+
+    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
+        """Mark `key` started by `holder`, unless it is already marked.
+
+        Returns ("new", None) after inserting a `started` mark (committed when
+        this returns, so before the caller runs its effect); ("done", result)
+        when a result was recorded for `key`; ("started", None) when an
+        execution marked `key` and never recorded nor abandoned it.
+        """
+
+    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
+        """Record `result` on `holder`'s started mark of `key` (it becomes `done`).
+
+        Raises PayloadError (changing nothing) if `result` is not acceptable JSON.
+        False if there is no started mark of `holder` for `key` any more.
+        """
+
+    async def abandon_once(self, key: str, *, holder: str) -> bool:
+        """Delete `holder`'s started mark of `key` (its effect did not happen).
+
+        Never deletes a `done` mark nor another holder's. False if there was none.
+        """
 
     # -- supervisor --------------------------------------------------------
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:

@@ -50,6 +50,7 @@ from shepherd.store.rows import (
 from shepherd.store.signals import Signals
 from shepherd.store.sqlite_breakers import HANDLERS as BREAKER_HANDLERS
 from shepherd.store.sqlite_keys import HANDLERS as KEY_HANDLERS
+from shepherd.store.sqlite_keys import clear_started
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
@@ -847,6 +848,19 @@ class SQLiteStore:
         )
         return [None] * len(items)
 
+    # -- agent: heartbeats and done keys -----------------------------------
+    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
+        return await self._write("extend_step", (request, worker))  # type: ignore[no-any-return]
+
+    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
+        return await self._write("begin_once", (key, holder))  # type: ignore[no-any-return]
+
+    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
+        return await self._write("finish_once", (key, holder, result))  # type: ignore[no-any-return]
+
+    async def abandon_once(self, key: str, *, holder: str) -> bool:
+        return await self._write("abandon_once", (key, holder))  # type: ignore[no-any-return]
+
     # -- agent: circuit breakers -------------------------------------------
     async def breaker_allow(
         self, service: str, policy: BreakerPolicy
@@ -1077,6 +1091,8 @@ class SQLiteStore:
                     "payload_override = coalesce(?, payload_override) WHERE task_id = ? AND seq = ?",
                     (override, task_id, seq),
                 )
+                # The operator checked the step's unknown side effects: run them again.
+                clear_started(conn, task_id, seq)
             conn.execute(
                 "UPDATE steps SET state = 'not_started', error = NULL "
                 "WHERE task_id = ? AND state = 'failed'",

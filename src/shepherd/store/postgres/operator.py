@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.store import signals as ch
+from shepherd.store.postgres import keys
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
                 out.append(InvalidStateError(task_id, f"step {seq} {problem}", "resubmit step of"))
                 continue
             await batch.send(_RESUBMIT_STEP, (override, task_id, seq))
+            # The operator checked the step's unknown side effects: run them again.
+            await keys.clear_started(batch, task_id, seq)
         await batch.send(_RESET_FAILED, (task_id,))
         in_undo = await (await batch.send(_IN_UNDO, (task_id,))).fetchone()
         target = "compensating" if in_undo or row[14] else "pending"

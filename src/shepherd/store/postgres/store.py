@@ -431,6 +431,19 @@ class PostgresStore:
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         await self._write("note", (task_id, kind, detail))
 
+    # -- agent: heartbeats and done keys -----------------------------------
+    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
+        return await self._write("extend_step", (request, worker))  # type: ignore[no-any-return]
+
+    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
+        return await self._write("begin_once", (key, holder))  # type: ignore[no-any-return]
+
+    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
+        return await self._write("finish_once", (key, holder, result))  # type: ignore[no-any-return]
+
+    async def abandon_once(self, key: str, *, holder: str) -> bool:
+        return await self._write("abandon_once", (key, holder))  # type: ignore[no-any-return]
+
     async def release_lease(self, name: str, *, holder: str) -> None:
         await self._write("release_lease", (name, holder))
 

@@ -25,7 +25,7 @@ from shepherd.clock import Clock
 from shepherd.errors import StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.group_commit import GroupCommitter, Op
-from shepherd.store.postgres import breakers, leases, operator, queues, steps, tasks
+from shepherd.store.postgres import breakers, keys, leases, operator, queues, steps, tasks
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.rows import utc
@@ -48,6 +48,10 @@ HANDLERS: dict[str, Handler] = {
     "take": queues.take,
     "reply": queues.reply,
     "note": queues.note,
+    "extend_step": keys.extend_step,
+    "begin_once": keys.begin_once,
+    "finish_once": keys.finish_once,
+    "abandon_once": keys.abandon_once,
     "breaker_allow": breakers.allow,
     "breaker_report": breakers.report,
     "lease": leases.acquire,

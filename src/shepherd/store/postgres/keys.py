@@ -1,0 +1,136 @@
+"""Batch handlers for heartbeats (`extend_step`) and done keys (`begin_once` and co.).
+
+A heartbeat locks its task row first (`FOR UPDATE`, fenced by `lock_epoch`),
+as every other writer of a task does, so a supervisor's reset or a reply being
+recorded cannot slip between the fencing checks and the writes. A done key is
+one row: inserted `started` before the effect, updated `done` with its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.rows import load
+
+if TYPE_CHECKING:
+    from shepherd.core.records import JsonValue, Request
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
+
+_GRACE = timedelta(seconds=REPLY_GRACE)
+
+_LOCK_TASK = (
+    "SELECT 1 FROM tasks WHERE id = %s AND lock_epoch = %s AND locked_by IS NOT NULL FOR UPDATE"
+)
+# The current execution of a running step: its request taken by this worker and
+# unexpired, the step running at the request's attempt (the task is locked).
+_EXTEND_REQUEST = (
+    "UPDATE requests r SET complete_by = %s, visible_at = %s "
+    "WHERE r.id = %s AND r.taken_by = %s AND r.complete_by > %s AND r.attempt = %s "
+    "AND r.lock_epoch = %s AND EXISTS (SELECT 1 FROM steps s WHERE s.task_id = r.task_id "
+    "AND s.seq = r.seq AND s.state = 'running' AND s.attempt = r.attempt) RETURNING r.id"
+)
+_EXTEND_STEP = "UPDATE steps SET complete_by = %s WHERE task_id = %s AND seq = %s"
+_EXTEND_TASK = (
+    "UPDATE tasks SET complete_by = greatest(complete_by, %s), updated_at = %s WHERE id = %s"
+)
+
+_MARK = (
+    "INSERT INTO done_keys (key, state, holder, created_at) VALUES (%s, 'started', %s, %s) "
+    "ON CONFLICT (key) DO NOTHING RETURNING key"
+)
+_READ_MARK = "SELECT state, result FROM done_keys WHERE key = %s"
+_FINISH = (
+    "UPDATE done_keys SET state = 'done', result = %s, done_at = %s "
+    "WHERE key = %s AND holder = %s AND state = 'started' RETURNING key"
+)
+_ABANDON = (
+    "DELETE FROM done_keys WHERE key = %s AND holder = %s AND state = 'started' RETURNING key"
+)
+_CLEAR_STARTED = (
+    "DELETE FROM done_keys WHERE state = 'started' AND (key = %s OR starts_with(key, %s))"
+)
+
+
+async def extend_step(batch: Batch, items: Sequence[tuple[Request, str]]) -> list[object]:
+    """Heartbeats: move the deadlines of current executions one window ahead."""
+    now = batch.now
+    out: list[object] = []
+    for request, worker in items:
+        if request.within is None:
+            out.append(None)
+            continue
+        locked = await batch.send(_LOCK_TASK, (request.task_id, request.lock_epoch))
+        if await locked.fetchone() is None:
+            out.append(None)
+            continue
+        complete_by = now + timedelta(seconds=request.within)
+        extended = await batch.send(
+            _EXTEND_REQUEST,
+            (
+                complete_by,
+                complete_by,
+                request.id,
+                worker,
+                now,
+                request.attempt,
+                request.lock_epoch,
+            ),
+        )
+        if await extended.fetchone() is None:
+            out.append(None)
+            continue
+        await batch.send(_EXTEND_STEP, (complete_by, request.task_id, request.seq))
+        await batch.send(_EXTEND_TASK, (complete_by + _GRACE, now, request.task_id))
+        out.append(complete_by)
+    return out
+
+
+async def begin_once(batch: Batch, items: Sequence[tuple[str, str]]) -> list[object]:
+    """Mark keys started, or say how an earlier execution left them."""
+    out: list[object] = []
+    for key, holder in items:
+        while True:
+            inserted = await batch.send(_MARK, (key, holder, batch.now))
+            if await inserted.fetchone() is not None:
+                out.append(("new", None))
+                break
+            row = await (await batch.send(_READ_MARK, (key,))).fetchone()
+            if row is not None:
+                out.append(("done", load(row[1])) if row[0] == "done" else ("started", None))
+                break
+            # Abandoned (or cleared) since our insert met it: mark it ourselves.
+    return out
+
+
+async def finish_once(batch: Batch, items: Sequence[tuple[str, str, JsonValue]]) -> list[object]:
+    """Record effects' results on their holders' started marks."""
+    out: list[object] = []
+    for key, holder, result in items:
+        try:
+            encoded = batch.dumps(result)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        cursor = await batch.send(_FINISH, (encoded, batch.now, key, holder))
+        out.append(await cursor.fetchone() is not None)
+    return out
+
+
+async def abandon_once(batch: Batch, items: Sequence[tuple[str, str]]) -> list[object]:
+    """Delete holders' started marks (their effects did not happen)."""
+    out: list[object] = []
+    for key, holder in items:
+        cursor = await batch.send(_ABANDON, (key, holder))
+        out.append(await cursor.fetchone() is not None)
+    return out
+
+
+async def clear_started(batch: Batch, task_id: str, seq: int) -> None:
+    """Delete the started (never the done) marks of step `seq` of a task."""
+    key = f"{task_id}/{seq}"
+    await batch.send(_CLEAR_STARTED, (key, key + "/"))
