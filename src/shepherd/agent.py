@@ -22,7 +22,7 @@ from shepherd.breakers import BreakerGate
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import JsonValue, Request
 from shepherd.core.retry import RetryPolicy, next_retry
-from shepherd.errors import PermanentError, StepSupersededError, TransientError
+from shepherd.errors import PayloadError, PermanentError, StepSupersededError, TransientError
 from shepherd.metrics import AgentCounters
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
@@ -314,15 +314,81 @@ class AgentWorker:
 
 @final
 class WorkerHelpers(StepHelpers):
-    """`request.heartbeat()` and `request.once()` for the requests of one worker.
-
-    (Placeholder until the store operations land.)
-    """
+    """`request.heartbeat()` and `request.once()` for the requests of one worker."""
 
     def __init__(self, worker: AgentWorker) -> None:
         self.worker = worker
         #: The deadline scope of each request being handled, by its queue id.
         self.scopes: dict[int, asyncio.Timeout] = {}
+
+    async def heartbeat(self, request: AgentRequest) -> datetime:
+        """Move the step's deadlines in the store, then the handler's own deadline."""
+        source = _source(request)
+        complete_by = await self.worker.store.extend_step(source, worker=self.worker.worker)
+        if complete_by is None:
+            raise StepSupersededError(request.task_id, request.seq, request.attempt)
+        scope = self.scopes.get(source.id)
+        if scope is not None and not scope.expired():
+            scope.reschedule(self.worker.loop_deadline(complete_by))
+        request.complete_by = complete_by
+        return complete_by
+
+    async def once(
+        self,
+        request: AgentRequest,
+        key: str,
+        effect: Callable[[], Awaitable[JsonValue]],
+    ) -> JsonValue:
+        """Mark `key` started (committed), run `effect`, record its result.
+
+        A cancelled effect (the deadline passed, the process stops) leaves the
+        mark `started`: nobody knows whether it happened.
+        """
+        store = self.worker.store
+        source = _source(request)
+        holder = f"{self.worker.worker}:{source.id}:{request.attempt}"
+        state, recorded = await store.begin_once(key, holder=holder)
+        if state == "done":
+            return recorded
+        if state != "new":
+            raise PermanentError(
+                f"side effect {key!r} was started by an earlier execution that never recorded "
+                "its outcome: it may have happened. Check it with the remote service; then "
+                f"`shepherd retry {request.task_id} --step {request.seq}` clears the mark and "
+                "runs the step again",
+                agent=request.agent,
+                seq=request.seq,
+                detail={"key": key, "done_key": "started"},
+            )
+        try:
+            result = await effect()
+        except Exception:
+            try:
+                await store.abandon_once(key, holder=holder)
+            except Exception:  # the mark stays started: the operator decides
+                log.exception("could not remove the started mark of %r", key)
+            raise
+        try:
+            recorded_now = await store.finish_once(key, holder=holder, result=result)
+        except PayloadError as exc:
+            raise PermanentError(
+                f"side effect {key!r} happened but its result cannot be recorded ({exc}); "
+                "its mark stays started",
+                agent=request.agent,
+                seq=request.seq,
+                detail={"key": key, "done_key": "started"},
+            ) from exc
+        if not recorded_now:
+            log.warning("the started mark of %r was cleared while its effect ran", key)
+        return result
+
+
+def _source(request: AgentRequest) -> Request:
+    """The queued request behind a handler's AgentRequest."""
+    source = request._source
+    if source is None:
+        raise RuntimeError("this AgentRequest was not made by an agent worker")
+    return source
 
 
 def _retry_after(exc: BaseException) -> float | None:
