@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from shepherd.core.supervision import BackoffPolicy as BackoffPolicy
     from shepherd.errors import ConfigError as ConfigError
     from shepherd.errors import NonDeterminismError as NonDeterminismError
+    from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
     from shepherd.errors import PayloadError as PayloadError
     from shepherd.errors import PermanentError as PermanentError
     from shepherd.errors import ShepherdError as ShepherdError
@@ -42,6 +43,7 @@ _LAZY: dict[str, str] = {
     "BackoffPolicy": "shepherd.core.supervision",
     "ConfigError": "shepherd.errors",
     "NonDeterminismError": "shepherd.errors",
+    "OutcomeUnknownError": "shepherd.errors",
     "PayloadError": "shepherd.errors",
     "PermanentError": "shepherd.errors",
     "ShepherdError": "shepherd.errors",
@@ -73,6 +75,7 @@ __all__ = [
     "BreakerPolicy",
     "ConfigError",
     "NonDeterminismError",
+    "OutcomeUnknownError",
     "PayloadError",
     "PermanentError",
     "ProcessState",

@@ -22,7 +22,13 @@ from shepherd.breakers import BreakerGate
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import JsonValue, Request
 from shepherd.core.retry import RetryPolicy, next_retry
-from shepherd.errors import PayloadError, PermanentError, StepSupersededError, TransientError
+from shepherd.errors import (
+    OutcomeUnknownError,
+    PayloadError,
+    PermanentError,
+    StepSupersededError,
+    TransientError,
+)
 from shepherd.metrics import AgentCounters
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
@@ -351,7 +357,7 @@ class WorkerHelpers(StepHelpers):
         if state == "done":
             return recorded
         if state != "new":
-            raise PermanentError(
+            raise OutcomeUnknownError(
                 f"side effect {key!r} was started by an earlier execution that never recorded "
                 "its outcome: it may have happened. Check it with the remote service; then "
                 f"`shepherd retry {request.task_id} --step {request.seq}` clears the mark and "
@@ -371,7 +377,7 @@ class WorkerHelpers(StepHelpers):
         try:
             recorded_now = await store.finish_once(key, holder=holder, result=result)
         except PayloadError as exc:
-            raise PermanentError(
+            raise OutcomeUnknownError(
                 f"side effect {key!r} happened but its result cannot be recorded ({exc}); "
                 "its mark stays started",
                 agent=request.agent,

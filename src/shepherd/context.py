@@ -11,7 +11,13 @@ from shepherd.core import replay
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
-from shepherd.errors import NonDeterminismError, PermanentError, StaleEpochError, UnknownAgentError
+from shepherd.errors import (
+    NonDeterminismError,
+    OutcomeUnknownError,
+    PermanentError,
+    StaleEpochError,
+    UnknownAgentError,
+)
 from shepherd.store.contract import StepStart
 
 if TYPE_CHECKING:
@@ -190,7 +196,9 @@ class WorkflowContext:
 
 def _permanent(error: JsonValue, agent: str, seq: int) -> PermanentError:
     message = error.get("message") if isinstance(error, dict) else None
-    return PermanentError(
+    unknown = isinstance(error, dict) and error.get("type") == OutcomeUnknownError.__name__
+    kind = OutcomeUnknownError if unknown else PermanentError
+    return kind(
         str(message) if message else f"agent {agent!r} failed step {seq}",
         agent=agent,
         seq=seq,

@@ -156,3 +156,13 @@ class StepSupersededError(ShepherdError):
             f"step {seq} of task {task_id} (attempt {attempt}) is no longer this "
             "execution's: it was given up and sent again, or the task moved on"
         )
+
+
+class OutcomeUnknownError(PermanentError):
+    """A side effect may or may not have happened: an earlier execution started it
+    and never recorded its outcome.
+
+    Raised by `request.once()`; in the workflow, `ctx.call` raises it for that step.
+    Left unhandled it sends the task to `error` with an operator alert (not to
+    compensation: undoing the other steps would hide an effect nobody checked).
+    """

@@ -17,7 +17,13 @@ from shepherd.context import Abandoned, WorkflowContext
 from shepherd.core import compensation, replay
 from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState, StepKind
-from shepherd.errors import NonDeterminismError, PermanentError, StaleEpochError, UnknownAgentError
+from shepherd.errors import (
+    NonDeterminismError,
+    OutcomeUnknownError,
+    PermanentError,
+    StaleEpochError,
+    UnknownAgentError,
+)
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
@@ -159,6 +165,18 @@ class Scheduler:
             return
         try:
             result = await spec.fn(ctx, task.input)
+        except OutcomeUnknownError as exc:
+            # An effect may have happened: the operator checks before anything is undone.
+            await self._error(
+                ctx,
+                {
+                    "reason": f"step {exc.seq} ({exc.agent}) has an unknown outcome: {exc.message}",
+                    "type": type(exc).__name__,
+                    "seq": exc.seq,
+                    "agent": exc.agent,
+                    "detail": exc.detail,
+                },
+            )
         except PermanentError as exc:
             error = {
                 "reason": f"step {exc.seq} ({exc.agent}) failed permanently: {exc.message}",

@@ -212,6 +212,7 @@ async def test_a_charge_cut_by_a_sigkill_waits_for_the_operator(
             reason = errored.error["reason"]
             assert "may have happened" in reason
             assert f"shepherd retry {task_id} --step 1" in reason
+            assert errored.error["type"] == "OutcomeUnknownError"
 
             # The operator checked the service, and decides to charge again.
             retried = await asyncio.to_thread(

@@ -18,8 +18,8 @@ import pytest
 
 from shepherd import (
     AgentRequest,
+    Alert,
     App,
-    PermanentError,
     ProcessState,
     StepState,
     StepSupersededError,
@@ -53,15 +53,11 @@ async def kinds(app: App, task_id: str) -> list[str]:
 
 
 def one_step(app: App, agent: str, *, within: float = WINDOW, max_failures: int = 3) -> None:
-    """Workflow `flow`: one call of `agent`; a failed step puts the task in `error`."""
+    """Workflow `flow`: one call of `agent`."""
 
     @app.workflow("flow", complete_within=5.0, max_failures=max_failures)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        try:
-            return await ctx.call(agent, data, within=within)
-        except PermanentError as exc:
-            # Not compensated: the operator decides (see docs/howto/agents.md).
-            raise RuntimeError(exc.message) from exc
+        return await ctx.call(agent, data, within=within)
 
 
 # -- heartbeats -------------------------------------------------------------------------
@@ -243,7 +239,7 @@ async def test_an_effect_that_raised_is_taken_not_to_have_happened(app: App) -> 
 
 
 async def test_a_started_but_unfinished_effect_fails_the_step_until_the_operator_retries(
-    app: App,
+    app: App, alerts: list[Alert]
 ) -> None:
     calls: list[int] = []
     hang = True
@@ -271,7 +267,11 @@ async def test_a_started_but_unfinished_effect_fails_the_step_until_the_operator
         assert f"shepherd retry {task_id} --step 1" in reason
         (step,) = errored.steps
         assert (step.state, step.attempt) == (StepState.FAILED, 2)
-        assert step.error["type"] == "PermanentError"
+        assert step.error["type"] == "OutcomeUnknownError"
+        assert errored.error["type"] == "OutcomeUnknownError"
+        assert "has an unknown outcome" in reason
+        await wait_until(lambda: bool(alerts), timeout=PATIENCE, message="no alert was raised")
+        assert alerts[0].task_id == task_id
 
         hang = False
         await app.retry(task_id, seq=1)

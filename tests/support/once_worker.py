@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from shepherd import App, PermanentError
+from shepherd import App
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, WorkflowContext
@@ -61,11 +61,9 @@ def register(app: App, url: str, *, hold: bool = False) -> None:
 
     @app.workflow("pay", complete_within=60.0, max_failures=10)
     async def pay(ctx: WorkflowContext, data: Any) -> JsonValue:
-        try:
-            return await ctx.call("charge", data)
-        except PermanentError as exc:
-            # Not compensated: a charge that may have happened is the operator's call.
-            raise RuntimeError(exc.message) from exc
+        # A charge that may have happened (OutcomeUnknownError) sends the task to
+        # `error` for the operator, not to compensation.
+        return await ctx.call("charge", data)
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ def test_public_api_is_frozen() -> None:
         "BreakerPolicy",
         "ConfigError",
         "NonDeterminismError",
+        "OutcomeUnknownError",
         "PayloadError",
         "PermanentError",
         "ProcessState",
