@@ -134,23 +134,36 @@ class WorkflowContext:
                 )
             except StaleEpochError as exc:
                 raise Abandoned from exc
+            loop = asyncio.get_running_loop()
+
+            def expire() -> None:
+                # Hand the wait a None, and register a fresh future in the same
+                # callback, so that a reply arriving while we look is not missed.
+                nonlocal future
+                if not future.done():
+                    expired, future = future, scheduler.expect_reply(self.task_id, seq)
+                    expired.set_result(None)
+
             while True:
                 remaining = (complete_by - scheduler.store.now()).total_seconds()
+                timer = loop.call_later(remaining + scheduler.reply_grace, expire)
                 try:
-                    ok, body = await asyncio.wait_for(
-                        asyncio.shield(future), remaining + scheduler.reply_grace
-                    )
-                    break
-                except TimeoutError:
+                    outcome = await future
+                finally:
+                    timer.cancel()
+                if outcome is None:
                     # A heartbeat may have moved the step's complete_by; if not, the
                     # step is past it and someone else may already be retrying it.
                     extended = await self._extended(seq, attempt, complete_by)
-                    if future.done() and not future.cancelled():
-                        ok, body = future.result()
-                        break
-                    if extended is None:
-                        raise Abandoned from None
-                    complete_by = extended
+                    if future.done():
+                        outcome = future.result()
+                    elif extended is None:
+                        raise Abandoned
+                    else:
+                        complete_by = extended
+                if outcome is not None:
+                    ok, body = outcome
+                    break
         finally:
             scheduler.forget_reply(self.task_id, seq, future)
         step = Step(

@@ -45,7 +45,8 @@ class Scheduler:
         self.owner = owner
         self.settings = app.settings
         self.reply_grace = REPLY_GRACE
-        self._waiting: dict[tuple[str, int], asyncio.Future[tuple[bool, JsonValue]]] = {}
+        #: The reply each running step waits for: (ok, body), or None when its time is up.
+        self._waiting: dict[tuple[str, int], asyncio.Future[tuple[bool, JsonValue] | None]] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
         self.claimed = 0
@@ -57,13 +58,14 @@ class Scheduler:
             return spec.within
         return self.settings.default_step_within
 
-    def expect_reply(self, task_id: str, seq: int) -> asyncio.Future[tuple[bool, JsonValue]]:
-        future: asyncio.Future[tuple[bool, JsonValue]] = asyncio.get_running_loop().create_future()
+    def expect_reply(self, task_id: str, seq: int) -> asyncio.Future[tuple[bool, JsonValue] | None]:
+        future: asyncio.Future[tuple[bool, JsonValue] | None]
+        future = asyncio.get_running_loop().create_future()
         self._waiting[(task_id, seq)] = future
         return future
 
     def forget_reply(
-        self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue]]
+        self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue] | None]
     ) -> None:
         # A later claim of the same task may wait on the same seq: drop only our own.
         if self._waiting.get((task_id, seq)) is future:
