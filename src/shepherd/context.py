@@ -138,11 +138,15 @@ class WorkflowContext:
 
             def expire() -> None:
                 # Hand the wait a None, and register a fresh future in the same
-                # callback, so that a reply arriving while we look is not missed.
+                # callback, so that a reply arriving while we look is not missed;
+                # unless a later claim of this task already waits for this step.
                 nonlocal future
-                if not future.done():
-                    expired, future = future, scheduler.expect_reply(self.task_id, seq)
-                    expired.set_result(None)
+                if future.done():
+                    return
+                expired = future
+                if scheduler.waits_with(self.task_id, seq, expired):
+                    future = scheduler.expect_reply(self.task_id, seq)
+                expired.set_result(None)
 
             while True:
                 remaining = (complete_by - scheduler.store.now()).total_seconds()
@@ -156,7 +160,10 @@ class WorkflowContext:
                     # step is past it and someone else may already be retrying it.
                     extended = await self._extended(seq, attempt, complete_by)
                     if future.done():
+                        # A reply came meanwhile; or (None) nothing was re-registered.
                         outcome = future.result()
+                        if outcome is None:
+                            raise Abandoned
                     elif extended is None:
                         raise Abandoned
                     else:

@@ -64,11 +64,17 @@ class Scheduler:
         self._waiting[(task_id, seq)] = future
         return future
 
+    def waits_with(
+        self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue] | None]
+    ) -> bool:
+        """Whether `future` is the one registered for the reply of step `seq`."""
+        return self._waiting.get((task_id, seq)) is future
+
     def forget_reply(
         self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue] | None]
     ) -> None:
         # A later claim of the same task may wait on the same seq: drop only our own.
-        if self._waiting.get((task_id, seq)) is future:
+        if self.waits_with(task_id, seq, future):
             del self._waiting[(task_id, seq)]
 
     def statistics(self) -> dict[str, int]:
