@@ -40,9 +40,17 @@ class Signals:
 
     @staticmethod
     async def wait(event: asyncio.Event, timeout: float) -> bool:  # noqa: ASYNC109 - a poll bound, not a cancel scope
-        """Wait for `event` at most `timeout` seconds; True if it was rung."""
+        """Wait for `event` at most `timeout` seconds; True if it was rung.
+
+        Not `asyncio.wait_for`: on Python 3.11 it can swallow a cancellation that
+        arrives as the event is set, and a role would then never stop.
+        `asyncio.timeout` tells its own cancellation from the caller's.
+        """
+        if event.is_set():
+            return True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
         return event.is_set()
 
 
