@@ -159,14 +159,15 @@ class AgentWorker:
         if not task.cancelled() and task.exception() is not None:
             log.error("agent worker failure", exc_info=task.exception())
 
-    def loop_deadline(self, complete_by: datetime) -> float:
+    def loop_deadline(self, complete_by: datetime, now: datetime | None = None) -> float:
         """The event loop's time at which `complete_by` passes (store clock)."""
-        remaining = (complete_by - self.store.now()).total_seconds()
+        remaining = (complete_by - (now or self.store.now())).total_seconds()
         return asyncio.get_running_loop().time() + remaining
 
     async def _handle(self, request: Request) -> None:
         spec = self.agents[request.agent]
-        if request.complete_by <= self.store.now():
+        now = self.store.now()
+        if request.complete_by <= now:
             return
         try:
             policy = spec.retry if request.retry is None else RetryPolicy.from_json(request.retry)
@@ -194,7 +195,7 @@ class AgentWorker:
         #: How the handling ended inside the deadline: a reply to send, or nothing.
         reply: tuple[bool, JsonValue] | None = None
         try:
-            async with asyncio.timeout_at(self.loop_deadline(request.complete_by)) as scope:
+            async with asyncio.timeout_at(self.loop_deadline(request.complete_by, now)) as scope:
                 self.helpers.scopes[request.id] = scope
                 while True:
                     waiting_for_breaker = True
