@@ -127,6 +127,15 @@ def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
         lines.put(None)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store every process of the test opens: one SQLite file, or one PostgreSQL database."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return f"sqlite:///{tmp_path}/shared.db"
+
+
 @pytest.fixture
 def cli_dir(tmp_path: Path) -> Path:
     """A working directory holding the test app module `cliapp.py`."""

@@ -75,15 +75,6 @@ def switch() -> Iterator[Switch]:
         yield svc
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A store every process of the test opens: one SQLite file, or one PostgreSQL database."""
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("postgres_url")
-        return url
-    return f"sqlite:///{tmp_path}/shared.db"
-
-
 async def changes(app: App) -> list[tuple[str, str]]:
     """The breaker's changes of state, oldest first."""
     events = await app.store.breaker_events(service=SERVICE, limit=10_000)

@@ -32,7 +32,7 @@ from shepherd.testing import wait_until
 from support import once_worker
 from support.http_service import serve
 from support.once_worker import build_app, register
-from support.processes import spawn_worker, workers
+from support.processes import Worker, spawn_worker, workers
 
 if TYPE_CHECKING:
     from shepherd import App
@@ -90,15 +90,6 @@ def payments() -> Iterator[Payments]:
         yield svc
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A store every process of the test opens: one SQLite file, or one PostgreSQL database."""
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("postgres_url")
-        return url
-    return f"sqlite:///{tmp_path}/shared.db"
-
-
 def shepherd_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run `python -m shepherd ARGS...` to its end, as an operator would."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
@@ -110,6 +101,21 @@ def shepherd_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=PATIENCE,
         check=False,
+    )
+
+
+def agent_process(
+    store: str, tmp_path: Path, payments: Payments, name: str, **options: int
+) -> Worker:
+    """Start a real agent process running the `once` worker against `payments`."""
+    return spawn_worker(
+        store,
+        tmp_path,
+        name=name,
+        roles="agent",
+        script=ONCE_WORKER,
+        url=payments.base_url,
+        **options,
     )
 
 
@@ -132,15 +138,7 @@ async def test_a_charge_recorded_before_a_sigkill_is_not_made_again(
     register(app, payments.base_url)
     async with app, app.running(["scheduler", "supervisor"]):
         with workers() as running:
-            a = spawn_worker(
-                shared_store,
-                tmp_path,
-                name="a",
-                roles="agent",
-                script=ONCE_WORKER,
-                url=payments.base_url,
-                hold=1,
-            )
+            a = agent_process(shared_store, tmp_path, payments, "a", hold=1)
             running.append(a)
             task_id = await app.submit("pay", {"amount": 5})
 
@@ -149,14 +147,7 @@ async def test_a_charge_recorded_before_a_sigkill_is_not_made_again(
             )
             a.kill()
 
-            b = spawn_worker(
-                shared_store,
-                tmp_path,
-                name="b",
-                roles="agent",
-                script=ONCE_WORKER,
-                url=payments.base_url,
-            )
+            b = agent_process(shared_store, tmp_path, payments, "b")
             running.append(b)
             task = await finished(app, task_id)
             assert b.alive(), b.stderr()
@@ -180,14 +171,7 @@ async def test_a_charge_cut_by_a_sigkill_waits_for_the_operator(
     register(app, payments.base_url)
     async with app, app.running(["scheduler", "supervisor"]):
         with workers() as running:
-            a = spawn_worker(
-                shared_store,
-                tmp_path,
-                name="a",
-                roles="agent",
-                script=ONCE_WORKER,
-                url=payments.base_url,
-            )
+            a = agent_process(shared_store, tmp_path, payments, "a")
             running.append(a)
             task_id = await app.submit("pay", {"amount": 7})
 
@@ -197,14 +181,7 @@ async def test_a_charge_cut_by_a_sigkill_waits_for_the_operator(
             a.kill()  # mid-charge: did it happen? Only the service knows.
             payments.hang = False
 
-            b = spawn_worker(
-                shared_store,
-                tmp_path,
-                name="b",
-                roles="agent",
-                script=ONCE_WORKER,
-                url=payments.base_url,
-            )
+            b = agent_process(shared_store, tmp_path, payments, "b")
             running.append(b)
             errored = await finished(app, task_id)
             assert errored.process_state is ProcessState.ERROR, errored
