@@ -81,13 +81,12 @@ class Metrics:
 
     def value(self, name: str, **labels: str) -> float:
         """One counter's value (0 if it was never incremented), e.g. `value("calls", agent="x")`."""
-        counter = getattr(self, name)
+        counter = getattr(self, name, None)
         if not isinstance(counter, Counter):
             raise ValueError(f"no counter named {name!r}")
-        sample_name = f"shepherd_{'agent_' if not name.startswith('breaker') else ''}{name}_total"
-        for family in self.registry.collect():
+        for family in counter.collect():
             for sample in family.samples:
-                if sample.name == sample_name and sample.labels == labels:
+                if sample.name.endswith("_total") and sample.labels == labels:
                     return float(sample.value)
         return 0.0
 

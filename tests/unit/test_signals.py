@@ -30,7 +30,7 @@ async def test_a_cancel_arriving_with_the_ring_is_not_swallowed() -> None:
     signals = Signals()
     event = signals.event("tasks")
     waiter = asyncio.create_task(Signals.wait(event, 60.0))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # let the waiter start waiting (an ordering step, not a delay)
 
     signals.ring("tasks")
     waiter.cancel()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shepherd.core.records import Event, JsonValue, Reply, Request, Step, Task
@@ -16,6 +16,11 @@ from shepherd.core.states import ProcessState, StepKind, StepState
 
 Instant = Callable[[Any], datetime]
 _LOADS = json.loads
+
+
+def unix_instant(value: float) -> datetime:
+    """SQLite's instant: unix seconds to an aware UTC datetime."""
+    return datetime.fromtimestamp(value, UTC)
 
 
 def load(text: str | None) -> JsonValue:

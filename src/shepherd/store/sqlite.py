@@ -46,6 +46,7 @@ from shepherd.store.rows import (
     step_from_row,
     taken_reply,
     task_from_row,
+    unix_instant,
 )
 from shepherd.store.signals import Signals
 from shepherd.store.sqlite_breakers import HANDLERS as BREAKER_HANDLERS
@@ -85,8 +86,7 @@ def _step(row: tuple[Any, ...]) -> Step:
     return step_from_row(row, _instant)
 
 
-def _instant(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
+_instant = unix_instant
 
 
 def path_from_url(url: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shepherd.store import signals as ch
@@ -22,6 +22,7 @@ from shepherd.store.breaker_rows import (
     breaker_from_row,
     report_step,
 )
+from shepherd.store.rows import unix_instant as _instant
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerPolicy
@@ -43,10 +44,6 @@ _UPSERT = (
 _EVENT = (
     "INSERT INTO breaker_events (service, from_state, to_state, detail, at) VALUES (?, ?, ?, ?, ?)"
 )
-
-
-def _instant(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
 
 
 def _ts(value: datetime | None) -> float | None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from shepherd.payloads import dumps
 from shepherd.store.contract import REPLY_GRACE
-from shepherd.store.rows import load
+from shepherd.store.rows import load, unix_instant
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Request
@@ -85,7 +84,7 @@ def extend_step(
         conn.execute(_EXTEND_REQUEST, (complete_by, complete_by, request.id))
         conn.execute(_EXTEND_STEP, (complete_by, request.task_id, request.seq))
         conn.execute(_EXTEND_TASK, (complete_by + REPLY_GRACE, now, request.task_id))
-        out.append(datetime.fromtimestamp(complete_by, UTC))
+        out.append(unix_instant(complete_by))
     return out
 
 
