@@ -79,14 +79,11 @@ def _ts(value: datetime) -> float:
 
 
 def _task(row: tuple[Any, ...], steps: tuple[Step, ...] = ()) -> Task:
-    return task_from_row(row, _instant, steps)
+    return task_from_row(row, unix_instant, steps)
 
 
 def _step(row: tuple[Any, ...]) -> Step:
-    return step_from_row(row, _instant)
-
-
-_instant = unix_instant
+    return step_from_row(row, unix_instant)
 
 
 def path_from_url(url: str) -> str:
@@ -767,7 +764,7 @@ class SQLiteStore:
                 (worker, *agents, now, now, limit),
             ).fetchall()
             rows.sort(key=lambda r: r[0])
-            out.append([request_from_row(r, _instant) for r in rows])
+            out.append([request_from_row(r, unix_instant) for r in rows])
         return out
 
     async def reply_and_ack(
@@ -877,14 +874,14 @@ class SQLiteStore:
             row = conn.execute(
                 f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = ?", (service,)
             ).fetchone()
-            return None if row is None else breaker_from_row(row, service, _instant)
+            return None if row is None else breaker_from_row(row, service, unix_instant)
 
         return await self._read(run)  # type: ignore[no-any-return]
 
     async def list_breakers(self) -> list[Breaker]:
         def run(conn: sqlite3.Connection, now: float) -> list[Breaker]:
             rows = conn.execute(f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service")
-            return [breaker_from_row(r, r[0], _instant) for r in rows.fetchall()]
+            return [breaker_from_row(r, r[0], unix_instant) for r in rows.fetchall()]
 
         return await self._read(run)  # type: ignore[no-any-return]
 
@@ -898,7 +895,7 @@ class SQLiteStore:
                 "ORDER BY id DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
-            return [breaker_event_from_row(r, _instant) for r in rows]
+            return [breaker_event_from_row(r, unix_instant) for r in rows]
 
         return await self._read(run)  # type: ignore[no-any-return]
 
@@ -1158,7 +1155,7 @@ class SQLiteStore:
 
 
 def _event(row: tuple[Any, ...]) -> Event:
-    return event_from_row(row, _instant)
+    return event_from_row(row, unix_instant)
 
 
 class _Owners(dict[str, tuple[int, str | None]]):

@@ -22,7 +22,7 @@ from shepherd.store.breaker_rows import (
     breaker_from_row,
     report_step,
 )
-from shepherd.store.rows import unix_instant as _instant
+from shepherd.store.rows import unix_instant
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerPolicy
@@ -52,7 +52,7 @@ def _ts(value: datetime | None) -> float | None:
 
 def _load(conn: sqlite3.Connection, service: str) -> tuple[Breaker, bool]:
     row = conn.execute(_SELECT, (service,)).fetchone()
-    return breaker_from_row(row, service, _instant), row is not None
+    return breaker_from_row(row, service, unix_instant), row is not None
 
 
 def _save(
@@ -92,7 +92,7 @@ def breaker_allow(
     out: list[object] = []
     for service, policy in items:
         old, stored = _load(conn, service)
-        step, decision = allow_step(old, policy, _instant(now))
+        step, decision = allow_step(old, policy, unix_instant(now))
         _save(conn, step, now, rings, stored=stored)
         out.append((step.new, decision))
     return out
@@ -109,7 +109,7 @@ def breaker_report(
     out: list[object] = []
     for service, policy, failed in items:
         old, stored = _load(conn, service)
-        step = report_step(old, policy, _instant(now), failed=failed)
+        step = report_step(old, policy, unix_instant(now), failed=failed)
         _save(conn, step, now, rings, stored=stored)
         out.append((step.old, step.new))
     return out
