@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from shepherd.core.states import ProcessState as ProcessState
     from shepherd.core.states import StepState as StepState
     from shepherd.core.supervision import BackoffPolicy as BackoffPolicy
+    from shepherd.errors import CommitUnknownError as CommitUnknownError
     from shepherd.errors import ConfigError as ConfigError
     from shepherd.errors import NonDeterminismError as NonDeterminismError
     from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from shepherd.errors import ShepherdError as ShepherdError
     from shepherd.errors import StaleEpochError as StaleEpochError
     from shepherd.errors import StepSupersededError as StepSupersededError
+    from shepherd.errors import StoreDamagedError as StoreDamagedError
+    from shepherd.errors import StoreFullError as StoreFullError
     from shepherd.errors import StoreUnavailableError as StoreUnavailableError
     from shepherd.errors import TaskFailedError as TaskFailedError
     from shepherd.errors import TransientError as TransientError
@@ -50,6 +53,9 @@ _LAZY: dict[str, str] = {
     "StaleEpochError": "shepherd.errors",
     "StepSupersededError": "shepherd.errors",
     "StoreUnavailableError": "shepherd.errors",
+    "StoreFullError": "shepherd.errors",
+    "StoreDamagedError": "shepherd.errors",
+    "CommitUnknownError": "shepherd.errors",
     "TaskFailedError": "shepherd.errors",
     "TransientError": "shepherd.errors",
     "UnknownAgentError": "shepherd.errors",
@@ -73,6 +79,7 @@ __all__ = [
     "App",
     "BackoffPolicy",
     "BreakerPolicy",
+    "CommitUnknownError",
     "ConfigError",
     "NonDeterminismError",
     "OutcomeUnknownError",
@@ -84,6 +91,8 @@ __all__ = [
     "StaleEpochError",
     "StepState",
     "StepSupersededError",
+    "StoreDamagedError",
+    "StoreFullError",
     "StoreUnavailableError",
     "TaskFailedError",
     "TransientError",

@@ -27,9 +27,11 @@ from shepherd.errors import (
     PayloadError,
     PermanentError,
     StepSupersededError,
+    StoreUnavailableError,
     TransientError,
 )
 from shepherd.metrics import AgentCounters
+from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
@@ -67,10 +69,11 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a handler's exception is worth retrying.
 
     TransientError, timeouts and connection errors are; so are httpx transport
-    errors and HTTP 429/502/503/504. Anything else is permanent: a bug or a
+    errors, HTTP 429/502/503/504 and the store being unavailable (a heartbeat or
+    `once` during a store outage). Anything else is permanent: a bug or a
     refusal does not fix itself by asking again.
     """
-    if isinstance(exc, TransientError | TimeoutError | ConnectionError):
+    if isinstance(exc, TransientError | TimeoutError | ConnectionError | StoreUnavailableError):
         return True
     if isinstance(exc, PermanentError):
         return False
@@ -115,6 +118,8 @@ class AgentWorker:
         self.retries = 0
         self.timeouts = 0
         self.replied = 0
+        self.takes_outage = Outage("agent requests", log=log, clock=app.clock)
+        self.replies_outage = Outage("agent replies", log=log, clock=app.clock)
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -139,9 +144,14 @@ class AgentWorker:
                     await self._slot_freed.wait()
                     continue
                 wake = signals.event(ch.REQUESTS)
-                requests = await self.store.take_requests(
-                    agents=names, worker=self.worker, limit=free
-                )
+                try:
+                    requests = await self.store.take_requests(
+                        agents=names, worker=self.worker, limit=free
+                    )
+                except StoreUnavailableError as exc:  # wait it out; anything else stops us
+                    await self.takes_outage.pause(exc)
+                    continue
+                self.takes_outage.over()
                 for request in requests:
                     task = asyncio.create_task(self._handle(request))
                     self._running.add(task)
@@ -313,10 +323,32 @@ class AgentWorker:
             log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
 
     async def _reply(self, request: Request, *, ok: bool, body: JsonValue) -> bool:
-        if await self.store.reply_and_ack(request, worker=self.worker, ok=ok, body=body):
-            self.replied += 1
-            return True
-        return False
+        """Reply and acknowledge; through a store outage, try again until complete_by.
+
+        A retry after an unknown commit is safe: if the first one committed, the
+        request is gone and the retry replies nothing.
+        """
+        while True:
+            try:
+                replied = await self.store.reply_and_ack(
+                    request, worker=self.worker, ok=ok, body=body
+                )
+            except StoreUnavailableError as exc:
+                if self.store.now() >= request.complete_by:
+                    # Too late to count: the supervisor sees complete_by pass.
+                    log.warning(
+                        "%s %s/%s: reply lost to a store outage at complete_by",
+                        request.agent,
+                        request.task_id,
+                        request.seq,
+                    )
+                    return False
+                await self.replies_outage.pause(exc)
+                continue
+            self.replies_outage.over()
+            if replied:
+                self.replied += 1
+            return replied
 
 
 @final

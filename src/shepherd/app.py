@@ -25,12 +25,17 @@ from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
 from shepherd.errors import (
+    CommitUnknownError,
     ConfigError,
+    RoleStoppedError,
+    ShepherdError,
     TaskFailedError,
     UnknownTaskError,
     UnknownWorkflowError,
 )
 from shepherd.metrics import Metrics
+from shepherd.payloads import check_text
+from shepherd.registry import WorkerRegistry
 from shepherd.scheduler import Scheduler
 from shepherd.store import open_store
 from shepherd.store import signals as ch
@@ -261,19 +266,26 @@ class App:
                 transaction open. The task is written in YOUR transaction, so it
                 exists if and only if you commit (together with your own rows),
                 and no role sees it before. Submit last and commit promptly:
-                until you commit, the store's other writes that log events wait.
+                until you commit, event readers (`events`) see no newer event.
                 See docs/howto/transactional-submit.md.
 
         Raises:
             UnknownWorkflowError: No workflow of that name is registered.
             PayloadError: `data` is not acceptable JSON (with `connection`, raised
-                before any statement: your transaction is untouched).
+                before any statement: your transaction is untouched), or `key` or
+                `reply_to` is not a str a store can keep (not valid UTF-8, or
+                holding a NUL character); both raised before the store is touched.
             ConfigError: `connection` was given but the store is not PostgreSQL,
                 or the connection has no usable transaction.
+            CommitUnknownError: The store was lost while the submit committed: the
+                task may or may not exist (the message says whether a retry is safe).
+            StoreUnavailableError: The store cannot be reached; nothing was written.
         """
         spec = self.workflows.get(workflow)
         if spec is None:
             raise UnknownWorkflowError(workflow, list(self.workflows))
+        check_text("key", key)
+        check_text("reply_to", reply_to)
         await self.open()
         task = NewTask(
             workflow=workflow,
@@ -282,10 +294,23 @@ class App:
             reply_to=reply_to,
             complete_within=spec.complete_within,
         )
-        if connection is not None:
-            submitted = await self.store.submit_task_in(task, connection)
-        else:
-            submitted = await self.store.submit_task(task)
+        try:
+            if connection is not None:
+                submitted = await self.store.submit_task_in(task, connection)
+            else:
+                submitted = await self.store.submit_task(task)
+        except CommitUnknownError as exc:
+            retry = (
+                f"submitting again with the same key ({key!r}) is safe: it returns the task "
+                "if it exists, or creates it"
+                if key is not None
+                else "without a key, submitting again may create a second task; pass key= "
+                "to make submits safe to retry"
+            )
+            raise CommitUnknownError(
+                f"the store was lost while the submit of a {workflow!r} task was committing: "
+                f"it may or may not exist; {retry} ({exc.message})"
+            ) from None
         return submitted.task_id
 
     async def get_task(self, task_id: str) -> Task:
@@ -391,14 +416,19 @@ class App:
         if unknown or not roles:
             raise ConfigError("roles", f"unknown roles {unknown} (choose from {', '.join(ROLES)})")
         await self.open()
-        workers = self.build_roles(roles)
-        jobs = [asyncio.create_task(w.run(), name=f"shepherd-{type(w).__name__}") for w in workers]
+        workers = [*self.build_roles(roles), WorkerRegistry(self, roles=roles)]
+        jobs = {
+            asyncio.create_task(w.run(), name=f"shepherd-{type(w).__name__}"): type(w).__name__
+            for w in workers
+        }
         if ready is not None:
             ready()
         try:
-            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
-            for job in done:
-                job.result()
+            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_COMPLETED)
+            # A role runs until cancelled: one that ended takes the process down, with
+            # the reason, rather than leave a worker alive that no longer works.
+            job = done.pop()
+            raise _stopped(jobs[job], job)
         finally:
             for job in jobs:
                 job.cancel()
@@ -426,6 +456,26 @@ class App:
             job.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await job
+
+
+def _stopped(role: str, job: asyncio.Task[None]) -> BaseException:
+    """The error that ends the process after role `role` ended on its own."""
+    if job.cancelled():
+        error: BaseException = RoleStoppedError(f"the {role} role was cancelled")
+    elif (exc := job.exception()) is None:
+        error = RoleStoppedError(f"the {role} role returned")
+    elif isinstance(exc, ShepherdError):
+        error = exc
+    else:
+        error = RoleStoppedError(f"the {role} role failed: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+    log.critical(
+        "%s stopped unexpectedly: %s; stopping this process so that it can be restarted",
+        role,
+        error,
+        exc_info=job.exception() if not job.cancelled() else None,
+    )
+    return error
 
 
 __all__ = ["App", "Handler", "Workflow"]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 from shepherd.core.breaker import Breaker, BreakerState, Call, Probe, Wait, allow, transition
+from shepherd.errors import StoreUnavailableError
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
@@ -75,7 +76,12 @@ class BreakerGate:
         known = self._known.get(agent.service_name)
         if known is not None and known.breaker.state is BreakerState.CLOSED and self._fresh(known):
             return
-        await self._admit(agent.service_name, policy)
+        try:
+            await self._admit(agent.service_name, policy)
+        except StoreUnavailableError as exc:
+            # Without the store the breaker cannot be shared: let the try go ahead
+            # (its reply needs the store anyway) rather than hold every call.
+            log.debug("breaker of %r unreadable, calling: %s", agent.service_name, exc)
 
     async def after_call(self, agent: Agent, request: Request, *, failed: bool) -> None:
         """Report a try's outcome: `failed` for a transient failure or a hang."""
@@ -86,7 +92,11 @@ class BreakerGate:
         known = self._known.get(service)
         if not failed and known is not None and _clean(known.breaker, policy):
             return  # a success on a healthy breaker changes nothing: no write
-        before, after = await self.store.breaker_report(service, policy, failed=failed)
+        try:
+            before, after = await self.store.breaker_report(service, policy, failed=failed)
+        except StoreUnavailableError as exc:  # the count is lost; the next report counts
+            log.debug("breaker of %r: outcome not counted: %s", service, exc)
+            return
         self._changed(before, after)
         self._remember(after)
 

@@ -44,6 +44,9 @@ class Settings:
             `NORMAL` (faster; the last commits may be lost on power loss).
         breaker_refresh: Seconds an agent process trusts its copy of a circuit
             breaker before reading the shared one again.
+        worker_beat: Seconds between a process's heartbeats in the worker registry.
+        worker_ttl: Seconds without a heartbeat after which a process is deemed
+            dead; longer than `worker_beat`.
 
     Raises:
         ConfigError: A value is of the wrong type or out of range.
@@ -61,6 +64,8 @@ class Settings:
     max_payload_bytes: int = 1048576
     sqlite_synchronous: str = "FULL"
     breaker_refresh: float = 1.0
+    worker_beat: float = 2.0
+    worker_ttl: float = 10.0
 
     def __post_init__(self) -> None:
         for name in _TYPES:
@@ -69,6 +74,12 @@ class Settings:
             except _Problem as problem:
                 raise ConfigError(name, str(problem)) from None
             object.__setattr__(self, name, value)
+        if self.worker_ttl <= self.worker_beat:
+            raise ConfigError(
+                "worker_ttl",
+                f"must be longer than worker_beat ({self.worker_beat:g} s), "
+                f"not {self.worker_ttl:g} s: a live process would look dead between beats",
+            )
 
     def __repr__(self) -> str:
         shown = {name: getattr(self, name) for name in _TYPES}

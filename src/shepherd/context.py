@@ -16,6 +16,7 @@ from shepherd.errors import (
     OutcomeUnknownError,
     PermanentError,
     StaleEpochError,
+    StoreUnavailableError,
     UnknownAgentError,
 )
 from shepherd.store.contract import StepStart
@@ -29,6 +30,18 @@ class Abandoned(BaseException):
 
     A BaseException so that a workflow's `except Exception` cannot swallow it.
     """
+
+
+class StoreLost(BaseException):
+    """The store failed under a step's write (`cause`): the scheduler waits it out.
+
+    A BaseException so that a workflow's `except Exception` cannot swallow it
+    and mistake a store outage for the step's failure.
+    """
+
+    def __init__(self, cause: StoreUnavailableError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @final
@@ -134,43 +147,37 @@ class WorkflowContext:
                 )
             except StaleEpochError as exc:
                 raise Abandoned from exc
+            except StoreUnavailableError as exc:
+                raise StoreLost(exc) from exc
             loop = asyncio.get_running_loop()
-
-            def expire() -> None:
-                # Hand the wait a None, and register a fresh future in the same
-                # callback, so that a reply arriving while we look is not missed;
-                # unless a later claim of this task already waits for this step.
-                nonlocal future
-                if future.done():
-                    return
-                expired = future
-                if scheduler.waits_with(self.task_id, seq, expired):
-                    future = scheduler.expect_reply(self.task_id, seq)
-                expired.set_result(None)
-
             while True:
                 remaining = (complete_by - scheduler.store.now()).total_seconds()
-                timer = loop.call_later(remaining + scheduler.reply_grace, expire)
+                timer = loop.call_later(remaining + scheduler.reply_grace, _wake, future)
                 try:
                     outcome = await future
                 finally:
                     timer.cancel()
-                if outcome is None:
-                    # A heartbeat may have moved the step's complete_by; if not, the
-                    # step is past it and someone else may already be retrying it.
-                    extended = await self._extended(seq, attempt, complete_by)
-                    if future.done():
-                        # A reply came meanwhile; or (None) nothing was re-registered.
-                        outcome = future.result()
-                        if outcome is None:
-                            raise Abandoned
-                    elif extended is None:
-                        raise Abandoned
-                    else:
-                        complete_by = extended
                 if outcome is not None:
                     ok, body = outcome
                     break
+                # Woken to look again: the step's window passed, or a batch of replies
+                # was lost with the store. Unless a later claim of this task already
+                # waits for this step, wait on a fresh future registered BEFORE the
+                # store is read, so that a reply recorded meanwhile is not missed.
+                if not scheduler.waits_with(self.task_id, seq, future):
+                    raise Abandoned
+                future = scheduler.expect_reply(self.task_id, seq)
+                check = await self._recheck(seq, attempt, complete_by)
+                replied = future.result() if future.done() else None
+                if replied is not None:
+                    ok, body = replied
+                    break
+                if isinstance(check, tuple):
+                    ok, body = check
+                    break
+                if check is None:
+                    raise Abandoned
+                complete_by = check
         finally:
             scheduler.forget_reply(self.task_id, seq, future)
         step = Step(
@@ -193,25 +200,42 @@ class WorkflowContext:
             raise _permanent(body, agent, seq)
         return body
 
-    async def _extended(self, seq: int, attempt: int, complete_by: datetime) -> datetime | None:
-        """The step's later complete_by if a heartbeat moved it and the claim holds."""
+    async def _recheck(
+        self, seq: int, attempt: int, complete_by: datetime
+    ) -> tuple[bool, JsonValue] | datetime | None:
+        """Step `seq` as stored: its recorded outcome, a deadline to wait for, or None.
+
+        The recorded outcome (ok, body) when a reply was recorded for this
+        attempt (its wake-up was lost); a later complete_by if a heartbeat moved
+        it; the same one if it has not passed yet; None when the step is past
+        it or the claim no longer holds (someone else may be retrying it).
+        """
         scheduler = self._scheduler
         try:
             task = await scheduler.store.get_task(self.task_id)
-        except Exception:  # the supervisor recovers the task anyway
-            return None
+        except StoreUnavailableError as exc:
+            raise StoreLost(exc) from exc
         if task is None or task.lock_epoch != self.epoch or task.locked_by != scheduler.owner:
             return None
         step = next((s for s in task.steps if s.seq == seq), None)
-        if (
-            step is None
-            or step.state is not StepState.RUNNING
-            or step.attempt != attempt
-            or step.complete_by is None
-            or step.complete_by <= complete_by
-        ):
+        if step is None or step.attempt != attempt:
             return None
-        return step.complete_by
+        if step.state in (StepState.COMPLETED, StepState.COMPENSATED):
+            return (True, step.result)
+        if step.state is StepState.FAILED:
+            return (False, step.error)
+        if step.state is not StepState.RUNNING or step.complete_by is None:
+            return None
+        if step.complete_by > complete_by:
+            return step.complete_by
+        past = scheduler.store.now() - complete_by
+        return None if past.total_seconds() >= scheduler.reply_grace else complete_by
+
+
+def _wake(future: asyncio.Future[tuple[bool, JsonValue] | None]) -> None:
+    """Hand a waiting step a None: it looks at the store again."""
+    if not future.done():
+        future.set_result(None)
 
 
 def _permanent(error: JsonValue, agent: str, seq: int) -> PermanentError:

@@ -2,7 +2,11 @@
 
     ShepherdError
     ├── ConfigError                 invalid setting; names the field
-    ├── StoreUnavailableError       the store URL cannot be opened or reached
+    ├── StoreUnavailableError       the store cannot be reached now (roles retry)
+    │   ├── StoreFullError          the store's disk is full
+    │   └── CommitUnknownError      the store was lost while committing: outcome unknown
+    ├── StoreDamagedError           the store's file or schema is damaged (roles stop)
+    ├── RoleStoppedError            a role's loop ended on its own: the process stops
     ├── UnknownWorkflowError        no workflow of that name is registered
     ├── UnknownAgentError           no agent of that name is registered
     ├── UnknownTaskError            no task with that id
@@ -43,7 +47,34 @@ class ConfigError(ShepherdError):
 
 
 class StoreUnavailableError(ShepherdError):
-    """The state store cannot be opened."""
+    """The state store cannot be reached now.
+
+    A passing condition (a server restart, a network cut, a busy or full disk):
+    the roles log it once, back off and try again; a caller may retry.
+    """
+
+
+class StoreFullError(StoreUnavailableError):
+    """The store's disk is full: nothing can be written until space is freed."""
+
+
+class CommitUnknownError(StoreUnavailableError):
+    """The store was lost while a write was committing: it may or may not have happened.
+
+    Every store write is safe to retry (conditional updates, idempotent inserts);
+    a submit is safe to retry with the same `key`.
+    """
+
+
+class StoreDamagedError(ShepherdError):
+    """The store is damaged (a corrupt file, a foreign schema): it cannot be used.
+
+    Not a passing condition: a worker stops with this message instead of retrying.
+    """
+
+
+class RoleStoppedError(ShepherdError):
+    """A role's loop ended on its own; the process stops so that it can be restarted."""
 
 
 class UnknownWorkflowError(ShepherdError):

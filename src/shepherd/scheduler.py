@@ -13,17 +13,20 @@ import logging
 import traceback
 from typing import TYPE_CHECKING, Any, final
 
-from shepherd.context import Abandoned, WorkflowContext
+from shepherd.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.core import compensation, replay
 from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import (
+    CommitUnknownError,
     NonDeterminismError,
     OutcomeUnknownError,
     PermanentError,
     StaleEpochError,
+    StoreUnavailableError,
     UnknownAgentError,
 )
+from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
@@ -51,6 +54,12 @@ class Scheduler:
         self._slot_freed = asyncio.Event()
         self.claimed = 0
         self.finished = 0
+        #: Times a workflow was driven again after the store failed under it.
+        self.redriven = 0
+        clock = app.clock
+        self.claims_outage = Outage("scheduler claims", log=log, clock=clock)
+        self.replies_outage = Outage("scheduler replies", log=log, clock=clock)
+        self.tasks_outage = Outage("scheduler task writes", log=log, clock=clock)
 
     def default_step_within(self, agent: str) -> float:
         spec = self.app.agents.get(agent)
@@ -77,21 +86,43 @@ class Scheduler:
         if self.waits_with(task_id, seq, future):
             del self._waiting[(task_id, seq)]
 
+    def recheck_waiting(self) -> None:
+        """Wake every waiting step to read its step from the store again."""
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_result(None)
+
     def statistics(self) -> dict[str, int]:
         return {
             "running": len(self._running),
             "claimed": self.claimed,
             "finished": self.finished,
             "waiting_replies": len(self._waiting),
+            "redriven": self.redriven,
         }
 
     async def run(self) -> None:
-        """Run both loops until cancelled; then give unfinished tasks back."""
+        """Run both loops until cancelled; then give unfinished tasks back.
+
+        Neither loop ends on its own: if one does (a bug), the other is stopped
+        and the error propagates, so that the process stops with the reason.
+        """
+        claims = asyncio.create_task(self._claim_loop(), name="shepherd-claims")
         replies = asyncio.create_task(self._reply_loop(), name="shepherd-replies")
         try:
-            await self._claim_loop()
+            done, _ = await asyncio.wait({claims, replies}, return_when=asyncio.FIRST_COMPLETED)
+            ended = done.pop()
+            name = "claim" if ended is claims else "reply"
+            if ended.cancelled():
+                raise RuntimeError(f"the scheduler's {name} loop was cancelled")
+            exc = ended.exception()
+            if exc is not None:
+                raise exc
+            raise RuntimeError(f"the scheduler's {name} loop returned")
         finally:
+            claims.cancel()
             replies.cancel()
+            await asyncio.gather(claims, return_exceptions=True)
             owned = list(self._running)
             running = list(self._running.values())
             for task in running:
@@ -120,10 +151,10 @@ class Scheduler:
                 tasks = await self.store.claim_tasks(
                     owner=self.owner, limit=min(free, settings.claim_batch)
                 )
-            except Exception:  # the store is down: wait, then try again
-                log.exception("claim failed; retrying")
-                await Signals.wait(wake, settings.poll_interval * 5)
+            except StoreUnavailableError as exc:  # wait it out; anything else stops us
+                await self.claims_outage.pause(exc)
                 continue
+            self.claims_outage.over()
             self.claimed += len(tasks)
             for task in tasks:
                 self._running[task.id] = asyncio.create_task(self._drive(task))
@@ -134,9 +165,18 @@ class Scheduler:
         signals: Signals = self.store.signals
         while True:
             wake = signals.event(ch.REPLIES)
-            taken = await self.store.record_replies(
-                owner=self.owner, limit=self.settings.claim_batch * 4
-            )
+            try:
+                taken = await self.store.record_replies(
+                    owner=self.owner, limit=self.settings.claim_batch * 4
+                )
+            except StoreUnavailableError as exc:
+                if isinstance(exc, CommitUnknownError):
+                    # Replies may have been taken and recorded, their wake-ups lost
+                    # with the connection: every waiting step looks at the store.
+                    self.recheck_waiting()
+                await self.replies_outage.pause(exc)
+                continue
+            self.replies_outage.over()
             for reply, recorded in taken:
                 if not recorded:
                     continue
@@ -147,12 +187,24 @@ class Scheduler:
                 await Signals.wait(wake, self.settings.poll_interval)
 
     async def _drive(self, task: Task) -> None:
-        ctx = WorkflowContext(self, task)
+        current: Task | None = task
         try:
-            if task.process_state is ProcessState.COMPENSATING:
-                await self._compensate(ctx, task.error)
-            else:
-                await self._run_workflow(ctx)
+            while current is not None:
+                try:
+                    await self._drive_once(current)
+                    return
+                except StoreLost as lost:
+                    cause = lost.cause
+                except StoreUnavailableError as exc:
+                    cause = exc
+                # The store failed under the workflow: nothing is charged to the task.
+                # Wait it out, then continue from what the store recorded, if the
+                # claim still holds (a write whose outcome was unknown is settled by
+                # that re-read: replay skips what was recorded, and the rest runs again).
+                current = await self._reread(task, cause)
+                if current is not None:
+                    self.redriven += 1
+                    log.info("task %s: continuing after a store fault", task.id)
         except (Abandoned, StaleEpochError):
             log.debug("task %s: claim lost, stopping silently", task.id)
         except asyncio.CancelledError:
@@ -164,6 +216,32 @@ class Scheduler:
                 del self._running[task.id]
             self.finished += 1
             self._slot_freed.set()
+
+    async def _drive_once(self, task: Task) -> None:
+        ctx = WorkflowContext(self, task)
+        if task.process_state is ProcessState.COMPENSATING:
+            await self._compensate(ctx, task.error)
+        else:
+            await self._run_workflow(ctx)
+
+    async def _reread(self, task: Task, cause: BaseException) -> Task | None:
+        """The task as stored once the store answers again, if this claim still holds it."""
+        while True:
+            await self.tasks_outage.pause(cause)
+            try:
+                stored = await self.store.get_task(task.id)
+            except StoreUnavailableError as exc:
+                cause = exc
+                continue
+            self.tasks_outage.over()
+            if (
+                stored is None
+                or stored.locked_by != self.owner
+                or stored.lock_epoch != task.lock_epoch
+                or stored.process_state not in (ProcessState.PROCESSING, ProcessState.COMPENSATING)
+            ):
+                return None
+            return stored
 
     async def _run_workflow(self, ctx: WorkflowContext) -> None:
         task = ctx.task

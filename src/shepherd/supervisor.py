@@ -11,9 +11,20 @@ import asyncio
 import logging
 import random
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, final
 
-from shepherd.core.supervision import Escalate, Reset, SupervisionPolicy, on_expired
+from shepherd.core.supervision import (
+    Escalate,
+    Reset,
+    SupervisionPolicy,
+    on_expired,
+    on_store_outage,
+)
+from shepherd.core.workers import instance_of
+from shepherd.errors import StoreUnavailableError
+from shepherd.outage import Outage
+from shepherd.store.contract import REPLY_GRACE
 
 if TYPE_CHECKING:
     from shepherd.app import App
@@ -44,6 +55,13 @@ class Supervisor:
         self.compensations = 0
         self._stop = asyncio.Event()
         self._became_leader = asyncio.Event()
+        self.scan_outage = Outage("supervisor scans", log=log, clock=app.clock)
+        self.lease_outage = Outage("supervisor lease", log=log, clock=app.clock)
+        #: Claims whose complete_by fell in this span (store clock) expired because
+        #: the store could not be reached: they are reset without a failure counted.
+        self.outage_span: tuple[datetime, datetime] | None = None
+        self._outage_from: datetime | None = None
+        self.forgiven = 0
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -52,6 +70,7 @@ class Supervisor:
             "resets": self.resets,
             "escalations": self.escalations,
             "compensations": self.compensations,
+            "forgiven": self.forgiven,
         }
 
     def policy_for(self, workflow: str) -> SupervisionPolicy:
@@ -65,10 +84,12 @@ class Supervisor:
             while True:
                 try:
                     await self.scan_once()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # a failed scan is retried at the next interval
-                    log.exception("supervisor scan failed")
+                except StoreUnavailableError as exc:  # retried; anything else stops us
+                    if not self.scan_outage.active:
+                        self._outage_from = self.store.now()
+                    self.scan_outage.failed(exc)
+                else:
+                    self._store_answered()
                 self._became_leader.clear()
                 wake = asyncio.ensure_future(self._became_leader.wait())
                 stop = asyncio.ensure_future(self._stop.wait())
@@ -90,14 +111,35 @@ class Supervisor:
                 except Exception:
                     log.exception("could not release the supervisor lease")
 
+    def _store_answered(self) -> None:
+        """After an outage, forgive the claims that expired during it (and just after)."""
+        if not self.scan_outage.active:
+            return
+        self.scan_outage.over()
+        start = self._outage_from or self.store.now()
+        # Owners need a moment to reconnect and make progress again: their backoff
+        # (at most 2 s), the reply grace, and one scan.
+        margin = timedelta(seconds=2.0 + REPLY_GRACE + self.interval)
+        self.outage_span = (start, self.store.now() + margin)
+        self._outage_from = None
+
+    def forgives(self, task: Task) -> bool:
+        """Whether `task`'s claim expired during a store outage this supervisor saw."""
+        span = self.outage_span
+        return (
+            span is not None
+            and task.complete_by is not None
+            and span[0] <= task.complete_by <= span[1]
+        )
+
     async def _hold_lease(self) -> None:
         while True:
             try:
                 await self.renew()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the store is down: our writes are fenced anyway
-                log.exception("supervisor lease renewal failed")
+            except StoreUnavailableError as exc:  # our writes are fenced anyway
+                self.lease_outage.failed(exc)
+            else:
+                self.lease_outage.over()
             await asyncio.sleep(self.ttl / 3)
 
     async def renew(self) -> Lease | None:
@@ -129,6 +171,13 @@ class Supervisor:
                 break
         return ""
 
+    async def _dead_owners(self, tasks: list[Task]) -> set[str]:
+        """The owners (instances) of `tasks`' claims that the worker registry deems dead."""
+        owners = sorted({instance_of(t.locked_by) for t in tasks if t.locked_by})
+        if not owners:
+            return set()
+        return await self.store.dead_workers(owners, ttl=self.app.settings.worker_ttl)
+
     async def scan_once(self) -> int:
         """One scan: renew leadership, then handle every expired claim. Returns how many."""
         lease = await self.renew()
@@ -140,11 +189,18 @@ class Supervisor:
             return 0
         now = self.store.now()
         decisions = [
-            on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng) for t in expired
+            on_store_outage(t, now=now)
+            if self.forgives(t)
+            else on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng)
+            for t in expired
         ]
-        # An escalation says what the agents last reported, not only the count.
+        # Every decision says whether the claim's owner process is still alive (the
+        # worker registry); an escalation also says what the agents last reported.
+        dead = await self._dead_owners(expired)
         decisions = [
-            d if isinstance(d, Reset) else replace(d, reason=d.reason + await self._last_failure(t))
+            replace(d, reason=d.reason + _owner_note(t, dead))
+            if isinstance(d, Reset)
+            else replace(d, reason=d.reason + _owner_note(t, dead) + await self._last_failure(t))
             for t, d in zip(expired, decisions, strict=True)
         ]
         applied = await asyncio.gather(
@@ -158,6 +214,8 @@ class Supervisor:
                 continue
             if isinstance(decision, Reset):
                 self.resets += 1
+                if decision.failure_count == task.failure_count:
+                    self.forgiven += 1
             elif isinstance(decision, Escalate):
                 self.escalations += 1
                 self.app.raise_alert(
@@ -166,3 +224,13 @@ class Supervisor:
             else:
                 self.compensations += 1
         return sum(applied)
+
+
+def _owner_note(task: Task, dead: set[str]) -> str:
+    """`; owner ... is dead` when the worker registry says so, else nothing."""
+    if not task.locked_by:
+        return ""
+    owner = instance_of(task.locked_by)
+    if owner in dead:
+        return f"; its owner {owner} is dead (stopped, or no beat within worker_ttl)"
+    return ""

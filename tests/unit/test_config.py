@@ -51,6 +51,8 @@ def test_every_field_has_an_env_variable() -> None:
         "max_payload_bytes": ("1024", 1024),
         "sqlite_synchronous": ("NORMAL", "NORMAL"),
         "breaker_refresh": ("0.5", 0.5),
+        "worker_beat": ("0.5", 0.5),
+        "worker_ttl": ("3", 3.0),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Settings)}
     settings = Settings.from_env({f"SHEPHERD_{k.upper()}": raw for k, (raw, _) in values.items()})
@@ -76,6 +78,8 @@ def test_settings_are_frozen() -> None:
         ("max_payload_bytes", -1, "positive integer"),
         ("sqlite_synchronous", "OFF", "must be one of FULL, NORMAL"),
         ("breaker_refresh", 0, "positive number of seconds"),
+        ("worker_beat", 0, "positive number of seconds"),
+        ("worker_ttl", float("inf"), "positive number of seconds"),
         ("sqlite_synchronous", 1, "must be a string"),
         ("store", "mysql://localhost/db", "unsupported scheme 'mysql'"),
         ("store", "shepherd.db", "must be a URL"),
@@ -107,6 +111,18 @@ def test_env_errors_name_the_variable(field: str, raw: str, problem: str) -> Non
         Settings.from_env({var: raw})
     assert caught.value.field == field
     assert f"from {var}={raw!r}" in str(caught.value)
+
+
+def test_worker_ttl_must_outlast_a_beat() -> None:
+    assert (Settings().worker_beat, Settings().worker_ttl) == (2.0, 10.0)
+    with pytest.raises(ConfigError, match=r"longer than worker_beat \(2 s\), not 2 s") as caught:
+        Settings(worker_ttl=2.0)
+    assert caught.value.field == "worker_ttl"
+    with pytest.raises(ConfigError, match="longer than worker_beat") as caught:
+        Settings.from_env({"SHEPHERD_WORKER_BEAT": "30"})
+    assert caught.value.field == "worker_ttl"
+    env = {"SHEPHERD_WORKER_BEAT": "30", "SHEPHERD_WORKER_TTL": "90"}
+    assert Settings.from_env(env).worker_ttl == 90
 
 
 def test_store_errors_never_show_the_password() -> None:

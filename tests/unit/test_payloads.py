@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 
 import pytest
 
 from shepherd.errors import PayloadError
-from shepherd.payloads import MAX_DEPTH, MAX_PAYLOAD_BYTES, dumps, loads
+from shepherd.payloads import MAX_DEPTH, MAX_PAYLOAD_BYTES, check_text, dumps, loads
 
 
 def _nested(depth: int) -> object:
@@ -147,6 +148,88 @@ def test_circular_reference_is_rejected() -> None:
 def test_lone_surrogate_is_rejected() -> None:
     with pytest.raises(PayloadError, match="lone surrogate"):
         dumps("\ud800")
+
+
+@pytest.mark.parametrize(
+    ("value", "near"),
+    [
+        ({"name": "ab\udc00cd"}, """'{"name":"ab\\udc00'"""),
+        ({"k\ud800": 1}, """'{"k\\ud800'"""),  # in a key
+        ([1, {"deep": ["\udfff"]}], """'[1,{"deep":["\\udfff'"""),
+    ],
+)
+def test_lone_surrogate_is_named_with_where_it_is(value: object, near: str) -> None:
+    with pytest.raises(PayloadError) as caught:
+        dumps(value)
+    assert str(caught.value).startswith("payload contains a lone surrogate '\\u")
+    assert f"(at {near}), which is not valid UTF-8" in str(caught.value)
+
+
+def test_a_valid_surrogate_pair_is_fine() -> None:
+    assert loads(dumps({"clef": "\U0001d11e"})) == {"clef": "\U0001d11e"}
+
+
+@pytest.mark.parametrize(
+    ("value", "keys"),
+    [
+        ({1: "a", "1": "b"}, """keys 1 and '1' of one object would both be "1" in JSON"""),
+        ({"1": "a", 1: "b"}, """keys '1' and 1 of one object would both be "1" in JSON"""),
+        ({True: 1, "true": 2}, """keys True and 'true' of one object would both be "true" """),
+        ({None: 1, "null": 2}, """keys None and 'null' of one object would both be "null" """),
+        ({2.5: 1, "2.5": 2}, """keys 2.5 and '2.5' of one object would both be "2.5" """),
+        ({"ok": [{"x": {7: 1, "7": 2}}]}, "keys 7 and '7'"),  # nested in lists and dicts
+        ((0, [1] * 40, {3: 1, "3": 2}), "keys 3 and '3'"),  # past a long list of scalars
+        (defaultdict(int, {4: 1, "4": 2}), "keys 4 and '4'"),  # a dict subclass
+    ],
+)
+def test_keys_that_collide_in_json_are_rejected(value: object, keys: str) -> None:
+    with pytest.raises(PayloadError) as caught:
+        dumps(value)
+    message = str(caught.value)
+    assert message.startswith("payload is not JSON: ")
+    assert keys in message
+    assert message.endswith("and one value would be lost")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({1: "a", 2: "b"}, '{"1":"a","2":"b"}'),
+        ({1: "a", "2": "b", None: "c", False: "d"}, '{"1":"a","2":"b","null":"c","false":"d"}'),
+        (
+            {1: {"1": "inner objects are other objects"}},
+            '{"1":{"1":"inner objects are other objects"}}',
+        ),
+        ({1.0: "a", "1": "b"}, '{"1.0":"a","1":"b"}'),  # a float key is written as a float
+        (["{1: 'a', '1': 'b'} in a string"], "[\"{1: 'a', '1': 'b'} in a string\"]"),
+    ],
+)
+def test_non_string_keys_that_stay_distinct_are_fine(value: object, text: str) -> None:
+    assert dumps(value) == text
+
+
+@pytest.mark.parametrize("name", ["key", "reply_to"])
+def test_check_text_accepts_text_and_none(name: str) -> None:
+    check_text(name, None)
+    check_text(name, "order-1 ☃ 𝄞")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (12, "key must be a str, not int"),
+        (b"order-1", "key must be a str, not bytes"),
+        (
+            "order-\ud800",
+            "key contains a lone surrogate '\\ud800' at position 6, which is not valid UTF-8",
+        ),
+        ("a\x00b", "key contains a NUL character, which PostgreSQL rejects"),
+    ],
+)
+def test_check_text_names_the_argument_and_the_problem(value: object, problem: str) -> None:
+    with pytest.raises(PayloadError) as caught:
+        check_text("key", value)
+    assert str(caught.value) == problem
 
 
 @pytest.mark.parametrize("text", ["", "{", '{"a" 1}', "[1,]", "'single'", '"unterminated'])

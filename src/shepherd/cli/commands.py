@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from shepherd.app import App
     from shepherd.core.breaker import BreakerEvent
     from shepherd.core.records import Event, Task
+    from shepherd.core.workers import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -351,6 +354,71 @@ def breakers(app_spec: str | None, events: int, store: str | None, as_json: bool
         render.echo_json(render.breakers_json(rows, recent))
     else:
         render.print_breakers(rows, recent)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_option(_ctx: click.Context, _param: click.Parameter, value: str) -> timedelta:
+    found = _DURATION.fullmatch(value.strip().lower())
+    if found is None:
+        raise click.BadParameter(
+            f"{value!r} is not a duration: a number with s, m, h or d (30s, 15m, 1h, 2d)"
+        )
+    try:
+        return timedelta(seconds=float(found[1]) * _UNITS[found[2]])
+    except OverflowError:
+        raise click.BadParameter(f"{value!r} is too long a duration") from None
+
+
+@cli.command()
+@click.argument("app_spec", metavar="[APP]", required=False)
+@click.option(
+    "--since",
+    default="1h",
+    show_default=True,
+    callback=_duration_option,
+    metavar="DURATION",
+    help="Also list processes that stopped or died this long ago (30s, 15m, 1h, 2d).",
+)
+@click.option("--app", "app_option", metavar="APP", help="module:attr of an App (same as APP).")
+@store_option
+@json_option
+def workers(
+    app_spec: str | None,
+    since: timedelta,
+    app_option: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """List the processes that run roles: alive, and recently dead or stopped.
+
+    Each process beats its row every `worker_beat` seconds; one silent for
+    `worker_ttl` seconds (store clock) is dead. APP, when given, only supplies
+    the store URL and those settings.
+    """
+    if app_spec is not None and app_option is not None and app_spec != app_option:
+        raise click.UsageError("give the app once: APP or --app, not both")
+    app = _app(app_spec or app_option, store, existing=True)
+    ttl = app.settings.worker_ttl
+
+    async def work() -> tuple[list[Worker], datetime]:
+        await app.open()
+        now = app.store.now()
+        # Never less than the ttl: every live process has beaten since then.
+        back = max(since, timedelta(seconds=ttl))
+        try:
+            start: datetime | None = now - back
+        except OverflowError:  # further back than datetime goes: everything
+            start = None
+        return await app.store.list_workers(since=start), now
+
+    found, now = run_with(app, work)
+    if as_json:
+        render.echo_json(render.workers_json(found, now=now, ttl=ttl))
+    else:
+        render.print_workers(found, now=now, ttl=ttl)
 
 
 # -- delegated -----------------------------------------------------------------

@@ -13,6 +13,7 @@ import click
 
 from shepherd.core.breaker import Breaker, BreakerEvent, BreakerState
 from shepherd.core.records import Event, JsonValue, Step, Task
+from shepherd.core.workers import Worker
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,9 +25,11 @@ __all__ = [
     "print_breakers",
     "print_task",
     "print_tasks",
+    "print_workers",
     "reason",
     "shorten",
     "task_json",
+    "workers_json",
 ]
 
 _SHORT = 60
@@ -213,6 +216,50 @@ def print_breakers(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -
     console.print(changes)
 
 
+def workers_json(workers: Sequence[Worker], *, now: datetime, ttl: float) -> JsonValue:
+    """The workers as a JSON array: their fields, their state and their last beat's age."""
+    return [
+        {
+            **_plain(w),
+            "state": str(w.state(now=now, ttl=ttl)),
+            "beat_age": round((now - w.beat_at).total_seconds(), 3),
+        }
+        for w in workers
+    ]
+
+
+def print_workers(workers: Sequence[Worker], *, now: datetime, ttl: float) -> None:
+    """A table of worker processes, one row each, with their state at `now`."""
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("instance", "host", "pid", "roles", "agents", "started", "last beat", "state"):
+        table.add_column(
+            name, no_wrap=name != "agents", justify="right" if name == "pid" else "left"
+        )
+    for w in workers:
+        table.add_row(
+            w.instance,
+            w.host,
+            str(w.pid),
+            ",".join(w.roles),
+            shorten(",".join(w.agents)),
+            _when(w.started_at),
+            _age(now - w.beat_at),
+            str(w.state(now=now, ttl=ttl)),
+        )
+    _console().print(table if workers else "no workers")
+
+
+def _age(elapsed: timedelta) -> str:
+    """How long ago, coarsely: `3s ago`, `12m ago`, `5h ago`, `2d ago`."""
+    seconds = max(0, int(elapsed.total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
 def _console() -> Console:
     from rich.console import Console
 
@@ -230,7 +277,9 @@ def _compact(value: JsonValue) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
 
 
-def _plain(record: Task | Step | Event | Breaker | BreakerEvent) -> dict[str, JsonValue]:
+def _plain(
+    record: Task | Step | Event | Breaker | BreakerEvent | Worker,
+) -> dict[str, JsonValue]:
     return {field.name: _value(getattr(record, field.name)) for field in dataclasses.fields(record)}
 
 

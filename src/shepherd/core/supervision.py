@@ -178,3 +178,22 @@ def on_expired(
     if policy.on_exhausted == "compensate":
         return Compensate(failure_count=0, reason=f"{expired}; compensating")
     return Escalate(failure_count=failures, reason=expired)
+
+
+def on_store_outage(task: Task, *, now: datetime) -> Reset:
+    """Reset a task whose claim expired while the store could not be reached.
+
+    Nobody could make progress then, so the expiry is not the task's failure:
+    `failure_count` stays as it is and the task is claimable at once.
+
+    Args:
+        task: The expired task (see `is_expired`).
+        now: The current instant (aware UTC).
+    """
+    compensating = task.process_state is ProcessState.COMPENSATING
+    return Reset(
+        failure_count=task.failure_count,
+        not_before=now,
+        process_state=ProcessState.COMPENSATING if compensating else ProcessState.PENDING,
+        reason="complete_by passed while the store was unreachable; not counted as a failure",
+    )

@@ -31,6 +31,12 @@ suite (tests/contract) checks these guarantees on every backend:
   on the store's clock and write the result, so only one caller in the whole
   cluster is given a `Probe` per cool-down; every change of state writes a
   breaker event in the same transaction and rings `signals.BREAKERS`.
+* The worker registry keeps one row per process instance, timed on the store's
+  clock: `register_worker` replaces the instance's row (started and beaten now,
+  not stopped) and deletes rows stopped or silent for WORKER_RETENTION;
+  `beat_worker` moves only a registered, unstopped row; `dead_workers` names
+  every given instance that is stopped, has no row, or whose last beat is `ttl`
+  seconds old or older (`shepherd.core.workers.liveness`).
 """
 
 from __future__ import annotations
@@ -47,12 +53,16 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.supervision import Decision
+    from shepherd.core.workers import Worker
     from shepherd.store.signals import Signals
 
 
 #: Seconds past a step's complete_by that its task's claim still holds: time for a
 #: reply written at the deadline to be recorded. The scheduler waits as long.
 REPLY_GRACE = 0.5
+
+#: Seconds a worker row stays after its process stopped or went silent.
+WORKER_RETENTION = 86400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,6 +279,48 @@ class Store(Protocol):
 
     async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
         """Apply a supervisor decision, fenced by task epoch and leadership."""
+
+    # -- worker registry ---------------------------------------------------
+    async def register_worker(
+        self,
+        instance: str,
+        *,
+        host: str,
+        pid: int,
+        roles: Sequence[str],
+        agents: Sequence[str],
+    ) -> Worker:
+        """Insert or replace the row of process `instance`: started and beaten now.
+
+        A replaced row is not stopped any more. In the same transaction, rows
+        stopped, or not beaten, for more than WORKER_RETENTION are deleted.
+        Returns the row as written.
+        """
+
+    async def beat_worker(self, instance: str) -> bool:
+        """A heartbeat: the row's `beat_at` becomes now.
+
+        False, changing nothing, if the row is gone or marked stopped: the
+        caller registers again.
+        """
+
+    async def stop_worker(self, instance: str) -> None:
+        """Mark the row stopped now (a graceful stop); a stopped row stays stopped."""
+
+    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]:
+        """Workers last heard from (beat or stop) at or after `since` (all when None).
+
+        Live workers beat every few seconds, so a `since` older than the ttl
+        lists all of them, plus those that stopped or fell silent after it.
+        Newest started first.
+        """
+
+    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
+        """The instances among `instances` whose processes are not alive.
+
+        That is, those stopped, without a row, or whose last beat is `ttl`
+        seconds old or older on the store's clock.
+        """
 
     # -- operator ----------------------------------------------------------
     async def retry_task(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 from collections import defaultdict
@@ -29,6 +30,7 @@ from shepherd.errors import (
 )
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
+from shepherd.store import sqlite_workers
 from shepherd.store.breaker_rows import (
     BREAKER_COLUMNS,
     BREAKER_EVENT_COLUMNS,
@@ -50,13 +52,16 @@ from shepherd.store.rows import (
 )
 from shepherd.store.signals import Signals
 from shepherd.store.sqlite_breakers import HANDLERS as BREAKER_HANDLERS
+from shepherd.store.sqlite_errors import is_store_wide, translate
 from shepherd.store.sqlite_keys import HANDLERS as KEY_HANDLERS
 from shepherd.store.sqlite_keys import clear_started
+from shepherd.store.sqlite_workers import HANDLERS as WORKER_HANDLERS
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.supervision import Decision
+    from shepherd.core.workers import Worker
 
 _TASK_COLUMNS = (
     "id, workflow, key, input, result, error, process_state, locked_by, lock_epoch, "
@@ -69,9 +74,11 @@ _STEP_COLUMNS = (
 )
 _LOADS = json.loads
 
+log = logging.getLogger("shepherd.store.sqlite")
+
 
 #: Batch handlers kept in modules of their own, by operation kind.
-MORE_HANDLERS = {**BREAKER_HANDLERS, **KEY_HANDLERS}
+MORE_HANDLERS = {**BREAKER_HANDLERS, **KEY_HANDLERS, **WORKER_HANDLERS}
 
 
 def _ts(value: datetime) -> float:
@@ -135,20 +142,24 @@ class SQLiteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shepherd-sqlite")
         try:
             await self._call(self._connect)
-        except sqlite3.Error as exc:
+        except BaseException:
             self._executor.shutdown(wait=False)
             self._executor = None
-            raise StoreUnavailableError(f"cannot open SQLite store {self.url!r}: {exc}") from exc
+            raise
 
     def _connect(self) -> None:
         conn = sqlite3.connect(
             self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=False
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
         self._conn = conn
-        self._migrate(conn)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -169,24 +180,30 @@ class SQLiteStore:
                 )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     async def close(self) -> None:
         if self._executor is None:
             return
         conn = self._conn
-        if conn is not None:
-            await self._call(conn.close)
-        self._executor.shutdown(wait=True)
-        self._executor = None
-        self._conn = None
+        try:
+            if conn is not None:
+                await self._call(conn.close)
+        finally:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+            self._conn = None
 
     async def _call(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the connection's thread; a `sqlite3` error leaves as a ShepherdError."""
         if self._executor is None:
             await self.open()
         assert self._executor is not None
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.url) from exc
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -217,6 +234,8 @@ class SQLiteStore:
         for index, op in enumerate(ops):
             grouped[op.kind].append(index)
         outcomes: list[object] = [None] * len(ops)
+        if conn.in_transaction:  # a rollback that failed earlier: start clean
+            _rollback(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
             for kind, indexes in grouped.items():
@@ -231,19 +250,24 @@ class SQLiteStore:
             conn.execute("COMMIT")
             self.commits += 1
         except BaseException as exc:
-            conn.execute("ROLLBACK")
-            if len(ops) == 1 or not isinstance(exc, Exception):
+            _rollback(conn)
+            if len(ops) == 1 or not isinstance(exc, Exception) or is_store_wide(exc):
+                # A full disk, a damaged file, a lock: every op would meet it alike.
                 raise
             # One op broke the batch: run each alone so only that caller sees it.
             outcomes = []
             rings = set()
-            for op in ops:
+            for index, op in enumerate(ops):
                 try:
                     single, single_rings = self._execute_batch([op])
                     outcomes.append(single[0])
                     rings |= single_rings
                 except Exception as err:
-                    outcomes.append(err)
+                    error = translate(err, self.url)
+                    if is_store_wide(err):  # the store failed meanwhile: the rest would too
+                        outcomes.extend([error] * (len(ops) - index))
+                        break
+                    outcomes.append(error)
         return outcomes, rings
 
     async def _read(self, fn: Callable[[sqlite3.Connection, float], Any]) -> Any:
@@ -1045,6 +1069,35 @@ class SQLiteStore:
         self._events(conn, events, rings)
         return out
 
+    # -- worker registry ---------------------------------------------------
+    async def register_worker(
+        self,
+        instance: str,
+        *,
+        host: str,
+        pid: int,
+        roles: Sequence[str],
+        agents: Sequence[str],
+    ) -> Worker:
+        args = (instance, host, pid, tuple(roles), tuple(agents))
+        return await self._write("register_worker", args)  # type: ignore[no-any-return]
+
+    async def beat_worker(self, instance: str) -> bool:
+        return await self._write("beat_worker", instance)  # type: ignore[no-any-return]
+
+    async def stop_worker(self, instance: str) -> None:
+        await self._write("stop_worker", instance)
+
+    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]:
+        return await self._read(lambda conn, now: sqlite_workers.list_workers(conn, since))  # type: ignore[no-any-return]
+
+    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
+        if not instances:
+            return set()
+        return await self._read(  # type: ignore[no-any-return]
+            lambda conn, now: sqlite_workers.dead_workers(conn, now, instances, ttl)
+        )
+
     # -- operator ----------------------------------------------------------
     async def retry_task(
         self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
@@ -1182,6 +1235,21 @@ def _owners(conn: sqlite3.Connection, task_ids: list[str]) -> _Owners:
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """End a failed transaction without hiding why it failed.
+
+    SQLite rolls some transactions back by itself (a full disk, an I/O error);
+    a ROLLBACK then fails with "no transaction is active". Nor may a ROLLBACK
+    that fails for its own reason replace the error that is being raised.
+    """
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        log.warning("SQLite store: ROLLBACK after a failed transaction failed too: %s", exc)
 
 
 def _split_sql(sql: str) -> list[str]:

@@ -25,13 +25,7 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["EVENTS_LOCK", "Batch"]
-
-#: Held from the events' insert to the commit. Identity values are taken at
-#: insert time but become visible at commit: without this lock two processes
-#: could commit event 8 before event 7, and a `read_events(after_id=8)` cursor
-#: would skip 7 for ever. NOTIFY serialises commits anyway, so this costs little.
-EVENTS_LOCK = 0x7368657068657265
+__all__ = ["Batch"]
 
 _INSERT_EVENTS = (
     "INSERT INTO events (task_id, key, reply_to, kind, detail, at) "
@@ -84,7 +78,6 @@ class Batch:
     async def finish(self) -> None:
         """Write the queued events and the NOTIFYs (still inside the transaction)."""
         if self._events:
-            await self.send("SELECT pg_advisory_xact_lock(%b)", (EVENTS_LOCK,))
             columns = list(zip(*self._events, strict=True))
             await self.send(_INSERT_EVENTS, (self.now, *(list(c) for c in columns)))
             self._events.clear()

@@ -18,6 +18,7 @@ from shepherd.store.migrations import migrations
 
 __all__ = [
     "MIGRATION_LOCK",
+    "SESSION_SETTINGS",
     "Connection",
     "build_conninfo",
     "connect",
@@ -38,10 +39,28 @@ Connection = psycopg.AsyncConnection[TupleRow]
 MIGRATION_LOCK = 0x7368657068657264
 
 
-def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -> str:
-    """`url` with a connect timeout, TCP keepalives and an application name added.
+#: Server-side limits set on every connection (through libpq's `options`), so that
+#: nothing a process holds outlives it by more than a few seconds when its host
+#: dies or is cut off without a reset reaching the server: a session idle inside
+#: a transaction is ended (and its locks released) after 5 s; a peer that stops
+#: answering is detected by keepalives after about 11 s of silence, and by the
+#: TCP user timeout after 10 s of unacknowledged data. Writes wait at most
+#: `LOCK_TIMEOUT_MS` for a row another session holds.
+SESSION_SETTINGS: dict[str, int] = {
+    "idle_in_transaction_session_timeout": 5000,
+    "tcp_keepalives_idle": 5,
+    "tcp_keepalives_interval": 2,
+    "tcp_keepalives_count": 3,
+    "tcp_user_timeout": 10000,
+    "lock_timeout": 2000,
+}
 
-    Settings already in the URL win over these defaults.
+
+def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -> str:
+    """`url` with a connect timeout, TCP keepalives, session limits and a name added.
+
+    Settings already in the URL win over these defaults (an `options` given in
+    the URL is kept after ours, so its `-c` settings override them).
 
     Raises:
         StoreUnavailableError: The URL cannot be parsed.
@@ -56,12 +75,16 @@ def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -
         # libpq counts whole seconds and treats anything below 2 as 2.
         "connect_timeout": max(2, round(connect_timeout)),
         "keepalives": 1,
-        "keepalives_idle": 30,
-        "keepalives_interval": 10,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
         "keepalives_count": 3,
+        "tcp_user_timeout": 10000,
         "application_name": application_name,
     }
-    extra = {k: v for k, v in defaults.items() if k not in given}
+    extra: dict[str, str | int] = {k: v for k, v in defaults.items() if k not in given}
+    ours = " ".join(f"-c {name}={value}" for name, value in SESSION_SETTINGS.items())
+    theirs = given.get("options")
+    extra["options"] = f"{ours} {theirs}" if theirs else ours
     return make_conninfo(url, **extra)
 
 
@@ -130,6 +153,8 @@ async def migrate(conn: Connection) -> list[int]:
     """
     applied: list[int] = []
     async with conn.transaction():
+        # Waiting for another process's migrations is expected: no lock timeout here.
+        await conn.execute("SET LOCAL lock_timeout = 0")
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "

@@ -34,8 +34,12 @@ _ACQUIRE = (
 )
 _RELEASE = "UPDATE leases SET expires_at = %s WHERE name = %s AND holder = %s"
 # Appended to every decision's UPDATE: the task's epoch, then the leadership.
+# The task row is taken with SKIP LOCKED: a row held by another session (its owner
+# mid-write, or a host cut off mid-transaction) is left for the next scan rather
+# than waited for, so one held row never stalls the recovery of the others.
 _FENCED = (
-    " WHERE id = %s AND lock_epoch = %s AND locked_by IS NOT NULL "
+    " WHERE id = (SELECT id FROM tasks WHERE id = %s AND lock_epoch = %s "
+    "AND locked_by IS NOT NULL FOR UPDATE SKIP LOCKED) "
     "AND EXISTS (SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s "
     "AND expires_at > %s FOR SHARE) RETURNING id"
 )
@@ -52,7 +56,12 @@ _COMPENSATE = (
     "process_state = 'compensating', failure_count = %s, error = %s, not_before = %s, "
     "updated_at = %s" + _FENCED
 )
-_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%s::text[])"
+# A request row held by another session (an agent replying) is skipped: its reply
+# carries the old epoch, which the scheduler discards.
+_DROP_REQUESTS = (
+    "DELETE FROM requests WHERE id IN (SELECT id FROM requests "
+    "WHERE task_id = ANY(%s::text[]) FOR UPDATE SKIP LOCKED)"
+)
 
 
 async def acquire(batch: Batch, items: Sequence[tuple[str, str, float]]) -> list[object]:

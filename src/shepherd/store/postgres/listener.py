@@ -177,8 +177,11 @@ class Listener:
                 await asyncio.sleep(delay)
                 try:
                     conn = self._conn = await self._connect()
-                except (StoreUnavailableError, psycopg.Error) as exc:
-                    log.warning("listener cannot reconnect (retrying in %.2gs): %s", delay, exc)
+                except (StoreUnavailableError, psycopg.Error, OSError) as exc:
+                    if delay == self.retry_initial:
+                        log.warning("listener cannot reconnect (retrying): %s", exc)
+                    else:
+                        log.debug("listener cannot reconnect (retrying in %.2gs): %s", delay, exc)
                     delay = min(delay * 2, self.retry_max)
                     continue
                 delay = self.retry_initial
@@ -190,8 +193,13 @@ class Listener:
                     self._deliver(note)
                 # A quiet connection may be a dead one: probe it.
                 await conn.execute("SELECT 1")
-            except psycopg.Error as exc:
+            except (psycopg.Error, OSError) as exc:
                 log.warning("listener connection lost: %s", _first_line(exc))
+                self._conn = None
+                self.backend_pid = None
+                await _close(conn)
+            except Exception:  # never end quietly: a dead listener costs every wake-up
+                log.exception("listener failed; reconnecting")
                 self._conn = None
                 self.backend_pid = None
                 await _close(conn)

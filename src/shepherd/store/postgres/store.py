@@ -11,6 +11,7 @@ agree on when a claim expires.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast, final
@@ -22,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from shepherd.clock import Clock, SystemClock
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import ConfigError, StoreUnavailableError
+from shepherd.errors import ConfigError, ShepherdError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store.breaker_rows import (
     BREAKER_COLUMNS,
@@ -31,7 +32,7 @@ from shepherd.store.breaker_rows import (
     breaker_from_row,
 )
 from shepherd.store.contract import NewTask, StepStart, Submitted
-from shepherd.store.postgres import tasks
+from shepherd.store.postgres import tasks, workers
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
     Connection,
@@ -55,6 +56,7 @@ from shepherd.store.postgres.rows import (
 )
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
+from shepherd.store.worker_rows import worker_from_row
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.supervision import Decision
+    from shepherd.core.workers import Worker
 
 __all__ = ["PostgresStore"]
 
@@ -76,9 +79,23 @@ _LIST_TASKS = (
 _LIST_ALL_TASKS = f"SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at DESC, id DESC LIMIT %s"
 _COUNT_TASKS = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY id"
-_ALL_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE id > %s ORDER BY id LIMIT %s"
+# Event ids are taken at insert time but become visible at commit, so event 8
+# can be visible before event 7, and a transaction's id (xid) says nothing of
+# the order of its inserts either. What is final is this: once every
+# transaction older than xid X has ended (X <= the snapshot's xmin), no event
+# with an xid below X can ever appear. So readers deliver events in (xid, id)
+# order, only below the snapshot's xmin, and a cursor (the last event's xid and
+# id) never skips one. No lock is held across a round trip for this: a
+# cluster-wide one would let one host cut off mid-transaction stall every writer.
+_HORIZON = "xid < pg_snapshot_xmin(pg_current_snapshot())"
+_CURSOR_XID = "SELECT xid::text FROM events WHERE id = %s"
+_ALL_EVENTS = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE (xid, id) > (%s::xid8, %s) AND {_HORIZON} "
+    "ORDER BY xid, id LIMIT %s"
+)
 _EVENTS_FOR = (
-    f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = %s AND id > %s ORDER BY id LIMIT %s"
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = %s AND (xid, id) > (%s::xid8, %s) "
+    f"AND {_HORIZON} ORDER BY xid, id LIMIT %s"
 )
 # NULL means "the database's clock"; a test clock passes its own instant.
 _EXPIRED = (
@@ -260,12 +277,18 @@ class PostgresStore:
         except psycopg.OperationalError:
             # The server dropped our connections (a restart, a network cut): the
             # pool discards the broken ones it finds, then one retry follows.
-            await pool.check()
+            with contextlib.suppress(psycopg.Error):  # the retry below reports it
+                await pool.check()
         try:
             return await _fetch_on(pool, query, params)
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(
                 f"cannot read PostgreSQL store {self._where}: {reason(exc, self.url)}"
+            ) from None
+        except psycopg.Error as exc:
+            raise ShepherdError(
+                f"PostgreSQL store {self._where} refused a read ({exc.sqlstate}): "
+                f"{reason(exc, self.url)}"
             ) from None
 
     def _db_now_param(self) -> datetime | None:
@@ -288,10 +311,10 @@ class PostgresStore:
         other processes' roles when the caller commits; nothing happens if it
         rolls back.
 
-        The `received` event takes the event log's lock (`EVENTS_LOCK`), held
-        until the caller's transaction ends: every store write that logs an
-        event waits until then. Submit last and commit promptly; never wait
-        on this store (a submit, a result) inside the same transaction.
+        Until the caller's transaction ends, `read_events` readers see no event
+        written after it began (events are read in commit-safe order): commit
+        promptly. Never wait on this store (a submit, a result) inside the
+        same transaction.
 
         Raises:
             ConfigError: `connection` is not a psycopg `AsyncConnection`, has
@@ -348,10 +371,22 @@ class PostgresStore:
     async def read_events(
         self, *, reply_to: str | None, after_id: int, limit: int = 1000
     ) -> list[Event]:
+        """Events after event `after_id`, in the order they became final (see `_HORIZON`).
+
+        Within one task that is the order they happened in; across tasks, ids
+        may come out of numeric order. A cursor whose event is gone (deleted by
+        retention) restarts from the events with a higher id.
+        """
+        xid = "0"
+        if after_id > 0:
+            rows = await self._fetch(_CURSOR_XID, (after_id,))
+            if rows:
+                xid = str(rows[0][0])
+        n = tasks.limit_of(limit)
         if reply_to is None:
-            rows = await self._fetch(_ALL_EVENTS, (after_id, tasks.limit_of(limit)))
+            rows = await self._fetch(_ALL_EVENTS, (xid, after_id, n))
         else:
-            rows = await self._fetch(_EVENTS_FOR, (reply_to, after_id, tasks.limit_of(limit)))
+            rows = await self._fetch(_EVENTS_FOR, (reply_to, xid, after_id, n))
         return [event_from_row(r) for r in rows]
 
     # -- scheduler ---------------------------------------------------------
@@ -453,6 +488,39 @@ class PostgresStore:
 
     async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
         return await self._write("supervise", (task, decision, leader))  # type: ignore[no-any-return]
+
+    # -- worker registry ---------------------------------------------------
+    async def register_worker(
+        self,
+        instance: str,
+        *,
+        host: str,
+        pid: int,
+        roles: Sequence[str],
+        agents: Sequence[str],
+    ) -> Worker:
+        args = (instance, host, pid, tuple(roles), tuple(agents))
+        return await self._write("register_worker", args)  # type: ignore[no-any-return]
+
+    async def beat_worker(self, instance: str) -> bool:
+        return await self._write("beat_worker", instance)  # type: ignore[no-any-return]
+
+    async def stop_worker(self, instance: str) -> None:
+        await self._write("stop_worker", instance)
+
+    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]:
+        if since is None:
+            rows = await self._fetch(workers.LIST)
+        else:
+            rows = await self._fetch(workers.LIST_SINCE, (since,))
+        return [worker_from_row(r, utc) for r in rows]
+
+    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
+        wanted = set(instances)
+        if not wanted:
+            return set()
+        rows = await self._fetch(workers.ALIVE, (list(wanted), self._db_now_param(), ttl))
+        return wanted - {r[0] for r in rows}
 
     # -- operator ----------------------------------------------------------
     async def retry_task(

@@ -6,7 +6,11 @@ in pipeline mode (statements go out together and their results are read when
 needed), then rings the local channels. What certainly rolled back is retried:
 a deadlock or serialization failure, or a connection lost before COMMIT was
 sent. A connection lost during COMMIT leaves the outcome unknown: that batch's
-callers get StoreUnavailableError saying so.
+callers get CommitUnknownError saying so. A row held by another session past
+the lock timeout fails only the operation that needed it (StoreUnavailableError):
+the batch is split and the others commit. No driver error reaches a caller:
+what is not a lost or busy store becomes a ShepherdError naming the statement's
+complaint.
 """
 
 from __future__ import annotations
@@ -22,10 +26,19 @@ from typing import Any, final
 import psycopg
 
 from shepherd.clock import Clock
-from shepherd.errors import StoreUnavailableError
+from shepherd.errors import CommitUnknownError, ShepherdError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.group_commit import GroupCommitter, Op
-from shepherd.store.postgres import breakers, keys, leases, operator, queues, steps, tasks
+from shepherd.store.postgres import (
+    breakers,
+    keys,
+    leases,
+    operator,
+    queues,
+    steps,
+    tasks,
+    workers,
+)
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.rows import utc
@@ -59,11 +72,33 @@ HANDLERS: dict[str, Handler] = {
     "supervise": leases.supervise,
     "retry": operator.retry,
     "cancel": operator.cancel,
+    "register_worker": workers.register,
+    "beat_worker": workers.beat,
+    "stop_worker": workers.stop,
 }
 
 #: Deadlock and serialization failures roll the whole transaction back: retry it.
 _RETRY_SQLSTATES = frozenset({"40P01", "40001"})
 _ATTEMPTS = 5
+#: A row lock or an advisory lock not granted within the session's lock_timeout.
+_LOCK_NOT_AVAILABLE = "55P03"
+#: SQLSTATE classes and codes that mean the session is gone or going: connection
+#: exceptions (08), the server shutting down or starting (57P01-57P03), the
+#: session ended by `idle_in_transaction_session_timeout` (25P03).
+_LOST_CLASSES = ("08",)
+_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25P03"})
+
+
+def _is_lost(exc: psycopg.Error, conn: Connection) -> bool:
+    """Whether `exc` means the connection is unusable (rather than one statement failed)."""
+    if conn.closed or conn.broken:
+        return True
+    state = exc.sqlstate
+    if state is None:
+        # No SQLSTATE: the driver's own complaint (a broken socket, pipeline mode
+        # left mid-flight); the connection cannot be trusted any more.
+        return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+    return state.startswith(_LOST_CLASSES) or state in _LOST_SQLSTATES
 
 
 class _ConnectionLostError(Exception):
@@ -195,9 +230,9 @@ class Writer:
                 outcomes, rings = await self._attempt(ops)
             except StoreUnavailableError:
                 raise
-            except Exception:
+            except Exception as exc:
                 if len(ops) == 1:
-                    raise
+                    raise self._translate(exc) from None
                 # One op broke the batch (rolled back): run each alone, so only
                 # its caller sees the error.
                 outcomes, rings = [], set()
@@ -205,13 +240,32 @@ class Writer:
                     try:
                         single, more = await self._attempt([op])
                     except Exception as err:
-                        outcomes.append(err)
+                        outcomes.append(self._translate(err))
                         continue
                     outcomes.append(single[0])
                     rings |= more
         for channel in rings:
             self._signals.ring(channel)
         return outcomes
+
+    def _translate(self, exc: Exception) -> Exception:
+        """A caller's error: ShepherdErrors as they are, driver errors as ShepherdErrors."""
+        if not isinstance(exc, psycopg.Error):
+            return exc
+        if exc.sqlstate == _LOCK_NOT_AVAILABLE:
+            return StoreUnavailableError(
+                f"PostgreSQL store {self._where}: a row this write needs is held by another "
+                "session past the lock timeout (a process cut off mid-transaction?); "
+                "the write changed nothing and can be retried"
+            )
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreUnavailableError(
+                f"PostgreSQL store {self._where}: {reason(exc, self._url)}"
+            )
+        return ShepherdError(
+            f"PostgreSQL store {self._where} refused a write ({exc.sqlstate}): "
+            f"{reason(exc, self._url)}"
+        )
 
     async def _attempt(self, ops: Sequence[Op]) -> tuple[list[object], set[str]]:
         """Run `ops` in one transaction, retrying what certainly rolled back."""
@@ -223,7 +277,7 @@ class Writer:
             except _ConnectionLostError as lost:
                 await self._drop()
                 if lost.committing:
-                    raise StoreUnavailableError(
+                    raise CommitUnknownError(
                         f"lost PostgreSQL store {self._where} while committing "
                         f"(the outcome is unknown): {reason(lost.cause, self._url)}"
                     ) from None
@@ -254,8 +308,11 @@ class Writer:
                 await batch.finish()
                 committing = True
         except psycopg.Error as exc:
-            if conn.closed or conn.broken:
+            if _is_lost(exc, conn):
                 raise _ConnectionLostError(exc, committing=committing) from exc
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                # Still inside the failed transaction (or pipeline): start afresh.
+                await self._drop()
             raise
         except BaseException:
             # Cancelled mid-transaction: the next batch starts on a clean connection.

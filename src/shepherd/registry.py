@@ -1,0 +1,136 @@
+"""The worker registry loop: this process's row in the store, beaten until it stops.
+
+`App.run` runs one `WorkerRegistry` beside the roles. It registers the process
+(instance, host, pid, roles, agents), beats the row every `worker_beat`
+seconds, and marks it stopped when cancelled. Store outages are waited out
+(`shepherd.outage.Outage`); a row found gone is registered again. Anything else
+ends the loop, and so the process, with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, final
+
+from shepherd.errors import StoreUnavailableError
+from shepherd.outage import Outage
+
+if TYPE_CHECKING:
+    from shepherd.app import App
+    from shepherd.core.workers import Worker
+
+__all__ = ["STOP_TIMEOUT", "WorkerRegistry"]
+
+log = logging.getLogger("shepherd.registry")
+
+#: Seconds a stopping process waits for its row to be marked stopped.
+STOP_TIMEOUT = 2.0
+
+
+@final
+class WorkerRegistry:
+    """Keeps this process's row in the worker registry while its roles run.
+
+    Args:
+        app: The app whose instance, store, clock and settings to use.
+        roles: The roles this process runs.
+    """
+
+    def __init__(self, app: App, *, roles: Sequence[str]) -> None:
+        self.app = app
+        self.store = app.store
+        self.instance = app.instance
+        self.roles = tuple(roles)
+        self.agents = tuple(sorted(app.agents)) if "agent" in self.roles else ()
+        self.interval = app.settings.worker_beat
+        self.outage = Outage("worker registry", log=log, clock=app.clock)
+        #: The row as last registered, or None until then (and after it was lost).
+        self.worker: Worker | None = None
+        self.beats = 0
+        self.registrations = 0
+        self._touched = False
+
+    def statistics(self) -> dict[str, int]:
+        """Registrations and beats so far, and whether the row is registered."""
+        return {
+            "registered": int(self.worker is not None),
+            "registrations": self.registrations,
+            "beats": self.beats,
+        }
+
+    async def run(self) -> None:
+        """Register, then beat every `worker_beat` seconds until cancelled; then stop the row."""
+        try:
+            while True:
+                try:
+                    await self.beat_once()
+                except StoreUnavailableError as exc:
+                    await self.outage.pause(exc)
+                    continue
+                self.outage.over()
+                await asyncio.sleep(self.interval)
+        finally:
+            if self._touched:
+                await self._stop()
+
+    async def beat_once(self) -> None:
+        """Register if not registered yet, else beat; register again if the row is gone.
+
+        Raises:
+            StoreUnavailableError: The store cannot be reached now.
+        """
+        if self.worker is not None:
+            if await self.store.beat_worker(self.instance):
+                self.beats += 1
+                return
+            log.warning(
+                "worker registry: the row of %s was gone or marked stopped; registering again",
+                self.instance,
+            )
+            self.worker = None
+        await self.register()
+
+    async def register(self) -> Worker:
+        """Write this process's row afresh (started and beaten now)."""
+        self._touched = True
+        worker = await self.store.register_worker(
+            self.instance,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            roles=self.roles,
+            agents=self.agents,
+        )
+        self.worker = worker
+        self.registrations += 1
+        return worker
+
+    async def _stop(self) -> None:
+        """Mark the row stopped: best effort, waiting at most STOP_TIMEOUT seconds.
+
+        The write runs in a task of its own, so that neither a cancellation of
+        this one nor the timeout interrupts it mid-transaction.
+        """
+        job = asyncio.ensure_future(self.store.stop_worker(self.instance))
+        job.add_done_callback(_consume)
+        done, _ = await asyncio.wait({job}, timeout=STOP_TIMEOUT)
+        if not done:
+            log.warning(
+                "worker registry: could not mark %s stopped within %.0f s; it will show as "
+                "dead once its heartbeats are %.0f s old",
+                self.instance,
+                STOP_TIMEOUT,
+                self.app.settings.worker_ttl,
+            )
+        elif not job.cancelled() and (exc := job.exception()) is not None:
+            log.warning("worker registry: could not mark %s stopped: %s", self.instance, exc)
+        self.worker = None
+
+
+def _consume(job: asyncio.Future[None]) -> None:
+    """Retrieve a finished stop's error, so that asyncio never reports it unretrieved."""
+    if not job.cancelled():
+        job.exception()

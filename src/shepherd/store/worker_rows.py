@@ -1,0 +1,37 @@
+"""The worker registry's rows, for both backends: the columns and the record they become.
+
+Roles and agents are stored as JSON arrays of names; each backend passes
+`instant`, which turns its time column into an aware UTC datetime.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from shepherd.core.workers import Worker
+from shepherd.store.rows import Instant
+
+__all__ = ["WORKER_COLUMNS", "names", "worker_from_row"]
+
+WORKER_COLUMNS = "instance, host, pid, roles, agents, started_at, beat_at, stopped_at"
+
+
+def names(values: Sequence[str]) -> str:
+    """Roles or agent names as the JSON array stored in their column."""
+    return json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
+
+
+def worker_from_row(row: tuple[Any, ...], instant: Instant) -> Worker:
+    """A Worker from a row of WORKER_COLUMNS."""
+    return Worker(
+        instance=row[0],
+        host=row[1],
+        pid=row[2],
+        roles=tuple(json.loads(row[3])),
+        agents=tuple(json.loads(row[4])),
+        started_at=instant(row[5]),
+        beat_at=instant(row[6]),
+        stopped_at=None if row[7] is None else instant(row[7]),
+    )

@@ -1,0 +1,178 @@
+"""A store that fails under the roles: nothing is charged to a task, no role dies.
+
+The real store of each backend is wrapped so that chosen operations fail once
+or several times, either before anything is written (`StoreUnavailableError`)
+or after the write committed (`CommitUnknownError`: the outcome was lost with
+the connection). The roles must wait the fault out, settle an unknown outcome
+by re-reading, and finish every task with `failure_count` 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from shepherd import Alert, App, WorkflowContext
+from shepherd.agent import AgentRequest
+from shepherd.core.records import JsonValue
+from shepherd.core.states import ProcessState
+from shepherd.errors import CommitUnknownError, RoleStoppedError, StoreUnavailableError
+from shepherd.testing import wait_until
+
+
+class FlakyStore:
+    """The real store, with `faults[method]` failures to inject into that method."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        #: method name -> list of "before" / "after" (fail before the write, or after it).
+        self.faults: dict[str, list[str]] = {}
+        self.injected: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr) or not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            plan = self.faults.get(name)
+            if plan:
+                when = plan.pop(0)
+                self.injected.append(f"{name}:{when}")
+                if when == "before":
+                    raise StoreUnavailableError(f"injected: {name} before the write")
+                await attr(*args, **kwargs)
+                raise CommitUnknownError(f"injected: {name} outcome lost")
+            return await attr(*args, **kwargs)
+
+        return call
+
+
+def three_steps(app: App) -> None:
+    @app.agent("step")
+    async def step(request: AgentRequest) -> JsonValue:
+        return {"n": request.payload}
+
+    @app.workflow("three", complete_within=30)
+    async def three(ctx: WorkflowContext, data: JsonValue) -> JsonValue:
+        results = []
+        for n in range(3):
+            try:
+                results.append(await ctx.call("step", n))
+            except Exception:  # a workflow that catches everything must not see store faults
+                return "swallowed"
+        return results
+
+
+async def flaky(app: App) -> FlakyStore:
+    await app.open()
+    wrapper = FlakyStore(app.store)
+    app._store = wrapper  # type: ignore[assignment]
+    return wrapper
+
+
+async def finished(app: App, task_id: str) -> Any:
+    async def ended() -> bool:
+        task = await app.get_task(task_id)
+        return task.process_state is ProcessState.PROCESSED
+
+    await wait_until(ended, timeout=30)
+    return await app.get_task(task_id)
+
+
+@pytest.mark.parametrize(
+    ("method", "plan"),
+    [
+        ("start_step", ["before"]),
+        ("start_step", ["after"]),
+        ("start_step", ["before", "before", "before", "before"]),
+        ("finish_task", ["after"]),
+        ("finish_task", ["before"]),
+        ("record_replies", ["after"]),
+        ("record_replies", ["before", "after", "before"]),
+    ],
+)
+async def test_a_store_fault_under_a_workflow_is_not_the_tasks_failure(
+    app: App, alerts: list[Alert], method: str, plan: list[str]
+) -> None:
+    three_steps(app)
+    store = await flaky(app)
+    task_id = await app.submit("three", None)
+    store.faults[method] = list(plan)
+    async with app.running():
+        task = await finished(app, task_id)
+    assert task.result == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert task.failure_count == 0
+    assert alerts == []
+    assert store.injected, "the fault was never injected"
+
+
+async def test_store_outages_of_the_loops_are_waited_out(app: App) -> None:
+    three_steps(app)
+    store = await flaky(app)
+    for method in ("claim_tasks", "take_requests", "record_replies", "expired_claims"):
+        store.faults[method] = ["before"] * 3
+    task_ids = [await app.submit("three", i) for i in range(5)]
+    async with app.running():
+        for task_id in task_ids:
+            task = await finished(app, task_id)
+            assert task.failure_count == 0
+    assert {f.split(":")[0] for f in store.injected} >= {
+        "claim_tasks",
+        "take_requests",
+        "record_replies",
+    }
+
+
+async def test_an_outage_is_logged_when_it_starts_and_when_it_ends(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    three_steps(app)
+    store = await flaky(app)
+    store.faults["claim_tasks"] = ["before"] * 4
+    task_id = await app.submit("three", None)
+    with caplog.at_level(logging.INFO, logger="shepherd"):
+        async with app.running():
+            await finished(app, task_id)
+    lost = [r for r in caplog.records if "scheduler claims: lost the store" in r.getMessage()]
+    back = [
+        r for r in caplog.records if "scheduler claims: store reachable again" in r.getMessage()
+    ]
+    assert len(lost) == 1
+    assert lost[0].levelno == logging.WARNING
+    assert len(back) == 1
+    assert "4 failed attempts" in back[0].getMessage()
+
+
+async def test_a_submit_whose_outcome_is_lost_says_whether_a_retry_is_safe(app: App) -> None:
+    three_steps(app)
+    store = await flaky(app)
+    store.faults["submit_task"] = ["after", "after"]
+    with pytest.raises(CommitUnknownError, match=r"same key .* is safe"):
+        await app.submit("three", None, key="order-1")
+    with pytest.raises(CommitUnknownError, match="may create a second task"):
+        await app.submit("three", None)
+    # The first one did commit: submitting again with its key returns that task.
+    first = await app.submit("three", None, key="order-1")
+    assert (await app.get_task(first)).key == "order-1"
+
+
+async def test_a_role_loop_that_ends_on_its_own_stops_the_process(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    three_steps(app)
+    store = await flaky(app)
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the reply loop")
+
+    store.record_replies = broken  # type: ignore[method-assign]
+    with (
+        caplog.at_level(logging.CRITICAL, logger="shepherd"),
+        pytest.raises(RoleStoppedError, match="Scheduler role failed: RuntimeError"),
+    ):
+        await asyncio.wait_for(app.run(["scheduler"]), timeout=30)
+    assert any("stopped unexpectedly" in r.getMessage() for r in caplog.records)
