@@ -469,11 +469,15 @@ def _stopped(role: str, job: asyncio.Task[None]) -> BaseException:
     else:
         error = RoleStoppedError(f"the {role} role failed: {type(exc).__name__}: {exc}")
         error.__cause__ = exc
+    # A ShepherdError names its cause (a damaged store, say): no traceback for it.
+    cause = None if job.cancelled() or isinstance(error, ShepherdError) else job.exception()
+    if isinstance(error, RoleStoppedError):
+        cause = error.__cause__
     log.critical(
-        "%s stopped unexpectedly: %s; stopping this process so that it can be restarted",
+        "%s stopped: %s; stopping this process so that it can be restarted",
         role,
         error,
-        exc_info=job.exception() if not job.cancelled() else None,
+        exc_info=cause,
     )
     return error
 

@@ -175,4 +175,6 @@ async def test_a_role_loop_that_ends_on_its_own_stops_the_process(
         pytest.raises(RoleStoppedError, match="Scheduler role failed: RuntimeError"),
     ):
         await asyncio.wait_for(app.run(["scheduler"]), timeout=30)
-    assert any("stopped unexpectedly" in r.getMessage() for r in caplog.records)
+    assert any(
+        "Scheduler stopped: the Scheduler role failed" in r.getMessage() for r in caplog.records
+    )

@@ -62,7 +62,8 @@ class Worker:
                     f"worker {self.name} exited ({self.process.wait()}) before it was ready; "
                     f"stderr:\n{self.stderr()}"
                 )
-            if line.split()[:1] == ["ready"]:
+            # worker_app.py prints `ready <pid>`; `shepherd run` prints `shepherd ready: ...`.
+            if line.split()[:1] == ["ready"] or line.startswith("shepherd ready:"):
                 return
 
     def kill(self, timeout: float = 10.0) -> None:
