@@ -3,7 +3,8 @@
 A handler wraps one remote service. Transient failures are retried with
 exponential backoff and jitter inside the deadline; permanent ones are replied
 as errors; at `complete_by` the handler is cancelled and nothing is replied
-(someone else may already be retrying the step).
+(someone else may already be retrying the step). The handler of a
+`threads=True` agent is a plain function run in a thread (`agent_threads`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 from shepherd.agent_request import AgentRequest as AgentRequest
 from shepherd.agent_request import StepHelpers
+from shepherd.agent_threads import ThreadedCalls
+from shepherd.agent_threads import check_handler as check_handler
 from shepherd.breakers import BreakerGate
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import JsonValue, Request
@@ -42,6 +45,8 @@ log = logging.getLogger("shepherd.agent")
 
 
 Handler = Callable[[AgentRequest], Awaitable[JsonValue]]
+#: The handler of a `threads=True` agent: a plain function, run in a thread.
+BlockingHandler = Callable[[AgentRequest], JsonValue]
 
 
 @final
@@ -50,7 +55,7 @@ class Agent:
     """A registered agent: its handler and its policies."""
 
     name: str
-    fn: Handler
+    fn: Handler | BlockingHandler
     retry: RetryPolicy
     #: Default step window for calls to this agent (seconds), or the app default.
     within: float | None = None
@@ -58,6 +63,8 @@ class Agent:
     breaker: BreakerPolicy | None = None
     #: The remote service's name; agents naming the same service share one breaker.
     service: str | None = None
+    #: Whether `fn` is a plain function run in a thread (else an `async def`).
+    threads: bool = False
 
     @property
     def service_name(self) -> str:
@@ -111,6 +118,7 @@ class AgentWorker:
         self.metrics = app.metrics
         self.breakers = BreakerGate(app)
         self.helpers = WorkerHelpers(self)
+        self.threaded = ThreadedCalls(limit=app.settings.agent_threads, metrics=app.metrics)
         self._agent_counters: dict[str, AgentCounters] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
@@ -118,12 +126,15 @@ class AgentWorker:
         self.retries = 0
         self.timeouts = 0
         self.replied = 0
+        #: Requests of suspect tasks being handled (at most one at a time).
+        self._suspects = 0
         self.takes_outage = Outage("agent requests", log=log, clock=app.clock)
         self.replies_outage = Outage("agent replies", log=log, clock=app.clock)
 
     def statistics(self) -> dict[str, int]:
         return {
             "running": len(self._running),
+            "threaded": len(self.threaded.holding),
             "calls": self.calls,
             "retries": self.retries,
             "timeouts": self.timeouts,
@@ -134,37 +145,84 @@ class AgentWorker:
         """Take and handle requests until cancelled."""
         if not self.agents:
             await asyncio.Event().wait()
-        names = sorted(self.agents)
         signals: Signals = self.store.signals
+        threaded = self.threaded
+        plain = any(not a.threads for a in self.agents.values())
         try:
             while True:
                 free = self.concurrency - len(self._running)
-                if free <= 0:
+                if free <= 0 or (threaded.free <= 0 and not plain):
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
                     continue
                 wake = signals.event(ch.REQUESTS)
                 try:
-                    requests = await self.store.take_requests(
-                        agents=names, worker=self.worker, limit=free
-                    )
+                    requests, more = await self._take(free)
                 except StoreUnavailableError as exc:  # wait it out; anything else stops us
                     await self.takes_outage.pause(exc)
                     continue
                 self.takes_outage.over()
                 for request in requests:
-                    task = asyncio.create_task(self._handle(request))
+                    if request.suspect:
+                        self._suspects += 1
+                    if self.agents[request.agent].threads:
+                        task = asyncio.create_task(threaded.hold(self._handle(request), request))
+                        threaded.holding.add(task)
+                    else:
+                        task = asyncio.create_task(self._handle(request))
                     self._running.add(task)
+                    if request.suspect:
+                        task.add_done_callback(self._suspect_done)
                     task.add_done_callback(self._done)
-                if len(requests) < free:
+                if not more:
                     await Signals.wait(wake, self.app.settings.poll_interval)
         finally:
             for task in list(self._running):
                 task.cancel()
             await asyncio.gather(*self._running, return_exceptions=True)
+            threaded.close()
+
+    async def _take(self, free: int) -> tuple[list[Request], bool]:
+        """Lease up to `free` requests, at most `threaded.free` of them for threaded agents.
+
+        Returns them, and whether a take came back full (more may be waiting).
+        """
+        take = self.store.take_requests
+        room = self.threaded.free
+        # A suspect (its task crashed a process before) runs apart from other suspects.
+        suspects = 0 if self._suspects else 1
+        blocking = sorted(n for n, a in self.agents.items() if a.threads)
+        if room >= free or not blocking:
+            taken = await take(
+                agents=sorted(self.agents), worker=self.worker, limit=free, suspects=suspects
+            )
+            return taken, len(taken) == free
+        plain = sorted(n for n, a in self.agents.items() if not a.threads)
+        taken = (
+            await take(agents=plain, worker=self.worker, limit=free, suspects=suspects)
+            if plain
+            else []
+        )
+        if any(r.suspect for r in taken):
+            suspects = 0
+        more = len(taken) == free
+        room = min(room, free - len(taken))
+        if room > 0:
+            held = await take(agents=blocking, worker=self.worker, limit=room, suspects=suspects)
+            taken += held
+            more = more or len(held) == room
+        return taken, more
+
+    def _suspect_done(self, task: asyncio.Task[None]) -> None:
+        self._suspects -= 1
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
+        if task in self.threaded.holding:
+            full = self.threaded.free <= 0
+            self.threaded.holding.discard(task)
+            if full:  # requests of threaded agents left in the queue: look again now
+                self.store.signals.ring(ch.REQUESTS)
         self._slot_freed.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("agent worker failure", exc_info=task.exception())
@@ -176,6 +234,16 @@ class AgentWorker:
 
     async def _handle(self, request: Request) -> None:
         spec = self.agents[request.agent]
+        if request.suspect:
+            # A step that was running at a crash waited for an agent running no other
+            # suspect: its window starts now, as after a heartbeat.
+            try:
+                started = await self.store.extend_step(request, worker=self.worker)
+            except StoreUnavailableError:
+                started = request.complete_by
+            if started is None:
+                return  # superseded while it waited
+            request = replace(request, complete_by=started)
         now = self.store.now()
         if request.complete_by <= now:
             return
@@ -215,7 +283,11 @@ class AgentWorker:
                     self.calls += 1
                     counters.calls.inc()
                     try:
-                        result = await spec.fn(call)
+                        if spec.threads:
+                            fn = cast("BlockingHandler", spec.fn)
+                            result = await self.threaded.call(fn, call, request)
+                        else:
+                            result = await cast("Handler", spec.fn)(call)
                     except StepSupersededError:
                         log.info("%s %s/%s: superseded", agent, request.task_id, request.seq)
                         return
@@ -290,7 +362,8 @@ class AgentWorker:
                 },
             )
             return
-        log.info("%s %s/%s: cancelled at complete_by", agent, request.task_id, request.seq)
+        if not self.threaded.overdue(request):  # else it said so, naming the thread
+            log.info("%s %s/%s: cancelled at complete_by", agent, request.task_id, request.seq)
         if tries > call.retry:
             # The try in flight hung: for the service's breaker, a failure.
             await self.breakers.after_call(spec, request, failed=True)

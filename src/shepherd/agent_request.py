@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,11 +59,12 @@ class AgentRequest:
     _helpers: StepHelpers = field(default_factory=StepHelpers, repr=False, compare=False)
     _source: Request | None = field(default=None, repr=False, compare=False)
 
-    async def heartbeat(self) -> datetime:
+    def heartbeat(self) -> Awaitable[datetime]:
         """Tell the store this slow step is alive: its complete_by moves one window ahead.
 
         Call it from a long handler more often than the step's window. The handler's
-        own deadline moves with it.
+        own deadline moves with it. Await it, on the event loop: the handler of a
+        `threads=True` agent cannot call it.
 
         Returns:
             The new complete_by.
@@ -70,12 +72,15 @@ class AgentRequest:
         Raises:
             StepSupersededError: The step is no longer this execution's (it was
                 given up and sent again, or the task moved on); stop working.
+            RuntimeError: Called outside the event loop (from a `threads=True`
+                handler).
         """
-        return await self._helpers.heartbeat(self)
+        _on_the_loop("heartbeat")
+        return self._helpers.heartbeat(self)
 
-    async def once(
+    def once(
         self, effect: Callable[[], Awaitable[JsonValue]], *, name: str | None = None
-    ) -> JsonValue:
+    ) -> Awaitable[JsonValue]:
         """Run a non-idempotent side effect at most once per step, and remember its result.
 
         The first execution marks the key `idempotency_key` (plus `/name` if given, for
@@ -89,8 +94,28 @@ class AgentRequest:
         execution raises `PermanentError` saying so, and the operator decides
         (`shepherd retry TASK --step SEQ` clears the mark).
 
+        Await it, on the event loop: the handler of a `threads=True` agent cannot
+        call it.
+
         Returns:
             `effect`'s result, now or as recorded by an earlier execution.
+
+        Raises:
+            RuntimeError: Called outside the event loop (from a `threads=True`
+                handler).
         """
+        _on_the_loop("once")
         key = self.idempotency_key if name is None else f"{self.idempotency_key}/{name}"
-        return await self._helpers.once(self, key, effect)
+        return self._helpers.once(self, key, effect)
+
+
+def _on_the_loop(method: str) -> None:
+    """Refuse a call from a handler thread, which would make a coroutine nobody awaits."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            f"request.{method}() is async and runs on the event loop: the handler of a "
+            "threads=True agent cannot call it (keep the handler async and run only the "
+            "blocking call in a thread, with `await asyncio.to_thread(...)`)"
+        ) from None

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
-from shepherd.agent import Agent, AgentWorker, Handler
+from shepherd.agent import Agent, AgentWorker, Handler, check_handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
 from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
@@ -42,6 +42,7 @@ from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask
 from shepherd.store.signals import Signals
 from shepherd.supervisor import Supervisor
+from shepherd.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from shepherd.context import WorkflowContext
@@ -111,6 +112,10 @@ class App:
         #: helpers such as `shepherd.http` close what they opened for this app here.
         self.on_close: list[Callable[[], Awaitable[object]]] = []
         self.instance = instance_id()
+        #: Watches the event loop while `run` runs: blocks longer than `block_warning`.
+        self.watchdog = Watchdog(
+            threshold=self.settings.block_warning, on_block=self.metrics.loop_blocks.inc
+        )
 
     # -- registration ------------------------------------------------------
     def workflow(
@@ -167,8 +172,9 @@ class App:
         within: float | None = None,
         breaker: BreakerPolicy | None = None,
         service: str | None = None,
+        threads: bool = False,
     ) -> Callable[[F], F]:
-        """Register `async def handler(request)` as an agent.
+        """Register `async def handler(request)` as an agent (or a plain `def`, with `threads`).
 
         Args:
             name: The agent's name (default: the function's name).
@@ -178,6 +184,15 @@ class App:
                 store by every process (default: none).
             service: The remote service's name (default: the agent's name); agents
                 that name the same service share its breaker.
+            threads: The handler is a plain, blocking `def`, run in a thread (at most
+                `agent_threads` at once per worker) so that it does not block the
+                event loop. At complete_by the step is given up, but the thread runs
+                on and keeps its slot until it returns. It cannot call
+                `request.heartbeat()` or `request.once()`.
+
+        Raises:
+            ConfigError: An option is invalid, or the handler is an `async def` with
+                `threads=True`, or a plain `def` without it.
         """
         if within is not None and within <= 0:
             raise ConfigError("within", "must be a positive number of seconds")
@@ -186,6 +201,7 @@ class App:
 
         def register(fn: F) -> F:
             agent_name = name or fn.__name__
+            check_handler(agent_name, fn, threads=threads)
             self.agents[agent_name] = Agent(
                 name=agent_name,
                 fn=fn,
@@ -193,6 +209,7 @@ class App:
                 within=within,
                 breaker=breaker,
                 service=service,
+                threads=threads,
             )
             return fn
 
@@ -259,7 +276,8 @@ class App:
             workflow: The registered workflow to run.
             data: Its input (JSON).
             key: An idempotency key: a second submit with the same key (for the
-                same workflow) creates nothing and returns the first task's id.
+                same workflow) creates nothing and returns the first task's id,
+                also after that task was purged by retention, for `key_retention`.
             reply_to: A tag for the task's events (`read_events(reply_to=...)`).
             connection: Transactional submit (PostgreSQL store only): your own
                 psycopg 3 `AsyncConnection` to the store's database, with a
@@ -314,12 +332,26 @@ class App:
         return submitted.task_id
 
     async def get_task(self, task_id: str) -> Task:
-        """The task with its steps. Raises UnknownTaskError."""
+        """The task with its steps.
+
+        Raises:
+            UnknownTaskError: No such task; the message says when a task of
+                that id ended and was purged by retention.
+        """
         await self.open()
         task = await self.store.get_task(task_id)
         if task is None:
-            raise UnknownTaskError(task_id)
+            raise await self._unknown(task_id)
         return task
+
+    async def _unknown(self, task_id: str) -> UnknownTaskError:
+        """The error for a task id the store does not hold: purged (when it says so), or unknown."""
+        tombstone = await self.store.get_tombstone(task_id)
+        if tombstone is None:
+            return UnknownTaskError(task_id)
+        return UnknownTaskError(
+            task_id, process_state=str(tombstone.process_state), purged_at=tombstone.purged_at
+        )
 
     async def list_tasks(
         self, *, states: Sequence[ProcessState] = (), limit: int = 100
@@ -351,7 +383,8 @@ class App:
         Raises:
             TaskFailedError: The task ended compensated, cancelled or in error.
             TimeoutError: It did not end within `timeout` seconds.
-            UnknownTaskError: No such task.
+            UnknownTaskError: No such task (or it was purged by retention: the
+                message says how it ended and when it was purged).
         """
         await self.open()
         store = self.store
@@ -361,7 +394,7 @@ class App:
             wake = store.signals.event(ch.task_channel(task_id))
             task = await store.get_task(task_id)
             if task is None:
-                raise UnknownTaskError(task_id)
+                raise await self._unknown(task_id)
             if task.process_state is ProcessState.PROCESSED:
                 return task.result
             if task.process_state in (
@@ -417,6 +450,7 @@ class App:
             raise ConfigError("roles", f"unknown roles {unknown} (choose from {', '.join(ROLES)})")
         await self.open()
         workers = [*self.build_roles(roles), WorkerRegistry(self, roles=roles)]
+        self.watchdog.start()
         jobs = {
             asyncio.create_task(w.run(), name=f"shepherd-{type(w).__name__}"): type(w).__name__
             for w in workers
@@ -433,6 +467,7 @@ class App:
             for job in jobs:
                 job.cancel()
             await asyncio.gather(*jobs, return_exceptions=True)
+            self.watchdog.stop()
 
     def build_roles(self, roles: Sequence[str]) -> list[Scheduler | AgentWorker | Supervisor]:
         """The role instances for `roles`, named after this process."""

@@ -35,6 +35,10 @@ class Settings:
         claim_batch: Most tasks a scheduler claims in one transaction.
         max_in_flight: Most workflows running at once in one scheduler.
         agent_concurrency: Most agent handlers running at once in one worker.
+        agent_threads: Most handlers of `threads=True` agents running at once in
+            one worker (each in a thread of its own; bounded by `agent_concurrency`).
+        block_warning: Seconds the event loop may be blocked (by a handler or
+            workflow that does not yield) before the watchdog logs a warning.
         poll_interval: Seconds between fallback polls when no wake-up arrives.
         lease_ttl: Seconds a supervisor's leadership lease lasts unrenewed.
         default_complete_within: A workflow's default progress window, in seconds.
@@ -47,6 +51,19 @@ class Settings:
         worker_beat: Seconds between a process's heartbeats in the worker registry.
         worker_ttl: Seconds without a heartbeat after which a process is deemed
             dead; longer than `worker_beat`.
+        poison_crashes: A task that was running in this many worker processes
+            that crashed is quarantined in `error` as suspected poison.
+        max_owner_deaths: A task whose claim's owner process died more often
+            than this goes to `error`.
+        retention: Seconds an ended task (`processed`, `compensated`,
+            `cancelled`) is kept after it ended; then the supervisor's leader
+            deletes it with its steps, events and messages. Tasks in `error`
+            are never deleted.
+        key_retention: Seconds a purged task's idempotency key keeps its meaning:
+            a submit of that key returns the purged task's id meanwhile.
+        purge_batch: Most tasks deleted in one purge transaction.
+        purge_interval: Seconds between the supervisor leader's purge passes
+            (at least `supervisor_interval`).
 
     Raises:
         ConfigError: A value is of the wrong type or out of range.
@@ -57,6 +74,8 @@ class Settings:
     claim_batch: int = 256
     max_in_flight: int = 10000
     agent_concurrency: int = 1000
+    agent_threads: int = 32
+    block_warning: float = 1.0
     poll_interval: float = 0.2
     lease_ttl: float = 1.5
     default_complete_within: float = 30.0
@@ -66,6 +85,12 @@ class Settings:
     breaker_refresh: float = 1.0
     worker_beat: float = 2.0
     worker_ttl: float = 10.0
+    poison_crashes: int = 3
+    max_owner_deaths: int = 10
+    retention: float = 604800.0
+    key_retention: float = 2592000.0
+    purge_batch: int = 500
+    purge_interval: float = 60.0
 
     def __post_init__(self) -> None:
         for name in _TYPES:

@@ -11,6 +11,7 @@ from shepherd.core import replay
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
+from shepherd.core.supervision import crashed_at
 from shepherd.errors import (
     NonDeterminismError,
     OutcomeUnknownError,
@@ -30,6 +31,11 @@ class Abandoned(BaseException):
 
     A BaseException so that a workflow's `except Exception` cannot swallow it.
     """
+
+
+#: A step that was running at a crash may wait this many of its windows in the queue
+#: for an agent that runs no other suspect (its window restarts when it is taken).
+SUSPECT_QUEUE_WINDOWS = 5
 
 
 class StoreLost(BaseException):
@@ -126,6 +132,7 @@ class WorkflowContext:
         """Record the step running, send its request, and wait for the reply."""
         scheduler = self._scheduler
         step_within = within if within is not None else scheduler.default_step_within(agent)
+        suspect = crashed_at(self.task.crashes, seq)
         future = scheduler.expect_reply(self.task_id, seq)
         try:
             try:
@@ -143,6 +150,8 @@ class WorkflowContext:
                         undo=undo,
                         compensates=compensates,
                         retry=retry,
+                        suspect=suspect,
+                        queue_allowance=SUSPECT_QUEUE_WINDOWS * step_within if suspect else 0.0,
                     )
                 )
             except StaleEpochError as exc:

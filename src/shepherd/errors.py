@@ -24,7 +24,10 @@ Each class's docstring is its default message; structured fields are attributes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
 class ShepherdError(Exception):
@@ -95,11 +98,27 @@ class UnknownAgentError(ShepherdError):
 
 
 class UnknownTaskError(ShepherdError):
-    """No task with that id."""
+    """No task with that id.
 
-    def __init__(self, task_id: str) -> None:
+    When the task existed and was deleted by retention, `process_state` is the
+    state it ended in and `purged_at` when it was deleted; both are None otherwise.
+    """
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        process_state: str | None = None,
+        purged_at: datetime | None = None,
+    ) -> None:
         self.task_id = task_id
-        super().__init__(f"unknown task {task_id!r}")
+        self.process_state = process_state
+        self.purged_at = purged_at
+        message = f"unknown task {task_id!r}"
+        if process_state is not None and purged_at is not None:
+            when = purged_at.isoformat(timespec="seconds")
+            message += f": it ended {process_state} and was purged at {when} (retention)"
+        super().__init__(message)
 
 
 class PayloadError(ShepherdError):

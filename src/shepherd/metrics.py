@@ -30,6 +30,10 @@ class Metrics:
         breaker_transitions: Breaker state changes this process made, per service
             and change (`closed->open`, `open->half_open`, `half_open->closed`, ...).
         breaker_waits: Tries held back because a breaker was open, per service.
+        loop_blocks: Episodes of the event loop blocked longer than `block_warning`
+            (counted by the watchdog when it warns, while the loop is still blocked).
+        threads_overdue: Handler threads of `threads=True` agents still running at
+            their `complete_by` (each keeps its slot until it returns), per agent.
     """
 
     def __init__(self) -> None:
@@ -65,6 +69,17 @@ class Metrics:
             "shepherd_breaker_waits",
             "Tries held back because the service's breaker was open.",
             ["service"],
+            registry=self.registry,
+        )
+        self.loop_blocks = Counter(
+            "shepherd_loop_blocks",
+            "Episodes of the event loop blocked longer than block_warning.",
+            registry=self.registry,
+        )
+        self.threads_overdue = Counter(
+            "shepherd_agent_threads_overdue",
+            "Handler threads still running at complete_by (they keep their slot).",
+            ["agent"],
             registry=self.registry,
         )
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from shepherd.app import App
     from shepherd.core.workers import Worker
 
-__all__ = ["STOP_TIMEOUT", "WorkerRegistry"]
+__all__ = ["STOP_TIMEOUT", "WorkerRegistry", "pid_alive"]
 
 log = logging.getLogger("shepherd.registry")
 
@@ -134,3 +134,27 @@ def _consume(job: asyncio.Future[None]) -> None:
     """Retrieve a finished stop's error, so that asyncio never reports it unretrieved."""
     if not job.cancelled():
         job.exception()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (a zombie, killed but not reaped, does not).
+
+    Reads `/proc` where there is one; elsewhere asks the kernel with signal 0.
+    One PID namespace per host name is assumed (containers have host names of
+    their own by default).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[-1].split()
+        return bool(fields) and fields[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -10,29 +10,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, final
 
+from shepherd.core.retention import cutoff, due
 from shepherd.core.supervision import (
+    CrashPolicy,
     Escalate,
     Reset,
     SupervisionPolicy,
+    on_crash,
     on_expired,
     on_store_outage,
 )
-from shepherd.core.workers import instance_of
+from shepherd.core.workers import WorkerState, instance_of
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
+from shepherd.registry import pid_alive
+from shepherd.retention import purge
 from shepherd.store.contract import REPLY_GRACE
 
 if TYPE_CHECKING:
     from shepherd.app import App
     from shepherd.core.records import Lease, Task
+    from shepherd.core.workers import Worker
 
 log = logging.getLogger("shepherd.supervisor")
 
 LEASE = "supervisor"
+#: Most purge transactions in one retention pass (of `purge_batch` tasks each).
+PURGE_BATCHES = 20
 
 
 @final
@@ -62,6 +71,15 @@ class Supervisor:
         self.outage_span: tuple[datetime, datetime] | None = None
         self._outage_from: datetime | None = None
         self.forgiven = 0
+        #: Ended tasks deleted by retention, and when the last pass ran (monotonic).
+        self.purged = 0
+        self._purged_at: float | None = None
+        #: Dead processes whose crash was attributed.
+        self.crashes = 0
+        self.crash_policy = CrashPolicy(
+            poison_crashes=app.settings.poison_crashes,
+            max_owner_deaths=app.settings.max_owner_deaths,
+        )
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -71,6 +89,7 @@ class Supervisor:
             "escalations": self.escalations,
             "compensations": self.compensations,
             "forgiven": self.forgiven,
+            "crashes": self.crashes,
         }
 
     def policy_for(self, workflow: str) -> SupervisionPolicy:
@@ -84,6 +103,7 @@ class Supervisor:
             while True:
                 try:
                     await self.scan_once()
+                    await self.purge_once()
                 except StoreUnavailableError as exc:  # retried; anything else stops us
                     if not self.scan_outage.active:
                         self._outage_from = self.store.now()
@@ -132,6 +152,43 @@ class Supervisor:
             and span[0] <= task.complete_by <= span[1]
         )
 
+    async def purge_once(self) -> int:
+        """A retention pass, while leading and at most every `purge_interval`.
+
+        Deletes, `purge_batch` at a time and at most PURGE_BATCHES batches, the
+        tasks that ended more than `retention` seconds ago and the key
+        tombstones older than `key_retention`, then lets the store checkpoint.
+        A pass that left some behind is followed by another at the next scan,
+        so a backlog is worked off in bounded steps. Returns how many tasks
+        were deleted.
+        """
+        settings = self.app.settings
+        interval = max(settings.purge_interval, self.interval)
+        if self.lease is None or not due(
+            self._purged_at, now=self.app.clock.monotonic(), interval=interval
+        ):
+            return 0
+        now = self.store.now()
+        done = await purge(
+            self.store,
+            ended_before=cutoff(now, settings.retention),
+            purged_before=cutoff(now, settings.key_retention),
+            batch=settings.purge_batch,
+            max_batches=PURGE_BATCHES,
+        )
+        await self.store.checkpoint()
+        self._purged_at = self.app.clock.monotonic() if done.complete else None
+        self.purged += done.tasks
+        if done.tasks or done.tombstones:
+            log.info(
+                "retention: purged %d tasks that ended over %g s ago and %d key tombstones%s",
+                done.tasks,
+                settings.retention,
+                done.tombstones,
+                "" if done.complete else "; more are left for the next scan",
+            )
+        return done.tasks
+
     async def _hold_lease(self) -> None:
         while True:
             try:
@@ -178,12 +235,94 @@ class Supervisor:
             return set()
         return await self.store.dead_workers(owners, ttl=self.app.settings.worker_ttl)
 
+    async def attribute_crashes(self, lease: Lease) -> int:
+        """Find processes that died and attribute their crash to the tasks they held.
+
+        A process is dead when the worker registry says so (no beat within
+        `worker_ttl`), or at once when it ran on this host and its pid is gone.
+        Each task it owned or ran is reset without a failure counted; each task
+        whose step was running in it becomes a suspect (that step runs apart
+        from other suspects from then on), quarantined at `poison_crashes`
+        crashed processes. Returns how many tasks were handled.
+        """
+        now = self.store.now()
+        ttl = self.app.settings.worker_ttl
+        here = socket.gethostname()
+        dead: list[Worker] = []
+        for worker in await self.store.unreaped_workers():
+            if worker.instance == self.app.instance:
+                continue
+            if worker.state(now=now, ttl=ttl) is WorkerState.DEAD:
+                dead.append(worker)
+            elif worker.host == here and not pid_alive(worker.pid):
+                await self.store.mark_died(worker.instance)
+                dead.append(worker)
+        handled = 0
+        for worker in dead:
+            handled += await self._reap(worker, lease, now)
+        return handled
+
+    async def _reap(self, worker: Worker, lease: Lease, now: datetime) -> int:
+        victims = await self.store.crash_victims(worker.instance, beat_at=worker.beat_at)
+        verdicts = [
+            (
+                task,
+                on_crash(
+                    task,
+                    instance=worker.instance,
+                    owned=owned,
+                    running=running,
+                    policy=self.crash_policy,
+                    now=now,
+                ),
+            )
+            for task, owned, running in victims
+        ]
+        applied = await asyncio.gather(
+            *(
+                self.store.apply_crash(task, verdict, leader=lease)
+                for task, verdict in verdicts
+                if verdict is not None
+            )
+        )
+        reset = quarantined = suspects = 0
+        done = [(t, v) for t, v in verdicts if v is not None]
+        for (task, verdict), ok in zip(done, applied, strict=True):
+            if not ok:
+                continue
+            if isinstance(verdict, Escalate):
+                quarantined += 1
+                self.escalations += 1
+                self.app.raise_alert(task, reason=verdict.reason)
+            else:
+                reset += 1
+                self.resets += 1
+                suspects += len(verdict.crashes or ()) > len(task.crashes)
+        await self.store.reap_worker(worker.instance)
+        self.crashes += 1
+        log.warning(
+            "worker %s (pid %d on %s) died: %d tasks recovered without a failure counted "
+            "(%d of them had a step running there and are now suspects), %d quarantined as "
+            "suspected poison",
+            worker.instance,
+            worker.pid,
+            worker.host,
+            reset,
+            suspects,
+            quarantined,
+        )
+        return reset + quarantined
+
     async def scan_once(self) -> int:
-        """One scan: renew leadership, then handle every expired claim. Returns how many."""
+        """One scan: renew leadership, attribute crashes, then handle every expired claim.
+
+        Returns how many expired claims were handled.
+        """
         lease = await self.renew()
         if lease is None:
             return 0
         self.scans += 1
+        await self.attribute_crashes(lease)
         expired = await self.store.expired_claims(limit=1000)
         if not expired:
             return 0

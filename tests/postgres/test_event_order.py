@@ -97,3 +97,18 @@ async def test_many_concurrent_writers_never_make_a_tailing_reader_skip(
     assert len(stored) == expected
     assert len(seen) == len(set(seen)), "the tailing reader was given an event twice"
     assert sorted(seen) == stored, "the tailing reader skipped events"
+
+
+@pytest.mark.timeout(60)
+async def test_a_cursor_whose_event_was_purged_goes_on_from_the_higher_ids(
+    postgres_url: str, open_store: OpenStore
+) -> None:
+    store = await open_store()
+    for n in range(4):
+        await store.submit_task(NewTask(workflow="w", input={"n": n}))
+    events = await store.read_events(reply_to=None, after_id=0)
+    cursor = events[1].id
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        await conn.execute("DELETE FROM events WHERE id <= %s", (cursor,))
+    after = await store.read_events(reply_to=None, after_id=cursor)
+    assert [e.id for e in after] == [e.id for e in events[2:]]

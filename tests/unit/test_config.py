@@ -44,6 +44,8 @@ def test_every_field_has_an_env_variable() -> None:
         "claim_batch": ("3", 3),
         "max_in_flight": ("4", 4),
         "agent_concurrency": ("5", 5),
+        "agent_threads": ("6", 6),
+        "block_warning": ("0.25", 0.25),
         "poll_interval": ("0.25", 0.25),
         "lease_ttl": ("7.5", 7.5),
         "default_complete_within": ("60", 60.0),
@@ -53,6 +55,12 @@ def test_every_field_has_an_env_variable() -> None:
         "breaker_refresh": ("0.5", 0.5),
         "worker_beat": ("0.5", 0.5),
         "worker_ttl": ("3", 3.0),
+        "poison_crashes": ("4", 4),
+        "max_owner_deaths": ("12", 12),
+        "retention": ("86400", 86400.0),
+        "key_retention": ("172800.5", 172800.5),
+        "purge_batch": ("100", 100),
+        "purge_interval": ("30", 30.0),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Settings)}
     settings = Settings.from_env({f"SHEPHERD_{k.upper()}": raw for k, (raw, _) in values.items()})
@@ -75,11 +83,19 @@ def test_settings_are_frozen() -> None:
         ("claim_batch", 0, "positive integer"),
         ("max_in_flight", 1.5, "must be an integer"),
         ("agent_concurrency", True, "must be a number, not bool"),
+        ("agent_threads", 0, "positive integer"),
+        ("block_warning", 0, "positive number of seconds"),
         ("max_payload_bytes", -1, "positive integer"),
         ("sqlite_synchronous", "OFF", "must be one of FULL, NORMAL"),
         ("breaker_refresh", 0, "positive number of seconds"),
         ("worker_beat", 0, "positive number of seconds"),
         ("worker_ttl", float("inf"), "positive number of seconds"),
+        ("poison_crashes", 0, "positive integer"),
+        ("max_owner_deaths", 1.5, "must be an integer"),
+        ("retention", 0, "positive number of seconds"),
+        ("key_retention", -1.0, "positive number of seconds"),
+        ("purge_batch", 0, "positive integer"),
+        ("purge_interval", "60", "must be a number, not str"),
         ("sqlite_synchronous", 1, "must be a string"),
         ("store", "mysql://localhost/db", "unsupported scheme 'mysql'"),
         ("store", "shepherd.db", "must be a URL"),
@@ -111,6 +127,13 @@ def test_env_errors_name_the_variable(field: str, raw: str, problem: str) -> Non
         Settings.from_env({var: raw})
     assert caught.value.field == field
     assert f"from {var}={raw!r}" in str(caught.value)
+
+
+def test_retention_defaults_keep_ended_tasks_a_week_and_keys_a_month() -> None:
+    settings = Settings()
+    assert (settings.retention, settings.key_retention) == (7 * 86400.0, 30 * 86400.0)
+    assert (settings.purge_batch, settings.purge_interval) == (500, 60.0)
+    assert Settings.from_env({"SHEPHERD_RETENTION": "3600.5"}).retention == 3600.5
 
 
 def test_worker_ttl_must_outlast_a_beat() -> None:

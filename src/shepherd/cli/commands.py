@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
+from shepherd import retention
 from shepherd.app import ROLES
 from shepherd.cli import render
 from shepherd.cli.loader import (
@@ -27,6 +28,7 @@ from shepherd.cli.loader import (
     serve,
 )
 from shepherd.core.breaker import BreakerState
+from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, ShepherdError, TaskFailedError
 from shepherd.payloads import dumps
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerEvent
     from shepherd.core.records import Event, Task
     from shepherd.core.workers import Worker
+    from shepherd.retention import Purged
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -419,6 +422,49 @@ def workers(
         render.echo_json(render.workers_json(found, now=now, ttl=ttl))
     else:
         render.print_workers(found, now=now, ttl=ttl)
+
+
+@cli.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    callback=_duration_option,
+    metavar="DURATION",
+    help="Purge tasks that ended at least this long ago (90s, 30m, 12h, 7d).",
+)
+@app_option
+@store_option
+@json_option
+def purge(older_than: timedelta, app_spec: str | None, store: str | None, as_json: bool) -> None:
+    """Delete ended tasks now, with their steps, events and messages; print how many.
+
+    Only `processed`, `compensated` and `cancelled` tasks that ended at least
+    DURATION ago go (store clock); tasks in `error` and unfinished ones stay,
+    whatever their age. A purged task's key keeps returning its id for
+    `key_retention`; key tombstones older than that go too. Runs in batches of
+    `purge_batch` tasks, until none is left.
+    """
+    app = _app(app_spec, store, existing=True)
+    settings = app.settings
+
+    async def work() -> tuple[Purged, datetime | None]:
+        await app.open()
+        now = app.store.now()
+        ended_before = cutoff(now, older_than.total_seconds())
+        done = await retention.purge(
+            app.store,
+            ended_before=ended_before,
+            purged_before=cutoff(now, settings.key_retention),
+            batch=settings.purge_batch,
+        )
+        return done, ended_before
+
+    done, ended_before = run_with(app, work)
+    if as_json:
+        render.echo_json(render.purged_json(done, ended_before))
+    else:
+        render.print_purged(done, ended_before)
 
 
 # -- delegated -----------------------------------------------------------------

@@ -18,14 +18,18 @@ from shepherd.core.workers import Worker
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from shepherd.retention import Purged
+
 __all__ = [
     "BreakerRow",
     "breakers_json",
     "echo_json",
     "print_breakers",
+    "print_purged",
     "print_task",
     "print_tasks",
     "print_workers",
+    "purged_json",
     "reason",
     "shorten",
     "task_json",
@@ -249,6 +253,24 @@ def print_workers(workers: Sequence[Worker], *, now: datetime, ttl: float) -> No
             str(w.state(now=now, ttl=ttl)),
         )
     _console().print(table if workers else "no workers")
+
+
+def purged_json(done: Purged, ended_before: datetime | None) -> JsonValue:
+    """What `shepherd purge` deleted, as a JSON object."""
+    return {
+        "purged": done.tasks,
+        "ended_before": None if ended_before is None else ended_before.isoformat(),
+        "tombstones": done.tombstones,
+    }
+
+
+def print_purged(done: Purged, ended_before: datetime | None) -> None:
+    """What `shepherd purge` deleted, in one line."""
+    since = "" if ended_before is None else f" that ended before {_when(ended_before)}"
+    click.echo(
+        f"purged {done.tasks} task{'' if done.tasks == 1 else 's'}{since}, "
+        f"and {done.tombstones} expired key tombstone{'' if done.tombstones == 1 else 's'}"
+    )
 
 
 def _age(elapsed: timedelta) -> str:

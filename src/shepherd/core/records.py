@@ -55,6 +55,10 @@ class Task:
     error: JsonValue = None
     cancel_requested: bool = False
     steps: tuple[Step, ...] = field(default=())
+    #: The processes (instances) that died while one of this task's steps ran in them.
+    crashes: tuple[str, ...] = ()
+    #: How often the process owning this task's claim died.
+    owner_deaths: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +78,8 @@ class Request:
     within: float | None = None
     #: A retry policy for this call only (`RetryPolicy.to_json()`), or None for the agent's.
     retry: JsonValue = None
+    #: Its task crashed a worker process before: run it apart from other suspects.
+    suspect: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

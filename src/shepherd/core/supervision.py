@@ -108,6 +108,9 @@ class Reset:
     not_before: datetime
     process_state: ProcessState
     reason: str
+    #: After a crash: the task's crashes and owner deaths to record (None: unchanged).
+    crashes: tuple[str, ...] | None = None
+    owner_deaths: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +119,8 @@ class Escalate:
 
     failure_count: int
     reason: str
+    crashes: tuple[str, ...] | None = None
+    owner_deaths: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,4 +201,136 @@ def on_store_outage(task: Task, *, now: datetime) -> Reset:
         not_before=now,
         process_state=ProcessState.COMPENSATING if compensating else ProcessState.PENDING,
         reason="complete_by passed while the store was unreachable; not counted as a failure",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrashPolicy:
+    """How crashes of worker processes are attributed to the tasks they ran.
+
+    Attributes:
+        poison_crashes: A task that was running (a step of it executing) in this
+            many processes that crashed is quarantined in `error` as suspected
+            poison.
+        max_owner_deaths: A task whose claim's owner died more often than this
+            goes to `error` (a crash that strikes while no step runs, e.g. in
+            workflow code, is bounded here).
+
+    Raises:
+        ValueError: A field is out of range.
+    """
+
+    poison_crashes: int = 3
+    max_owner_deaths: int = 10
+
+    def __post_init__(self) -> None:
+        if self.poison_crashes < 1:
+            raise ValueError(f"poison_crashes must be >= 1, got {self.poison_crashes!r}")
+        if self.max_owner_deaths < 1:
+            raise ValueError(f"max_owner_deaths must be >= 1, got {self.max_owner_deaths!r}")
+
+
+def crash_entry(instance: str, seq: int) -> str:
+    """How a task records a crash: the process and the step that was running in it."""
+    return f"{instance}#{seq}"
+
+
+def crashed_instances(crashes: tuple[str, ...]) -> tuple[str, ...]:
+    """The distinct processes in a task's crash entries, in order."""
+    return tuple(dict.fromkeys(entry.rsplit("#", 1)[0] for entry in crashes))
+
+
+def crashes_at(crashes: tuple[str, ...], seq: int) -> tuple[str, ...]:
+    """The crash entries of step `seq`."""
+    suffix = f"#{seq}"
+    return tuple(entry for entry in crashes if entry.endswith(suffix))
+
+
+def crashed_at(crashes: tuple[str, ...], seq: int) -> bool:
+    """Whether step `seq` was running at one of the task's crashes."""
+    suffix = f"#{seq}"
+    return any(entry.endswith(suffix) for entry in crashes)
+
+
+def pids_of(instances: tuple[str, ...]) -> str:
+    """`host:pid` of each instance (`host:pid:suffix`), for an operator's message."""
+    return ", ".join(instance.rsplit(":", 1)[0] for instance in instances)
+
+
+def on_crash(
+    task: Task,
+    *,
+    instance: str,
+    owned: bool,
+    running: int | None,
+    policy: CrashPolicy,
+    now: datetime,
+) -> Reset | Escalate | None:
+    """Decide what a crash of process `instance` means for `task`.
+
+    A crash is not the task's failure: `failure_count` never changes here.
+    A task whose step was running in the crashed process becomes a suspect
+    (the process and the step join its `crashes`; that step then runs apart
+    from other suspects); when that step was running at `policy.poison_crashes`
+    crashes of distinct processes, it is quarantined in `error` with an alert. Otherwise a task the crashed
+    process owned or ran is reset at once, claimable again, unless its owners
+    died more than `policy.max_owner_deaths` times.
+
+    Args:
+        task: A task in a supervised state, owned by `instance`'s scheduler or
+            with a request taken by `instance`'s agent.
+        instance: The crashed process.
+        owned: Whether `instance` owned the task's claim.
+        running: The seq of the task's step that was running in `instance`, or None.
+        policy: The crash policy.
+        now: The current instant (aware UTC).
+    """
+    crashes = task.crashes
+    if running is not None:
+        entry = crash_entry(instance, running)
+        if entry not in crashes:
+            crashes = (*crashes, entry)
+    deaths = task.owner_deaths + 1 if owned else task.owner_deaths
+    # A poison kills whatever runs it, at the same step each time; a healthy task
+    # that only shared processes with one is caught at different steps (a step
+    # that was running at a crash runs apart from other suspects afterwards).
+    processes = () if running is None else crashed_instances(crashes_at(crashes, running))
+    if running is not None and len(processes) >= policy.poison_crashes:
+        return Escalate(
+            failure_count=task.failure_count,
+            reason=(
+                f"suspected poison: running at {len(processes)} worker crashes "
+                f"(pids {pids_of(processes)}), each time in step {running}"
+            ),
+            crashes=crashes,
+            owner_deaths=deaths,
+        )
+    if owned and deaths > policy.max_owner_deaths:
+        return Escalate(
+            failure_count=task.failure_count,
+            reason=(
+                f"the process owning the task died {_times(deaths)} "
+                f"(max_owner_deaths={policy.max_owner_deaths})"
+            ),
+            crashes=crashes,
+            owner_deaths=deaths,
+        )
+    if not owned and running is None:
+        return None
+    # Reset at once, even when another (live) scheduler holds the claim: the step
+    # that was running in the dead process must be sent again before its window
+    # passes, and a new epoch fences the old claim off.
+    compensating = task.process_state is ProcessState.COMPENSATING
+    where = (
+        f"its step {running} was running there"
+        if running is not None
+        else "no step of it was running there"
+    )
+    return Reset(
+        failure_count=task.failure_count,
+        not_before=now,
+        process_state=ProcessState.COMPENSATING if compensating else ProcessState.PENDING,
+        reason=f"process {pids_of((instance,))} crashed ({where}); not counted as a failure",
+        crashes=crashes,
+        owner_deaths=deaths,
     )

@@ -37,6 +37,8 @@ class Worker:
         started_at: When it registered (store clock).
         beat_at: Its last heartbeat (store clock).
         stopped_at: When it stopped gracefully, or None.
+        died_at: When a process on its host found it gone (its pid no longer
+            runs), or None: it is dead from then on, whatever its last beat.
     """
 
     instance: str
@@ -47,10 +49,18 @@ class Worker:
     started_at: datetime
     beat_at: datetime
     stopped_at: datetime | None = None
+    died_at: datetime | None = None
 
     def state(self, *, now: datetime, ttl: float) -> WorkerState:
         """`liveness` of this worker at `now` (the store's clock)."""
+        if self.died_at is not None and self.stopped_at is None:
+            return WorkerState.DEAD
         return liveness(beat_at=self.beat_at, stopped_at=self.stopped_at, now=now, ttl=ttl)
+
+    @property
+    def pid_label(self) -> str:
+        """`host:pid`, how an operator names this process."""
+        return f"{self.host}:{self.pid}"
 
 
 def liveness(

@@ -26,6 +26,10 @@ suite (tests/contract) checks these guarantees on every backend:
 * A done key is marked `started` (committed) before its effect runs; a `done`
   mark is never removed; `retry_task` removes the `started` marks of the steps
   it puts back to work (keys `task_id/seq` and `task_id/seq/...`).
+* Crash attribution (`apply_crash`) never changes a task's `failure_count`: a
+  process that died is not its tasks' failure. A task's `crashes` only grow;
+  a request of a suspect task is marked `suspect`, and `take_requests` gives an
+  agent worker at most `suspects` such requests.
 * A circuit breaker is one row per service shared by every process:
   `breaker_allow` and `breaker_report` lock it, apply `shepherd.core.breaker`
   on the store's clock and write the result, so only one caller in the whole
@@ -37,6 +41,15 @@ suite (tests/contract) checks these guarantees on every backend:
   `beat_worker` moves only a registered, unstopped row; `dead_workers` names
   every given instance that is stopped, has no row, or whose last beat is `ttl`
   seconds old or older (`shepherd.core.workers.liveness`).
+* Retention: `purge_tasks` deletes at most `limit` tasks that ended
+  (`processed`, `compensated`, `cancelled`) with `updated_at` before
+  `ended_before`, together with their steps, events, requests, replies and
+  done keys (`task_id/...`); a task in any other state (`error` included) is
+  never touched, whatever its age. Each purged task with a key leaves a
+  tombstone in the same transaction; while it exists, `submit_task` of that
+  (workflow, key) creates nothing and returns the purged task's id.
+  `purge_tombstones` deletes at most `limit` tombstones purged before
+  `purged_before`; after that the key makes a new task.
 """
 
 from __future__ import annotations
@@ -52,7 +65,8 @@ from shepherd.core.states import ProcessState, StepKind
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
-    from shepherd.core.supervision import Decision
+    from shepherd.core.retention import Tombstone
+    from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
     from shepherd.store.signals import Signals
 
@@ -93,6 +107,13 @@ class StepStart:
     compensates: int | None = None
     #: A retry policy for this call only (`RetryPolicy.to_json()`), or None.
     retry: JsonValue = None
+    #: This step was running at a crash: its request is marked suspect, to run apart
+    #: from other suspects.
+    suspect: bool = False
+    #: Seconds added to the step's first window for waiting in the queue (a suspect
+    #: waits for an agent that runs no other suspect; the agent then restarts the
+    #: window when it takes the request).
+    queue_allowance: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,9 +209,14 @@ class Store(Protocol):
 
     # -- agent -------------------------------------------------------------
     async def take_requests(
-        self, *, agents: Sequence[str], worker: str, limit: int
+        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
     ) -> list[Request]:
-        """Lease up to `limit` visible, unexpired requests for these agents."""
+        """Lease up to `limit` visible, unexpired requests for these agents.
+
+        At most `suspects` of them (and never more than `limit` in all) may be
+        requests of suspect tasks (tasks that crashed a process before); the
+        others are not.
+        """
 
     async def reply_and_ack(
         self, request: Request, *, worker: str, ok: bool, body: JsonValue
@@ -320,6 +346,58 @@ class Store(Protocol):
 
         That is, those stopped, without a row, or whose last beat is `ttl`
         seconds old or older on the store's clock.
+        """
+
+    # -- supervisor: crash attribution --------------------------------------
+    async def unreaped_workers(self) -> list[Worker]:
+        """Processes neither stopped nor attributed yet: the live, and the newly dead."""
+
+    async def crash_victims(
+        self, instance: str, *, beat_at: datetime
+    ) -> list[tuple[Task, bool, int | None]]:
+        """The tasks a dead process held: (task, owned, running).
+
+        Tasks in a supervised state whose claim `instance`'s scheduler owns
+        (`owned`), or one of whose requests `instance`'s agent had taken with a
+        complete_by after `beat_at`, its last beat (`running`: the seq of that
+        step, executing in that process when it died; None if none was).
+        """
+
+    async def mark_died(self, instance: str) -> bool:
+        """A process found gone on its host: dead from now (False if stopped or marked)."""
+
+    async def reap_worker(self, instance: str) -> None:
+        """Record that a dead process's crash has been attributed (it is not looked at again)."""
+
+    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
+        """Apply a crash verdict (`core.supervision.on_crash`), fenced like `apply_supervision`.
+
+        Records the task's crashes and owner deaths, releases the claim (a new
+        `lock_epoch`) and drops its requests. Never changes `failure_count`.
+        """
+
+    # -- retention ---------------------------------------------------------
+    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+        """Delete up to `limit` ended tasks last changed before `ended_before`; return how many.
+
+        Only `processed`, `compensated` and `cancelled` tasks go, each with its
+        steps, events, requests, replies and done keys; a keyed one leaves a
+        tombstone. One short transaction; oldest first.
+        """
+
+    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+        """Delete up to `limit` tombstones written before `purged_before`; return how many."""
+
+    async def get_tombstone(self, task_id: str) -> Tombstone | None:
+        """The tombstone of a purged task, or None (never purged, or purged without a key)."""
+
+    async def checkpoint(self) -> None:
+        """Housekeeping outside any transaction, called about once a minute by one process.
+
+        SQLite copies its write-ahead log into the database file and truncates
+        it when no reader holds it, never waiting for one; PostgreSQL does
+        nothing (its own checkpointer and autovacuum do this). Never raises for
+        a checkpoint that could not run.
         """
 
     # -- operator ----------------------------------------------------------

@@ -29,7 +29,7 @@ def load(text: str | None) -> JsonValue:
 
 
 def task_from_row(row: tuple[Any, ...], instant: Instant, steps: tuple[Step, ...] = ()) -> Task:
-    """A Task from a row of the task columns (id ... updated_at)."""
+    """A Task from a row of the task columns (id ... updated_at, crashes, owner_deaths)."""
     return Task(
         id=row[0],
         workflow=row[1],
@@ -48,6 +48,8 @@ def task_from_row(row: tuple[Any, ...], instant: Instant, steps: tuple[Step, ...
         created_at=instant(row[15]),
         updated_at=instant(row[16]),
         steps=steps,
+        crashes=tuple(_LOADS(row[17])) if len(row) > 17 else (),
+        owner_deaths=row[18] if len(row) > 18 else 0,
     )
 
 
@@ -85,6 +87,7 @@ def request_from_row(row: tuple[Any, ...], instant: Instant) -> Request:
         complete_by=instant(row[8]),
         within=row[9],
         retry=None if row[10] is None else _LOADS(row[10]),
+        suspect=bool(row[11]) if len(row) > 11 else False,
     )
 
 

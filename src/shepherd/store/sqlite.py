@@ -30,7 +30,7 @@ from shepherd.errors import (
 )
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import signals as ch
-from shepherd.store import sqlite_workers
+from shepherd.store import sqlite_crashes, sqlite_retention, sqlite_workers
 from shepherd.store.breaker_rows import (
     BREAKER_COLUMNS,
     BREAKER_EVENT_COLUMNS,
@@ -60,13 +60,14 @@ from shepherd.store.sqlite_workers import HANDLERS as WORKER_HANDLERS
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
-    from shepherd.core.supervision import Decision
+    from shepherd.core.retention import Tombstone
+    from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
 
 _TASK_COLUMNS = (
     "id, workflow, key, input, result, error, process_state, locked_by, lock_epoch, "
     "complete_by, complete_within, failure_count, not_before, reply_to, cancel_requested, "
-    "created_at, updated_at"
+    "created_at, updated_at, crashes, owner_deaths"
 )
 _STEP_COLUMNS = (
     "task_id, seq, kind, agent, state, attempt, complete_by, request, payload_override, "
@@ -78,7 +79,16 @@ log = logging.getLogger("shepherd.store.sqlite")
 
 
 #: Batch handlers kept in modules of their own, by operation kind.
-MORE_HANDLERS = {**BREAKER_HANDLERS, **KEY_HANDLERS, **WORKER_HANDLERS}
+MORE_HANDLERS = {
+    **BREAKER_HANDLERS,
+    **KEY_HANDLERS,
+    **WORKER_HANDLERS,
+    **sqlite_crashes.HANDLERS,
+    **sqlite_retention.HANDLERS,
+}
+
+#: Bytes the WAL file is cut back to once a checkpoint has emptied it.
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 def _ts(value: datetime) -> float:
@@ -155,6 +165,7 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
             self._migrate(conn)
         except BaseException:
             conn.close()
@@ -301,6 +312,11 @@ class SQLiteStore:
             except Exception as exc:
                 out.append(exc)
                 continue
+            if item.key is not None:
+                purged = sqlite_retention.purged_key(conn, item.workflow, item.key)
+                if purged is not None:  # the key's task was purged: it still answers for it
+                    out.append(Submitted(task_id=purged, created=False))
+                    continue
             task_id = new_task_id()
             cursor = conn.execute(
                 "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
@@ -497,7 +513,7 @@ class SQLiteStore:
             except Exception as exc:
                 out.append(exc)
                 continue
-            complete_by = now + s.within
+            complete_by = now + s.within + s.queue_allowance
             touched.append((complete_by + REPLY_GRACE, now, s.task_id))
             if s.attempt > 1:
                 superseded.append((s.task_id, s.seq))
@@ -527,6 +543,7 @@ class SQLiteStore:
                     complete_by,
                     float(s.within),
                     None if s.retry is None else json.dumps(s.retry),
+                    int(s.suspect),
                     now,
                     now,
                 )
@@ -553,8 +570,8 @@ class SQLiteStore:
             )
             conn.executemany(
                 "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-                "complete_by, within, retry, visible_at, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "complete_by, within, retry, suspect, visible_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 requests,
             )
         return out
@@ -765,27 +782,32 @@ class SQLiteStore:
 
     # -- agent -------------------------------------------------------------
     async def take_requests(
-        self, *, agents: Sequence[str], worker: str, limit: int
+        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
     ) -> list[Request]:
-        return await self._write("take", (tuple(agents), worker, limit))  # type: ignore[no-any-return]
+        return await self._write("take", (tuple(agents), worker, limit, suspects))  # type: ignore[no-any-return]
 
     def _b_take(
         self,
         conn: sqlite3.Connection,
-        items: list[tuple[tuple[str, ...], str, int]],
+        items: list[tuple[tuple[str, ...], str, int, int]],
         now: float,
         rings: set[str],
     ) -> list[object]:
         out: list[object] = []
-        for agents, worker, limit in items:
+        for agents, worker, limit, suspects in items:
             marks = ",".join("?" * len(agents))
+            # Requests of healthy tasks, and at most `suspects` of suspect ones
+            # (tasks that crashed a process before): a suspect runs apart from others.
             rows = conn.execute(
                 "UPDATE requests SET taken_by = ?, visible_at = complete_by "
-                "WHERE id IN (SELECT id FROM requests WHERE agent IN "
-                f"({marks}) AND visible_at <= ? AND complete_by > ? ORDER BY id LIMIT ?) "
-                "RETURNING id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by, "
-                "within, retry",
-                (worker, *agents, now, now, limit),
+                f"WHERE id IN (SELECT id FROM requests WHERE agent IN ({marks}) "
+                "AND visible_at <= ? AND complete_by > ? AND (suspect = 0 OR id IN "
+                f"(SELECT id FROM requests WHERE agent IN ({marks}) AND suspect = 1 "
+                "AND visible_at <= ? AND complete_by > ? ORDER BY id LIMIT ?)) "
+                "ORDER BY id LIMIT ?) "
+                "RETURNING id, agent, task_id, seq, attempt, lock_epoch, kind, payload, "
+                "complete_by, within, retry, suspect",
+                (worker, *agents, now, now, *agents, now, now, max(suspects, 0), limit),
             ).fetchall()
             rows.sort(key=lambda r: r[0])
             out.append([request_from_row(r, unix_instant) for r in rows])
@@ -1097,6 +1119,42 @@ class SQLiteStore:
         return await self._read(  # type: ignore[no-any-return]
             lambda conn, now: sqlite_workers.dead_workers(conn, now, instances, ttl)
         )
+
+    # -- supervisor: crash attribution --------------------------------------
+    async def unreaped_workers(self) -> list[Worker]:
+        return await self._read(lambda conn, now: sqlite_crashes.unreaped_workers(conn))  # type: ignore[no-any-return]
+
+    async def crash_victims(
+        self, instance: str, *, beat_at: datetime
+    ) -> list[tuple[Task, bool, int | None]]:
+        stamp = beat_at.timestamp()
+        return await self._read(  # type: ignore[no-any-return]
+            lambda conn, now: sqlite_crashes.crash_victims(conn, _TASK_COLUMNS, instance, stamp)
+        )
+
+    async def mark_died(self, instance: str) -> bool:
+        return await self._write("mark_died", instance)  # type: ignore[no-any-return]
+
+    async def reap_worker(self, instance: str) -> None:
+        await self._write("reap_worker", instance)
+
+    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
+        return await self._write("apply_crash", (task, decision, leader))  # type: ignore[no-any-return]
+
+    # -- retention ---------------------------------------------------------
+    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+        return await self._write("purge_tasks", (ended_before.timestamp(), limit))  # type: ignore[no-any-return]
+
+    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+        return await self._write("purge_tombstones", (purged_before.timestamp(), limit))  # type: ignore[no-any-return]
+
+    async def get_tombstone(self, task_id: str) -> Tombstone | None:
+        return await self._read(lambda conn, now: sqlite_retention.get_tombstone(conn, task_id))  # type: ignore[no-any-return]
+
+    async def checkpoint(self) -> None:
+        conn = self._conn
+        if conn is not None:  # between batches: the connection's thread runs one thing at a time
+            await self._call(lambda: sqlite_retention.checkpoint(conn, self.busy_timeout))
 
     # -- operator ----------------------------------------------------------
     async def retry_task(

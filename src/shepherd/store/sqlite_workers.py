@@ -27,10 +27,10 @@ _REGISTER = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (instance) DO UPDATE SET "
     "host = excluded.host, pid = excluded.pid, roles = excluded.roles, "
     "agents = excluded.agents, started_at = excluded.started_at, beat_at = excluded.beat_at, "
-    f"stopped_at = NULL RETURNING {WORKER_COLUMNS}"
+    f"stopped_at = NULL, died_at = NULL, reaped_at = NULL RETURNING {WORKER_COLUMNS}"
 )
 _FORGET = "DELETE FROM workers WHERE coalesce(stopped_at, beat_at) < ?"
-_BEAT = "UPDATE workers SET beat_at = ? WHERE instance = ? AND stopped_at IS NULL"
+_BEAT = "UPDATE workers SET beat_at = ?, died_at = NULL, reaped_at = NULL WHERE instance = ? AND stopped_at IS NULL"
 _STOP = "UPDATE workers SET stopped_at = ? WHERE instance = ? AND stopped_at IS NULL"
 _LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at DESC, instance"
 _LIST_SINCE = (
@@ -94,7 +94,7 @@ def dead_workers(
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
             f"SELECT instance FROM workers WHERE instance IN ({marks}) "
-            "AND stopped_at IS NULL AND beat_at > ?",
+            "AND stopped_at IS NULL AND died_at IS NULL AND beat_at > ?",
             (*chunk, now - ttl),
         )
         alive.update(row[0] for row in rows)

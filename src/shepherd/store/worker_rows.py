@@ -15,7 +15,7 @@ from shepherd.store.rows import Instant
 
 __all__ = ["WORKER_COLUMNS", "names", "worker_from_row"]
 
-WORKER_COLUMNS = "instance, host, pid, roles, agents, started_at, beat_at, stopped_at"
+WORKER_COLUMNS = "instance, host, pid, roles, agents, started_at, beat_at, stopped_at, died_at"
 
 
 def names(values: Sequence[str]) -> str:
@@ -34,4 +34,5 @@ def worker_from_row(row: tuple[Any, ...], instant: Instant) -> Worker:
         started_at=instant(row[5]),
         beat_at=instant(row[6]),
         stopped_at=None if row[7] is None else instant(row[7]),
+        died_at=None if row[8] is None else instant(row[8]),
     )

@@ -22,10 +22,14 @@ if TYPE_CHECKING:
 
 __all__ = ["reply", "take"]
 
+# (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
+# tasks, and at most `suspects` of suspect ones (tasks that crashed a process before).
 _TAKE = (
     "UPDATE requests r SET taken_by = %b, visible_at = r.complete_by "
     "FROM (SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND visible_at <= %b "
-    "AND complete_by > %b ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED) c "
+    "AND complete_by > %b AND (suspect = 0 OR id IN (SELECT id FROM requests "
+    "WHERE agent = ANY(%b::text[]) AND suspect = 1 AND visible_at <= %b AND complete_by > %b "
+    "ORDER BY id LIMIT %b)) ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED) c "
     f"WHERE r.id = c.id RETURNING {REQUEST_COLUMNS_R}"
 )
 _ACK = (
@@ -41,13 +45,20 @@ _INSERT_REPLIES = (
 )
 
 
-async def take(batch: Batch, items: Sequence[tuple[tuple[str, ...], str, int]]) -> list[object]:
-    """Lease visible, unexpired requests until their complete_by."""
+async def take(
+    batch: Batch, items: Sequence[tuple[tuple[str, ...], str, int, int]]
+) -> list[object]:
+    """Lease visible, unexpired requests until their complete_by.
+
+    At most `suspects` of each take are requests of suspect tasks, so that an
+    agent worker runs a suspect only apart from other suspects.
+    """
     now = batch.now
-    cursors = [
-        await batch.send(_TAKE, (worker, list(agents), now, now, limit_of(limit)))
-        for agents, worker, limit in items
-    ]
+    cursors = []
+    for agents, worker, limit, suspects in items:
+        names = list(agents)
+        params = (worker, names, now, now, names, now, now, max(suspects, 0), limit_of(limit))
+        cursors.append(await batch.send(_TAKE, params))
     out: list[object] = []
     for cursor in cursors:
         rows = await cursor.fetchall()

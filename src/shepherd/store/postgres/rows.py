@@ -47,6 +47,8 @@ _TASK_NAMES = (
     "cancel_requested",
     "created_at",
     "updated_at",
+    "crashes",
+    "owner_deaths",
 )
 _STEP_NAMES = (
     "task_id",
@@ -75,6 +77,7 @@ _REQUEST_NAMES = (
     "complete_by",
     "within",
     "retry",
+    "suspect",
 )
 
 

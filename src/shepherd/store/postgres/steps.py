@@ -67,13 +67,13 @@ _UPSERT_STEPS = (
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, visible_at, created_at) "
+    "complete_by, within, retry, suspect, visible_at, created_at) "
     "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, v.within, v.retry, %b, %b "
+    "v.complete_by, v.within, v.retry, v.suspect, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
-    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[]) "
+    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[]) "
     "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, n) ORDER BY v.n"
+    "complete_by, within, retry, suspect, n) ORDER BY v.n"
 )
 _TAKE_REPLIES = (
     "SELECT r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
@@ -121,7 +121,7 @@ async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
         except Exception as exc:
             out.append(exc)
             continue
-        complete_by = now + timedelta(seconds=s.within)
+        complete_by = now + timedelta(seconds=s.within + s.queue_allowance)
         touched[s.task_id] = (s.epoch, s.owner, complete_by + _CLAIM_GRACE)
         if s.attempt > 1:
             superseded.append((s.task_id, s.seq))
@@ -150,6 +150,7 @@ async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
                 complete_by,
                 float(s.within),
                 None if s.retry is None else json.dumps(s.retry),
+                int(s.suspect),
             )
         )
         out.append(complete_by)

@@ -32,7 +32,7 @@ from shepherd.store.breaker_rows import (
     breaker_from_row,
 )
 from shepherd.store.contract import NewTask, StepStart, Submitted
-from shepherd.store.postgres import tasks, workers
+from shepherd.store.postgres import crashes, retention, tasks, workers
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
     Connection,
@@ -63,7 +63,8 @@ if TYPE_CHECKING:
 
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
-    from shepherd.core.supervision import Decision
+    from shepherd.core.retention import Tombstone
+    from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
 
 __all__ = ["PostgresStore"]
@@ -89,6 +90,9 @@ _TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY 
 # cluster-wide one would let one host cut off mid-transaction stall every writer.
 _HORIZON = "xid < pg_snapshot_xmin(pg_current_snapshot())"
 _CURSOR_XID = "SELECT xid::text FROM events WHERE id = %s"
+# Just below the oldest xid among the events kept after a purged cursor (some of
+# them may be delivered again; none is skipped).
+_NEXT_XID = "SELECT (min(xid::text::numeric) - 1)::text FROM events WHERE id > %s"
 _ALL_EVENTS = (
     f"SELECT {EVENT_COLUMNS} FROM events WHERE (xid, id) > (%s::xid8, %s) AND {_HORIZON} "
     "ORDER BY xid, id LIMIT %s"
@@ -375,19 +379,28 @@ class PostgresStore:
 
         Within one task that is the order they happened in; across tasks, ids
         may come out of numeric order. A cursor whose event is gone (deleted by
-        retention) restarts from the events with a higher id.
+        retention) goes on from the events with a higher id (a few of them may
+        be delivered again; none is skipped).
         """
         xid = "0"
         if after_id > 0:
             rows = await self._fetch(_CURSOR_XID, (after_id,))
             if rows:
                 xid = str(rows[0][0])
+            else:  # the cursor's event was purged: go on from the higher ids
+                xid = await self._xid_after(after_id)
         n = tasks.limit_of(limit)
         if reply_to is None:
             rows = await self._fetch(_ALL_EVENTS, (xid, after_id, n))
         else:
             rows = await self._fetch(_EVENTS_FOR, (reply_to, xid, after_id, n))
         return [event_from_row(r) for r in rows]
+
+    async def _xid_after(self, after_id: int) -> str:
+        """Where a cursor whose event is gone resumes: just before the next event kept."""
+        rows = await self._fetch(_NEXT_XID, (after_id,))
+        value = rows[0][0] if rows else None
+        return "0" if value is None else str(value)
 
     # -- scheduler ---------------------------------------------------------
     async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
@@ -423,9 +436,9 @@ class PostgresStore:
 
     # -- agent -------------------------------------------------------------
     async def take_requests(
-        self, *, agents: Sequence[str], worker: str, limit: int
+        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
     ) -> list[Request]:
-        return await self._write("take", (tuple(agents), worker, limit))  # type: ignore[no-any-return]
+        return await self._write("take", (tuple(agents), worker, limit, suspects))  # type: ignore[no-any-return]
 
     async def reply_and_ack(
         self, request: Request, *, worker: str, ok: bool, body: JsonValue
@@ -521,6 +534,41 @@ class PostgresStore:
             return set()
         rows = await self._fetch(workers.ALIVE, (list(wanted), self._db_now_param(), ttl))
         return wanted - {r[0] for r in rows}
+
+    # -- supervisor: crash attribution --------------------------------------
+    async def unreaped_workers(self) -> list[Worker]:
+        return [worker_from_row(r, utc) for r in await self._fetch(crashes.UNREAPED)]
+
+    async def crash_victims(
+        self, instance: str, *, beat_at: datetime
+    ) -> list[tuple[Task, bool, int | None]]:
+        owner, agent = f"{instance}/s", f"{instance}/a"
+        running = {r[0]: int(r[1]) for r in await self._fetch(crashes.RUNNING, (agent, beat_at))}
+        rows = await self._fetch(crashes.VICTIMS, (owner, agent, beat_at))
+        return [(task_from_row(r), r[7] == owner, running.get(r[0])) for r in rows]
+
+    async def mark_died(self, instance: str) -> bool:
+        return await self._write("mark_died", instance)  # type: ignore[no-any-return]
+
+    async def reap_worker(self, instance: str) -> None:
+        await self._write("reap_worker", instance)
+
+    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
+        return await self._write("apply_crash", (task, decision, leader))  # type: ignore[no-any-return]
+
+    # -- retention ---------------------------------------------------------
+    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+        return await self._write("purge_tasks", (ended_before, limit))  # type: ignore[no-any-return]
+
+    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+        return await self._write("purge_tombstones", (purged_before, limit))  # type: ignore[no-any-return]
+
+    async def get_tombstone(self, task_id: str) -> Tombstone | None:
+        rows = await self._fetch(retention.GET_TOMBSTONE, (task_id,))
+        return retention.tombstone_from_row(rows[0]) if rows else None
+
+    async def checkpoint(self) -> None:
+        """Nothing to do: the server's checkpointer and autovacuum keep the files in shape."""
 
     # -- operator ----------------------------------------------------------
     async def retry_task(

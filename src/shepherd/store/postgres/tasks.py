@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import JsonValue, Step
 from shepherd.core.states import ProcessState
-from shepherd.errors import StaleEpochError
+from shepherd.errors import StaleEpochError, StoreUnavailableError
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.ids import new_task_id
+from shepherd.store.postgres import retention
 from shepherd.store.postgres.rows import (
     STEP_COLUMNS,
     TASK_COLUMNS_T,
@@ -53,13 +54,17 @@ _INSERT_TASKS = (
     "v.reply_to, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[]) "
     "WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, n) "
+    "WHERE NOT EXISTS (SELECT 1 FROM tombstones d WHERE d.workflow = v.workflow AND d.key = v.key) "
     "ORDER BY v.n ON CONFLICT DO NOTHING RETURNING id"
 )
+# A live task, else the tombstone of the purged one: one statement sees one or the other.
 _EXISTING = (
-    "SELECT t.workflow, t.key, t.id FROM tasks t "
-    "JOIN unnest(%b::text[], %b::text[]) AS k(workflow, key) "
-    "ON t.workflow = k.workflow AND t.key = k.key"
+    "SELECT k.workflow, k.key, coalesce(t.id, d.task_id) "
+    "FROM unnest(%b::text[], %b::text[]) AS k(workflow, key) "
+    "LEFT JOIN tasks t ON t.workflow = k.workflow AND t.key = k.key "
+    "LEFT JOIN tombstones d ON d.workflow = k.workflow AND d.key = k.key"
 )
+_UNDO_INSERT = "DELETE FROM tasks WHERE id = ANY(%b::text[])"
 _CLAIM = (
     "UPDATE tasks t SET locked_by = %b, lock_epoch = t.lock_epoch + 1, "
     "complete_by = %b + t.complete_within * interval '1 second', updated_at = %b, "
@@ -177,21 +182,37 @@ async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
                 [item.reply_to for _, _, item, _ in fresh],
             ),
         )
+        # Sent before the insert's rows are read, run after it: a purge that committed
+        # while the insert waited on the purged task's key is seen here.
+        keys = [(item.workflow, item.key) for _, _, item, _ in fresh if item.key is not None]
+        purged = await retention.purged_keys(batch, keys) if keys else None
         created = {row[0] for row in await cursor.fetchall()}
+        tombs = {(r[0], r[1]) for r in await purged.fetchall()} if purged is not None else set()
+        raced = [
+            t for _, t, item, _ in fresh if t in created and (item.workflow, item.key) in tombs
+        ]
+        if raced:  # the key's task was purged meanwhile: it still answers for the key
+            await batch.send(_UNDO_INSERT, (raced,))
+            created.difference_update(raced)
         taken = [item for _, task_id, item, _ in fresh if task_id not in created]
         existing: dict[tuple[str, str], str] = {}
         if taken:
             cursor = await batch.send(
                 _EXISTING, ([item.workflow for item in taken], [item.key for item in taken])
             )
-            existing = {(row[0], row[1]): row[2] for row in await cursor.fetchall()}
+            existing = {(r[0], r[1]): r[2] for r in await cursor.fetchall() if r[2] is not None}
         for i, task_id, item, _ in fresh:
             if task_id in created:
                 detail = '{"workflow":' + json.dumps(item.workflow) + "}"
                 batch.event(task_id, item.key, item.reply_to, "received", detail)
                 out[i] = Submitted(task_id=task_id, created=True)
+            elif (found := existing.get((item.workflow, str(item.key)))) is not None:
+                out[i] = Submitted(task_id=found, created=False)
             else:
-                out[i] = Submitted(task_id=existing[(item.workflow, str(item.key))], created=False)
+                out[i] = StoreUnavailableError(
+                    f"a submit of a {item.workflow!r} task met a task of its key that is "
+                    "gone since: nothing was written; submit again"
+                )
         if created:
             batch.rings.add(ch.TASKS)
     for i, seen in copies.items():

@@ -27,12 +27,10 @@ _REGISTER = (
     "stopped_at) VALUES (%s, %s, %s, %s, %s, %s, %s, NULL) ON CONFLICT (instance) DO UPDATE SET "
     "host = excluded.host, pid = excluded.pid, roles = excluded.roles, "
     "agents = excluded.agents, started_at = excluded.started_at, beat_at = excluded.beat_at, "
-    f"stopped_at = NULL RETURNING {WORKER_COLUMNS}"
+    f"stopped_at = NULL, died_at = NULL, reaped_at = NULL RETURNING {WORKER_COLUMNS}"
 )
 _FORGET = "DELETE FROM workers WHERE coalesce(stopped_at, beat_at) < %s"
-_BEAT = (
-    "UPDATE workers SET beat_at = %s WHERE instance = %s AND stopped_at IS NULL RETURNING instance"
-)
+_BEAT = "UPDATE workers SET beat_at = %s, died_at = NULL, reaped_at = NULL WHERE instance = %s AND stopped_at IS NULL RETURNING instance"
 _STOP = "UPDATE workers SET stopped_at = %s WHERE instance = %s AND stopped_at IS NULL"
 
 LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at DESC, instance"
@@ -43,7 +41,7 @@ LIST_SINCE = (
 #: The live ones among instances: (instances, now or NULL for the database's, ttl).
 ALIVE = (
     "SELECT instance FROM workers WHERE instance = ANY(%s::text[]) AND stopped_at IS NULL "
-    "AND beat_at > coalesce(%s::timestamptz, now()) - %s * interval '1 second'"
+    "AND died_at IS NULL AND beat_at > coalesce(%s::timestamptz, now()) - %s * interval '1 second'"
 )
 
 

@@ -31,10 +31,12 @@ from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.group_commit import GroupCommitter, Op
 from shepherd.store.postgres import (
     breakers,
+    crashes,
     keys,
     leases,
     operator,
     queues,
+    retention,
     steps,
     tasks,
     workers,
@@ -75,6 +77,11 @@ HANDLERS: dict[str, Handler] = {
     "register_worker": workers.register,
     "beat_worker": workers.beat,
     "stop_worker": workers.stop,
+    "mark_died": crashes.mark_died,
+    "reap_worker": crashes.reap,
+    "apply_crash": crashes.apply,
+    "purge_tasks": retention.purge_tasks,
+    "purge_tombstones": retention.purge_tombstones,
 }
 
 #: Deadlock and serialization failures roll the whole transaction back: retry it.

@@ -1,0 +1,129 @@
+"""PostgreSQL: crash attribution — which tasks a dead process held, and the supervisor's verdicts.
+
+Verdicts are fenced like every supervisor decision: by the task's `lock_epoch`
+(the row taken with SKIP LOCKED, so a row held by another session is left for
+the next scan) and by the supervisor's lease (`FOR SHARE`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from shepherd.core.supervision import Escalate, Reset
+from shepherd.store import signals as ch
+from shepherd.store.postgres.rows import TASK_COLUMNS
+from shepherd.store.worker_rows import WORKER_COLUMNS
+
+if TYPE_CHECKING:
+    from shepherd.core.records import Lease, Task
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = ["RUNNING", "UNREAPED", "VICTIMS", "apply", "mark_died", "reap"]
+
+UNREAPED = (
+    f"SELECT {WORKER_COLUMNS} FROM workers WHERE stopped_at IS NULL AND reaped_at IS NULL "
+    "ORDER BY instance"
+)
+#: (agent owner, beat_at): the tasks whose request the dead agent held.
+RUNNING = (
+    "SELECT task_id, min(seq) FROM requests WHERE taken_by = %s "
+    "AND complete_by > %s::timestamptz GROUP BY task_id"
+)
+#: (owner, agent owner, beat_at).
+VICTIMS = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE process_state IN ('processing', 'compensating') "
+    "AND locked_by IS NOT NULL AND (locked_by = %s OR id IN "
+    "(SELECT task_id FROM requests WHERE taken_by = %s AND complete_by > %s::timestamptz)) "
+    "ORDER BY id"
+)
+_MARK_DIED = (
+    "UPDATE workers SET died_at = %s WHERE instance = %s AND stopped_at IS NULL "
+    "AND died_at IS NULL RETURNING instance"
+)
+_REAP = "UPDATE workers SET reaped_at = %s WHERE instance = %s"
+_FENCE = (
+    " WHERE id = (SELECT id FROM tasks WHERE id = %s AND lock_epoch = %s "
+    "AND locked_by IS NOT NULL FOR UPDATE SKIP LOCKED) "
+    "AND EXISTS (SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s "
+    "AND expires_at > %s FOR SHARE) RETURNING id"
+)
+_RESET = (
+    "UPDATE tasks SET crashes = %s, owner_deaths = %s, updated_at = %s, locked_by = NULL, "
+    "lock_epoch = lock_epoch + 1, complete_by = NULL, process_state = %s, not_before = %s" + _FENCE
+)
+_ESCALATE = (
+    "UPDATE tasks SET crashes = %s, owner_deaths = %s, updated_at = %s, locked_by = NULL, "
+    "lock_epoch = lock_epoch + 1, complete_by = NULL, process_state = 'error', error = %s" + _FENCE
+)
+_DROP_REQUESTS = (
+    "DELETE FROM requests WHERE id IN (SELECT id FROM requests "
+    "WHERE task_id = ANY(%s::text[]) FOR UPDATE SKIP LOCKED)"
+)
+
+
+async def mark_died(batch: Batch, items: Sequence[str]) -> list[object]:
+    """Processes found gone on their host: dead from now, whatever their last beat."""
+    cursors = [await batch.send(_MARK_DIED, (batch.now, instance)) for instance in items]
+    return [await cursor.fetchone() is not None for cursor in cursors]
+
+
+async def reap(batch: Batch, items: Sequence[str]) -> list[object]:
+    """Record that a dead process's crash was attributed to the tasks it held."""
+    for instance in items:
+        await batch.send(_REAP, (batch.now, instance))
+    return [None] * len(items)
+
+
+async def apply(
+    batch: Batch, items: Sequence[tuple[Task, Reset | Escalate, Lease]]
+) -> list[object]:
+    """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
+    now = batch.now
+    sent = []
+    for task, decision, leader in items:
+        fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
+        crashes = json.dumps(list(decision.crashes or ()))
+        detail: dict[str, Any]
+        if isinstance(decision, Reset):
+            cursor = await batch.send(
+                _RESET,
+                (
+                    crashes,
+                    decision.owner_deaths or 0,
+                    now,
+                    str(decision.process_state),
+                    decision.not_before,
+                    *fence,
+                ),
+            )
+            kind = "reset"
+            detail = {
+                "reason": decision.reason,
+                "failure_count": decision.failure_count,
+                "crashes": list(decision.crashes or ()),
+            }
+        else:
+            error = json.dumps({"reason": decision.reason, "crashes": list(decision.crashes or ())})
+            cursor = await batch.send(
+                _ESCALATE, (crashes, decision.owner_deaths or 0, now, error, *fence)
+            )
+            kind = "error"
+            detail = {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
+        sent.append((task, kind, detail, cursor))
+    out: list[object] = []
+    dropped: list[str] = []
+    for task, kind, detail, cursor in sent:
+        if await cursor.fetchone() is None:
+            out.append(False)
+            continue
+        dropped.append(task.id)
+        batch.rings.add(ch.TASKS)
+        if kind == "error":
+            batch.rings.add(ch.task_channel(task.id))
+        batch.event(task.id, task.key, task.reply_to, kind, json.dumps(detail))
+        out.append(True)
+    if dropped:
+        await batch.send(_DROP_REQUESTS, (dropped,))
+    return out

@@ -1,0 +1,111 @@
+"""Batch handlers and reads for retention: purging ended tasks, tombstones of their keys.
+
+A purge is one statement: it locks up to `limit` ended tasks older than the
+cut-off (`SKIP LOCKED`, so two purgers never wait for each other), writes the
+tombstones of the keyed ones and deletes the tasks with every row that names
+them. Submits consult the tombstones (see `tasks.submit`) so that a purged key
+keeps returning its task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from shepherd.core.retention import Tombstone
+from shepherd.core.states import ProcessState
+from shepherd.store.postgres.rows import utc
+
+if TYPE_CHECKING:
+    from psycopg import AsyncCursor
+    from psycopg.rows import TupleRow
+
+    from shepherd.store.postgres.batch import Batch
+
+__all__ = [
+    "GET_TOMBSTONE",
+    "PURGED_KEYS",
+    "purge_tasks",
+    "purge_tombstones",
+    "purged_keys",
+    "tombstone_from_row",
+]
+
+# The predicate repeats the partial index's (tasks_ended) word for word, so the
+# planner uses it. A task's done keys are `task_id/seq[/name]`: the keys from
+# `task_id/` up to `task_id0` ('0' follows '/') in byte order (done_keys_bytes).
+_PURGE = (
+    "WITH doomed AS (SELECT id, workflow, key, process_state, updated_at FROM tasks "
+    "WHERE process_state IN ('processed', 'compensated', 'cancelled') AND updated_at < %b "
+    "ORDER BY updated_at LIMIT %b FOR UPDATE SKIP LOCKED), "
+    "tombstoned AS (INSERT INTO tombstones "
+    "(task_id, workflow, key, process_state, ended_at, purged_at) "
+    "SELECT id, workflow, key, process_state, updated_at, %b FROM doomed "
+    "WHERE key IS NOT NULL ON CONFLICT (workflow, key) DO UPDATE SET "
+    "task_id = excluded.task_id, process_state = excluded.process_state, "
+    "ended_at = excluded.ended_at, purged_at = excluded.purged_at), "
+    "steps_gone AS (DELETE FROM steps WHERE task_id IN (SELECT id FROM doomed)), "
+    "events_gone AS (DELETE FROM events WHERE task_id IN (SELECT id FROM doomed)), "
+    "requests_gone AS (DELETE FROM requests WHERE task_id IN (SELECT id FROM doomed)), "
+    "replies_gone AS (DELETE FROM replies WHERE task_id IN (SELECT id FROM doomed)), "
+    "keys_gone AS (DELETE FROM done_keys k USING doomed "
+    "WHERE k.key COLLATE \"C\" >= doomed.id || '/' AND k.key COLLATE \"C\" < doomed.id || '0'), "
+    "tasks_gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM doomed) RETURNING id) "
+    "SELECT count(*) FROM tasks_gone"
+)
+_PURGE_TOMBSTONES = (
+    "WITH gone AS (DELETE FROM tombstones WHERE task_id IN (SELECT task_id FROM tombstones "
+    "WHERE purged_at < %b ORDER BY purged_at LIMIT %b FOR UPDATE SKIP LOCKED) RETURNING 1) "
+    "SELECT count(*) FROM gone"
+)
+#: The tombstones among (workflows, keys).
+PURGED_KEYS = (
+    "SELECT d.workflow, d.key, d.task_id FROM tombstones d "
+    "JOIN unnest(%b::text[], %b::text[]) AS k(workflow, key) "
+    "ON d.workflow = k.workflow AND d.key = k.key"
+)
+GET_TOMBSTONE = (
+    "SELECT task_id, workflow, key, process_state, ended_at, purged_at FROM tombstones "
+    "WHERE task_id = %s"
+)
+
+
+async def purge_tasks(batch: Batch, items: Sequence[tuple[datetime, int]]) -> list[object]:
+    """Delete ended tasks older than each item's instant, with all their rows."""
+    # The planner cannot estimate the done keys' ranges, overestimates the
+    # statement's cost and would JIT-compile it: a second instead of milliseconds.
+    await batch.send("SET LOCAL jit = off")
+    cursors = [
+        await batch.send(_PURGE, (ended_before, limit, batch.now)) for ended_before, limit in items
+    ]
+    await batch.send("SET LOCAL jit TO DEFAULT")
+    return [await _count(cursor) for cursor in cursors]
+
+
+async def purge_tombstones(batch: Batch, items: Sequence[tuple[datetime, int]]) -> list[object]:
+    """Delete tombstones written before each item's instant, oldest first."""
+    cursors = [await batch.send(_PURGE_TOMBSTONES, item) for item in items]
+    return [await _count(cursor) for cursor in cursors]
+
+
+async def purged_keys(batch: Batch, keys: Sequence[tuple[str, str]]) -> AsyncCursor[TupleRow]:
+    """Send the look-up of tombstones for (workflow, key) pairs; read it later."""
+    return await batch.send(PURGED_KEYS, ([w for w, _ in keys], [k for _, k in keys]))
+
+
+def tombstone_from_row(row: Sequence[Any]) -> Tombstone:
+    """A `GET_TOMBSTONE` row as a record."""
+    return Tombstone(
+        task_id=row[0],
+        workflow=row[1],
+        key=row[2],
+        process_state=ProcessState(row[3]),
+        ended_at=utc(row[4]),
+        purged_at=utc(row[5]),
+    )
+
+
+async def _count(cursor: AsyncCursor[TupleRow]) -> int:
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])

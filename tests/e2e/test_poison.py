@@ -1,0 +1,108 @@
+"""A poison task next to healthy ones: the poison is quarantined, the healthy tasks finish.
+
+Two real worker processes share a store; a task whose step kills its process
+(`os._exit(1)`) is submitted with 20 healthy ones, and every dead worker is
+started again at once, as a service manager would. The crash is attributed to
+the task whose step was running in the dead process: after three crashes it
+ends in `error` as suspected poison, while every healthy task ends `processed`
+without a failure counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from shepherd.core.states import TERMINAL_STATES, ProcessState
+from support.poison_app import WORKFLOW, build_app
+from support.processes import Worker, _forward_lines
+
+TESTS = Path(__file__).resolve().parents[1]
+ENDED = TERMINAL_STATES | {ProcessState.ERROR}
+HEALTHY = 20
+#: Backstop for the whole run (not a timing claim).
+PATIENCE = 90.0
+
+pytestmark = pytest.mark.slow
+
+
+def spawn(store: str, workdir: Path, name: str) -> Worker:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
+    stderr_path = workdir / f"{name}.stderr"
+    with stderr_path.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "shepherd", "run", "support.poison_app:app", "--store", store],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+            cwd=workdir,
+        )
+    worker = Worker(name=name, process=process, stderr_path=stderr_path)
+    assert process.stdout is not None
+    worker._pump = threading.Thread(
+        target=_forward_lines, args=(process.stdout, worker._lines), daemon=True
+    )
+    worker._pump.start()
+    worker.wait_ready(30)
+    return worker
+
+
+@pytest.mark.timeout(180)
+async def test_a_poison_task_is_quarantined_and_its_neighbours_finish(
+    shared_store: str, tmp_path: Path
+) -> None:
+    app = build_app(shared_store)
+    async with app:
+        healthy = [await app.submit(WORKFLOW, {"i": i}) for i in range(HEALTHY // 2)]
+        poison = await app.submit(WORKFLOW, {"poison": True})
+        healthy += [await app.submit(WORKFLOW, {"i": i}) for i in range(HEALTHY // 2, HEALTHY)]
+        workers = [spawn(shared_store, tmp_path, f"w{n}") for n in range(2)]
+        restarts = 0
+        try:
+            deadline = time.monotonic() + PATIENCE
+            while True:
+                for n, worker in enumerate(workers):
+                    if worker.process.poll() is not None:  # the service manager restarts it
+                        worker.close()
+                        restarts += 1
+                        workers[n] = spawn(shared_store, tmp_path, f"w{n}-{restarts}")
+                tasks = [await app.get_task(t) for t in (*healthy, poison)]
+                if all(t.process_state in ENDED for t in tasks):
+                    break
+                assert time.monotonic() < deadline, (
+                    f"not done: {[str(t.process_state) for t in tasks]}; restarts {restarts}"
+                )
+                await asyncio.sleep(0.1)  # a poll, with the deadline above
+        finally:
+            stderr = "".join(f"\n--- {w.name}:\n{w.stderr()}" for w in workers)
+            for worker in workers:
+                worker.close()
+        ended = {t: await app.get_task(t) for t in healthy}
+        bad = {
+            t: (str(x.process_state), x.error)
+            for t, x in ended.items()
+            if x.process_state is not ProcessState.PROCESSED
+        }
+        assert not bad, f"healthy tasks did not finish: {bad}{stderr}"
+        charged = {
+            t: [(e.kind, e.detail) for e in await app.history(t) if e.kind in ("reset", "error")]
+            for t, x in ended.items()
+            if x.failure_count
+        }
+        assert not charged, f"failures counted for healthy tasks: {charged}{stderr}"
+        quarantined = await app.get_task(poison)
+        assert quarantined.process_state is ProcessState.ERROR, stderr
+        assert isinstance(quarantined.error, dict)
+        assert str(quarantined.error["reason"]).startswith(
+            "suspected poison: running at 3 worker crashes (pids "
+        ), quarantined.error
+        assert restarts == 3, f"{restarts} restarts{stderr}"

@@ -1,0 +1,43 @@
+"""A small app for the poison-isolation tests, run by real worker processes.
+
+    PYTHONPATH=tests python -m shepherd run support.poison_app:app --store URL
+
+The workflow `chain3` calls the agent `work` three times (`complete_within=3`,
+each step `within=2`, the default `max_failures=3`); each healthy execution
+takes about 0.2 s. A task whose input is `{"poison": true}` kills the process
+that runs its first step (`os._exit(1)`), every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from shepherd import AgentRequest, App, WorkflowContext
+
+__all__ = ["WORKFLOW", "app", "build_app"]
+
+WORKFLOW = "chain3"
+
+
+def build_app(store: str | None = None) -> App:
+    """The app; the test process builds the same one to submit tasks."""
+    app = App(store, alerts=())
+
+    @app.agent("work")
+    async def work(request: AgentRequest) -> Any:
+        if isinstance(request.payload, dict) and request.payload.get("poison"):
+            os._exit(1)  # a poison task: the process dies mid-step
+        await asyncio.sleep(0.2)
+        return {"n": request.payload}
+
+    @app.workflow(WORKFLOW, complete_within=3)
+    async def chain3(ctx: WorkflowContext, data: Any) -> Any:
+        poison = isinstance(data, dict) and bool(data.get("poison"))
+        return [await ctx.call("work", {"n": n, "poison": poison}, within=2) for n in range(1, 4)]
+
+    return app
+
+
+app = build_app()
