@@ -83,7 +83,7 @@ class Settings:
     max_payload_bytes: int = 1048576
     sqlite_synchronous: str = "FULL"
     breaker_refresh: float = 1.0
-    worker_beat: float = 2.0
+    worker_beat: float = 1.0
     worker_ttl: float = 10.0
     poison_crashes: int = 3
     max_owner_deaths: int = 10

@@ -143,6 +143,11 @@ class Supervisor:
         self.outage_span = (start, self.store.now() + margin)
         self._outage_from = None
 
+    def _after_outage(self, now: datetime) -> bool:
+        """Whether `now` is within (or just after) a store outage this supervisor saw."""
+        span = self.outage_span
+        return self.scan_outage.active or (span is not None and now <= span[1])
+
     def forgives(self, task: Task) -> bool:
         """Whether `task`'s claim expired during a store outage this supervisor saw."""
         span = self.outage_span
@@ -235,45 +240,57 @@ class Supervisor:
             return set()
         return await self.store.dead_workers(owners, ttl=self.app.settings.worker_ttl)
 
-    async def attribute_crashes(self, lease: Lease) -> int:
+    async def attribute_crashes(self, lease: Lease, *, stalled: set[str] | None = None) -> int:
         """Find processes that died and attribute their crash to the tasks they held.
 
         A process is dead when the worker registry says so (no beat within
         `worker_ttl`), or at once when it ran on this host and its pid is gone.
+        A process that is silent for two beats while claims it owns expire
+        (`stalled`: the owners of expired claims) is frozen, unless the store
+        itself was just unreachable (which silences every process).
         Each task it owned or ran is reset without a failure counted; each task
         whose step was running in it becomes a suspect (that step runs apart
         from other suspects from then on), quarantined at `poison_crashes`
         crashed processes. Returns how many tasks were handled.
         """
         now = self.store.now()
-        ttl = self.app.settings.worker_ttl
+        settings = self.app.settings
+        # A live process beats every worker_beat: one silent for two beats is frozen
+        # (its event loop blocked, or the whole process stopped), or dying.
+        silent = now - timedelta(seconds=2 * settings.worker_beat)
         here = socket.gethostname()
-        dead: list[Worker] = []
+        handled = 0
         for worker in await self.store.unreaped_workers():
             if worker.instance == self.app.instance:
                 continue
-            if worker.state(now=now, ttl=ttl) is WorkerState.DEAD:
-                dead.append(worker)
+            if worker.state(now=now, ttl=settings.worker_ttl) is WorkerState.DEAD:
+                handled += await self._reap(worker, lease, now, frozen=False)
             elif worker.host == here and not pid_alive(worker.pid):
                 await self.store.mark_died(worker.instance)
-                dead.append(worker)
-        handled = 0
-        for worker in dead:
-            handled += await self._reap(worker, lease, now)
+                handled += await self._reap(worker, lease, now, frozen=False)
+            elif (
+                worker.beat_at < silent
+                and worker.instance in (stalled or ())
+                and not self._after_outage(now)
+            ):
+                handled += await self._reap(worker, lease, now, frozen=True)
         return handled
 
-    async def _reap(self, worker: Worker, lease: Lease, now: datetime) -> int:
+    async def _reap(self, worker: Worker, lease: Lease, now: datetime, *, frozen: bool) -> int:
         victims = await self.store.crash_victims(worker.instance, beat_at=worker.beat_at)
+        # A freeze is an episode of a living process: each one counts on its own.
+        episode = f"{worker.instance}@{round(worker.beat_at.timestamp() * 1000)}"
         verdicts = [
             (
                 task,
                 on_crash(
                     task,
-                    instance=worker.instance,
+                    instance=episode if frozen else worker.instance,
                     owned=owned,
                     running=running,
                     policy=self.crash_policy,
                     now=now,
+                    how="froze" if frozen else "crashed",
                 ),
             )
             for task, owned, running in victims
@@ -301,12 +318,13 @@ class Supervisor:
         await self.store.reap_worker(worker.instance)
         self.crashes += 1
         log.warning(
-            "worker %s (pid %d on %s) died: %d tasks recovered without a failure counted "
+            "worker %s (pid %d on %s) %s: %d tasks recovered without a failure counted "
             "(%d of them had a step running there and are now suspects), %d quarantined as "
             "suspected poison",
             worker.instance,
             worker.pid,
             worker.host,
+            "froze (no beat for two beats)" if frozen else "died",
             reset,
             suspects,
             quarantined,
@@ -322,8 +340,10 @@ class Supervisor:
         if lease is None:
             return 0
         self.scans += 1
-        await self.attribute_crashes(lease)
         expired = await self.store.expired_claims(limit=1000)
+        stalled = {instance_of(t.locked_by) for t in expired if t.locked_by}
+        if await self.attribute_crashes(lease, stalled=stalled):
+            expired = await self.store.expired_claims(limit=1000)
         if not expired:
             return 0
         now = self.store.now()

@@ -137,9 +137,9 @@ def test_retention_defaults_keep_ended_tasks_a_week_and_keys_a_month() -> None:
 
 
 def test_worker_ttl_must_outlast_a_beat() -> None:
-    assert (Settings().worker_beat, Settings().worker_ttl) == (2.0, 10.0)
-    with pytest.raises(ConfigError, match=r"longer than worker_beat \(2 s\), not 2 s") as caught:
-        Settings(worker_ttl=2.0)
+    assert (Settings().worker_beat, Settings().worker_ttl) == (1.0, 10.0)
+    with pytest.raises(ConfigError, match=r"longer than worker_beat \(1 s\), not 1 s") as caught:
+        Settings(worker_ttl=1.0)
     assert caught.value.field == "worker_ttl"
     with pytest.raises(ConfigError, match="longer than worker_beat") as caught:
         Settings.from_env({"SHEPHERD_WORKER_BEAT": "30"})

@@ -252,9 +252,17 @@ def crashed_at(crashes: tuple[str, ...], seq: int) -> bool:
     return any(entry.endswith(suffix) for entry in crashes)
 
 
+def _what(processes: tuple[str, ...]) -> str:
+    """ "crashes", "freezes" (episodes `instance@ms`), or both, for a reason."""
+    frozen = sum("@" in p for p in processes)
+    if not frozen:
+        return "crashes"
+    return "freezes" if frozen == len(processes) else "crashes or freezes"
+
+
 def pids_of(instances: tuple[str, ...]) -> str:
     """`host:pid` of each instance (`host:pid:suffix`), for an operator's message."""
-    return ", ".join(instance.rsplit(":", 1)[0] for instance in instances)
+    return ", ".join(instance.split("@", 1)[0].rsplit(":", 1)[0] for instance in instances)
 
 
 def on_crash(
@@ -265,6 +273,7 @@ def on_crash(
     running: int | None,
     policy: CrashPolicy,
     now: datetime,
+    how: str = "crashed",
 ) -> Reset | Escalate | None:
     """Decide what a crash of process `instance` means for `task`.
 
@@ -284,6 +293,9 @@ def on_crash(
         running: The seq of the task's step that was running in `instance`, or None.
         policy: The crash policy.
         now: The current instant (aware UTC).
+        how: What happened to the process, for the reason: "crashed", or "froze"
+            (it stopped beating while alive: a freeze is an episode of its own,
+            `instance` then names the episode).
     """
     crashes = task.crashes
     if running is not None:
@@ -299,7 +311,7 @@ def on_crash(
         return Escalate(
             failure_count=task.failure_count,
             reason=(
-                f"suspected poison: running at {len(processes)} worker crashes "
+                f"suspected poison: running at {len(processes)} worker {_what(processes)} "
                 f"(pids {pids_of(processes)}), each time in step {running}"
             ),
             crashes=crashes,
@@ -330,7 +342,7 @@ def on_crash(
         failure_count=task.failure_count,
         not_before=now,
         process_state=ProcessState.COMPENSATING if compensating else ProcessState.PENDING,
-        reason=f"process {pids_of((instance,))} crashed ({where}); not counted as a failure",
+        reason=f"process {pids_of((instance,))} {how} ({where}); not counted as a failure",
         crashes=crashes,
         owner_deaths=deaths,
     )

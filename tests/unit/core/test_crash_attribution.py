@@ -106,3 +106,24 @@ def test_a_compensating_task_stays_compensating(task_factory: TaskFactory) -> No
 def test_the_policy_refuses_a_bound_below_one(field: str) -> None:
     with pytest.raises(ValueError, match=field):
         CrashPolicy(**{field: 0})
+
+
+def test_freezes_of_one_process_are_episodes_of_their_own(task_factory: TaskFactory) -> None:
+    crashes = ("h:1:aa@1000#1", "h:1:aa@5000#1")
+    task = processing(task_factory, crashes=crashes)
+    verdict = on_crash(
+        task, instance="h:2:bb@9000", owned=False, running=1, policy=POLICY, now=NOW, how="froze"
+    )
+    assert isinstance(verdict, Escalate)
+    assert verdict.reason == (
+        "suspected poison: running at 3 worker freezes (pids h:1, h:1, h:2), each time in step 1"
+    )
+
+
+def test_a_frozen_owner_resets_its_tasks_without_a_failure(task_factory: TaskFactory) -> None:
+    task = processing(task_factory)
+    verdict = on_crash(
+        task, instance="h:1:aa@1", owned=True, running=None, policy=POLICY, now=NOW, how="froze"
+    )
+    assert isinstance(verdict, Reset)
+    assert verdict.reason.startswith("process h:1 froze (no step of it was running there)")
