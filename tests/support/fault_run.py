@@ -24,9 +24,7 @@ import asyncio
 import json
 import os
 import sqlite3
-import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -38,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 import psycopg
 
 from support.fault_app import LOG_ENV, STEPS, WORKFLOW
-from support.processes import Worker, _forward_lines
+from support.processes import Worker, start_process
 
 if TYPE_CHECKING:
     from shepherd import App
@@ -114,26 +112,7 @@ def spawn_shepherd(
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
     env[LOG_ENV] = str(log_path)
-    stderr_path = workdir / f"{name}.stderr"
-    with stderr_path.open("w") as stderr:
-        process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=workdir
-        )
-    worker = Worker(name=name, process=process, stderr_path=stderr_path)
-    assert process.stdout is not None
-    worker._pump = threading.Thread(
-        target=_forward_lines,
-        args=(process.stdout, worker._lines),
-        name=f"{name}-stdout",
-        daemon=True,
-    )
-    worker._pump.start()
-    try:
-        worker.wait_ready(ready_timeout)
-    except BaseException:
-        worker.close()
-        raise
-    return worker
+    return start_process(argv, workdir, name=name, env=env, ready_timeout=ready_timeout)
 
 
 # -- observing the store --------------------------------------------------------------

@@ -122,8 +122,15 @@ def spawn_worker(
         argv += ["--log", str(log_path)]
     for option, value in options.items():
         argv += [f"--{option.replace('_', '-')}", str(value)]
-    stderr_path = workdir / f"{name}.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
+    return start_process(argv, workdir, name=name, env=env, ready_timeout=ready_timeout)
+
+
+def start_process(
+    argv: list[str], workdir: Path, *, name: str, env: dict[str, str], ready_timeout: float
+) -> Worker:
+    """Start `argv` (stderr to `<workdir>/<name>.stderr`) and wait for its readiness line."""
+    stderr_path = workdir / f"{name}.stderr"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=workdir

@@ -87,16 +87,27 @@ class Worker:
         self.proc = proc
 
     @classmethod
-    async def start(cls, argv: list[str], *, stderr: Path, ready_within: float = 30.0) -> Worker:
-        """Spawn the worker and wait for its `ready` line."""
+    async def start(
+        cls,
+        argv: list[str],
+        *,
+        stderr: Path,
+        ready_within: float = 30.0,
+        module: str = "shepherd.bench.worker",
+        ready: bytes = b"ready",
+        env: dict[str, str] | None = None,
+    ) -> Worker:
+        """Spawn `python -m module argv...` and wait for a line starting with `ready`."""
         with stderr.open("ab") as err:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "shepherd.bench.worker",
+                module,
                 *argv,
+                stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=err,
+                env=env,
             )
         worker = cls(proc)
         assert proc.stdout is not None
@@ -104,7 +115,7 @@ class Worker:
             line = await asyncio.wait_for(proc.stdout.readline(), ready_within)
         except TimeoutError:
             line = b""
-        if line.strip() != b"ready":
+        if not line.startswith(ready):
             await worker.kill()
             raise RuntimeError(f"bench worker did not report ready; see {stderr}")
         return worker

@@ -15,12 +15,17 @@ from rich.table import Table
 
 from shepherd.bench.crash import CrashResult
 from shepherd.bench.flow import STEPS
+from shepherd.bench.soak_report import render_soak
+from shepherd.bench.soak_report import targets as soak_targets
+from shepherd.bench.soak_result import SoakResult
 from shepherd.bench.throughput import ThroughputResult
 
 #: The targets of the benchmark issue.
 TARGET_WORKFLOWS_PER_S = 1000.0
 
-Result = ThroughputResult | CrashResult
+Result = ThroughputResult | CrashResult | SoakResult
+#: The workloads that run a fixed number of workflows.
+_Counted = ThroughputResult | CrashResult
 
 
 def environment(synchronous: str, store: str) -> dict[str, Any]:
@@ -62,6 +67,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                         "margin": f"{1.0 / per_step:.1f}x" if per_step else "-",
                     }
                 )
+        elif isinstance(r, SoakResult):
+            out.extend(soak_targets(r))
         else:
             out.append(
                 {
@@ -97,19 +104,19 @@ def _stats(stats: dict[str, float]) -> str:
     return f"{stats.get('commits', 0):,.0f} commits, {stats.get('ops_per_batch', 0):.1f} ops/batch"
 
 
-def _xacts(r: Result) -> str:
+def _xacts(r: _Counted) -> str:
     if r.db_xacts is None:
         return "-"
     return f"{r.db_xacts:,} ({r.harness_xacts:,} polls + {r.open_close_xacts:,}/open subtracted)"
 
 
-def _xacts_per(r: Result) -> str:
+def _xacts_per(r: _Counted) -> str:
     if r.db_xacts is None:
         return "-"
     return f"{r.db_xacts / r.n:.2f} / {r.db_xacts / (STEPS * r.n):.2f}"
 
 
-def _commits_per_step(r: Result) -> str:
+def _commits_per_step(r: _Counted) -> str:
     commits = r.store_stats.get("commits", 0) + (
         r.worker_stats.get("commits", 0) if isinstance(r, CrashResult) else 0
     )
@@ -177,6 +184,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
         ):  # fmt: skip
             table.add_row(name, value)
         console.print(table)
+    for soak in (r for r in results if isinstance(r, SoakResult)):
+        render_soak(soak, console)
     goals = Table(title="Targets")
     for name in ("workload", "target", "measured", "holds", "margin"):
         goals.add_column(name)
