@@ -1023,15 +1023,7 @@ class SQLiteStore:
         out: list[object] = []
         events = []
         for task, decision, leader in items:
-            lease = conn.execute(
-                "SELECT holder, epoch, expires_at FROM leases WHERE name = ?", (leader.name,)
-            ).fetchone()
-            if (
-                lease is None
-                or lease[0] != leader.holder
-                or lease[1] != leader.epoch
-                or lease[2] <= now
-            ):
+            if not sqlite_crashes.leads(conn, leader, now):
                 out.append(False)  # no longer the leader: fenced off
                 continue
             fence = (task.id, task.lock_epoch)

@@ -37,6 +37,16 @@ _CRASHED_AT = "UPDATE tasks SET crashes = ?, owner_deaths = ?, updated_at = ?"
 _LEADS = "SELECT holder, epoch, expires_at FROM leases WHERE name = ?"
 
 
+def leads(conn: sqlite3.Connection, leader: Lease, now: float) -> bool:
+    """Whether `leader` still holds its lease, with the same epoch, unexpired at `now`."""
+    lease = conn.execute(_LEADS, (leader.name,)).fetchone()
+    return (
+        lease is not None
+        and (lease[0], lease[1]) == (leader.holder, leader.epoch)
+        and (lease[2] > now)
+    )
+
+
 def unreaped_workers(conn: sqlite3.Connection) -> list[Worker]:
     """Processes neither stopped nor attributed yet (live ones, and the newly dead)."""
     return [worker_from_row(row, unix_instant) for row in conn.execute(_UNREAPED)]
@@ -96,13 +106,8 @@ def apply_crash(
     out: list[object] = []
     events = []
     for task, decision, leader in items:
-        lease = conn.execute(_LEADS, (leader.name,)).fetchone()
-        if (
-            lease is None
-            or (lease[0], lease[1]) != (leader.holder, leader.epoch)
-            or lease[2] <= now
-        ):
-            out.append(False)
+        if not leads(conn, leader, now):
+            out.append(False)  # no longer the leader: fenced off
             continue
         fence = (task.id, task.lock_epoch)
         crashes = json.dumps(list(decision.crashes or ()))
