@@ -144,23 +144,7 @@ async def test_threaded_handlers_block_together_while_the_loop_runs_on(
     release = threading.Event()
     entered: list[str] = []
 
-    @app.agent("legacy", threads=True)
-    def legacy(request: AgentRequest) -> JsonValue:
-        entered.append(request.task_id)
-        release.wait(PATIENCE)  # blocking code: a lock, a socket, a sleep
-        return request.payload
-
-    @app.agent("quick")
-    async def quick(request: AgentRequest) -> JsonValue:
-        return "quick"
-
-    @app.workflow("old")
-    async def old(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("legacy", data, within=LONG)
-
-    @app.workflow("new")
-    async def new(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("quick", data)
+    legacy_and_quick(app, entered, release, result=None)
 
     with LogWatch("shepherd.watchdog") as watch:
         async with app.running():
@@ -187,23 +171,7 @@ async def test_a_worker_runs_at_most_agent_threads_blocking_handlers(
     release = threading.Event()
     entered: list[str] = []
 
-    @app.agent("legacy", threads=True)
-    def legacy(request: AgentRequest) -> JsonValue:
-        entered.append(request.task_id)
-        release.wait(PATIENCE)
-        return "done"
-
-    @app.agent("quick")
-    async def quick(request: AgentRequest) -> JsonValue:
-        return "quick"
-
-    @app.workflow("old")
-    async def old(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("legacy", data, within=LONG)
-
-    @app.workflow("new")
-    async def new(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("quick", data)
+    legacy_and_quick(app, entered, release, result="done")
 
     async with app.running():
         held = [await app.submit("old", n) for n in range(5)]
@@ -333,3 +301,28 @@ async def test_a_threaded_handler_calling_heartbeat_fails_its_step_saying_why(
 async def ended(app: App, task_id: str) -> bool:
     task = await app.get_task(task_id)
     return task.process_state.value in ("processed", "compensated", "cancelled", "error")
+
+
+def legacy_and_quick(
+    app: App, entered: list[str], release: threading.Event, *, result: JsonValue
+) -> None:
+    """A threaded agent `legacy` held until `release` (its result: `result`, or the
+    payload when None), an async agent `quick`, and a workflow for each (old, new)."""
+
+    @app.agent("legacy", threads=True)
+    def legacy(request: AgentRequest) -> JsonValue:
+        entered.append(request.task_id)
+        release.wait(PATIENCE)  # blocking code: a lock, a socket, a sleep
+        return request.payload if result is None else result
+
+    @app.agent("quick")
+    async def quick(request: AgentRequest) -> JsonValue:
+        return "quick"
+
+    @app.workflow("old")
+    async def old(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("legacy", data, within=LONG)
+
+    @app.workflow("new")
+    async def new(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("quick", data)
