@@ -3,8 +3,8 @@
 A host cut off: two worker "hosts" are network namespaces linked to this
 machine by veth pairs, each running one `shepherd run` process whose store is
 reached over its own link. Half-way through the work, host A's link goes down
-for 15 s (no reset reaches the server). Host B must finish every task during
-the cut, A's included once their `complete_by` has passed; A must still be
+for at least 15 s (no reset reaches the server), and stays down until host B
+has finished every task, A's included once their `complete_by` has passed; A must still be
 alive after the heal and take work again.
 
 A stalling proxy: one worker reaches PostgreSQL through a TCP proxy that stops
@@ -40,8 +40,10 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 #: The port of the cluster listening on the hosts' links (the fault cluster is on 55433).
 NETWORK_PORT = 55434
 TASKS = 300
-#: How long host A is cut off.
+#: How long host A is cut off at least (past every `complete_by` it held).
 CUT_FOR = 15.0
+#: How long host B may take, after those, to finish every task while A is still cut off.
+B_PATIENCE = 60.0
 #: How long the proxy stalls before it cuts.
 STALL_FOR = 8.0
 #: Tasks submitted after a heal, to see the healed worker take some.
@@ -66,6 +68,15 @@ async def sessions_from(run: FaultRun, host: netns.Host) -> int | None:
         "SELECT count(*) FROM pg_stat_activity WHERE client_addr = ?::inet", (host.ns_addr,)
     )
     return None if rows is None else int(rows[0][0])
+
+
+async def all_processed(run: FaultRun, task_ids: list[str]) -> bool:
+    """Whether every one of `task_ids` is `processed`."""
+    rows = await run.observer.rows(
+        "SELECT count(*) FROM tasks WHERE id = ANY(?) AND process_state = 'processed'",
+        (task_ids,),
+    )
+    return rows is not None and int(rows[0][0]) == len(task_ids)
 
 
 async def last_claims(run: FaultRun, task_ids: list[str]) -> dict[str, int]:
@@ -132,8 +143,14 @@ async def test_a_host_cut_off_from_postgres_is_replaced_by_the_other(tmp_path: P
                             "SELECT id FROM tasks WHERE locked_by LIKE ?", (f"%:{a.pid}:%",)
                         )
                         sessions_at_cut = await sessions_from(run, host_a)
-                        await asyncio.sleep(CUT_FOR)  # the cut's duration
+                        await asyncio.sleep(CUT_FOR)  # the cut's least duration
                         sessions_at_heal = await sessions_from(run, host_a)
+                        # The cut lasts until B has finished every task, A's included.
+                        await run.wait_for(
+                            "every task processed by host B while A is cut off",
+                            lambda: all_processed(run, load),
+                            B_PATIENCE,
+                        )
                     finally:
                         host_a.heal()
                     cut_end = await db_now(run)
@@ -142,24 +159,9 @@ async def test_a_host_cut_off_from_postgres_is_replaced_by_the_other(tmp_path: P
                     stranded = [task_id for (task_id,) in owned]
                     run.notes.append(
                         f"tasks claimed by host A at the cut: {len(stranded)}; its sessions on "
-                        f"the server: {sessions_at_cut} as the cut began, {sessions_at_heal} at "
-                        "its end"
-                    )
-
-                    rows = await run.observer.rows(
-                        "SELECT id, process_state, updated_at FROM tasks WHERE id = ANY(?)", (load,)
-                    )
-                    assert rows is not None
-                    assert len(rows) == len(load), f"{len(load) - len(rows)} tasks missing"
-                    late = [(i, s, at) for i, s, at in rows if s != "processed" or at >= cut_end]
-                    run.notes.append(
-                        f"tasks not processed before the cut's end: {len(late)} of {len(load)}"
-                    )
-                    assert not late, (
-                        f"host B did not finish every task during the cut "
-                        f"({cut_start:%H:%M:%S.%f} to {cut_end:%H:%M:%S.%f}): {len(late)} "
-                        f"not processed by its end, e.g. {late[:3]}{run.report_tail()}"
-                        f"{run.describe_workers()}"
+                        f"the server: {sessions_at_cut} after {CUT_FOR:.0f} s of cut, "
+                        f"{sessions_at_heal} at its end; cut from {cut_start:%H:%M:%S} to "
+                        f"{cut_end:%H:%M:%S}"
                     )
                     # What A held at the cut was finished by B, under a later claim.
                     last_owner = await last_claims(run, stranded)
