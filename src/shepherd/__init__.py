@@ -17,12 +17,14 @@ if TYPE_CHECKING:
     from shepherd.core.supervision import BackoffPolicy as BackoffPolicy
     from shepherd.errors import CommitUnknownError as CommitUnknownError
     from shepherd.errors import ConfigError as ConfigError
+    from shepherd.errors import IncompleteAppError as IncompleteAppError
     from shepherd.errors import NonDeterminismError as NonDeterminismError
     from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
     from shepherd.errors import PayloadError as PayloadError
     from shepherd.errors import PermanentError as PermanentError
     from shepherd.errors import ShepherdError as ShepherdError
     from shepherd.errors import StaleEpochError as StaleEpochError
+    from shepherd.errors import StepBugError as StepBugError
     from shepherd.errors import StepSupersededError as StepSupersededError
     from shepherd.errors import StoreDamagedError as StoreDamagedError
     from shepherd.errors import StoreFullError as StoreFullError
@@ -45,12 +47,14 @@ _LAZY: dict[str, str] = {
     "StepState": "shepherd.core.states",
     "BackoffPolicy": "shepherd.core.supervision",
     "ConfigError": "shepherd.errors",
+    "IncompleteAppError": "shepherd.errors",
     "NonDeterminismError": "shepherd.errors",
     "OutcomeUnknownError": "shepherd.errors",
     "PayloadError": "shepherd.errors",
     "PermanentError": "shepherd.errors",
     "ShepherdError": "shepherd.errors",
     "StaleEpochError": "shepherd.errors",
+    "StepBugError": "shepherd.errors",
     "StepSupersededError": "shepherd.errors",
     "StoreUnavailableError": "shepherd.errors",
     "StoreFullError": "shepherd.errors",
@@ -81,6 +85,7 @@ __all__ = [
     "BreakerPolicy",
     "CommitUnknownError",
     "ConfigError",
+    "IncompleteAppError",
     "NonDeterminismError",
     "OutcomeUnknownError",
     "PayloadError",
@@ -89,6 +94,7 @@ __all__ = [
     "RetryPolicy",
     "ShepherdError",
     "StaleEpochError",
+    "StepBugError",
     "StepState",
     "StepSupersededError",
     "StoreDamagedError",

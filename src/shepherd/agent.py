@@ -2,9 +2,11 @@
 
 A handler wraps one remote service. Transient failures are retried with
 exponential backoff and jitter inside the deadline; permanent ones are replied
-as errors; at `complete_by` the handler is cancelled and nothing is replied
-(someone else may already be retrying the step). The handler of a
-`threads=True` agent is a plain function run in a thread (`agent_threads`).
+as errors; unexpected exceptions (bugs) are retried like transient ones, logged
+with their traceback, and replied as bugs if they persist; at `complete_by` the
+handler is cancelled and nothing is replied (someone else may already be
+retrying the step). The handler of a `threads=True` agent is a plain function
+run in a thread (`agent_threads`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast, final
+from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agent_request import AgentRequest as AgentRequest
 from shepherd.agent_request import StepHelpers
@@ -28,11 +30,10 @@ from shepherd.core.retry import RetryPolicy, next_retry
 from shepherd.errors import (
     OutcomeUnknownError,
     PayloadError,
-    PermanentError,
     StepSupersededError,
     StoreUnavailableError,
-    TransientError,
 )
+from shepherd.failures import FailureKind, bug_body, classify, error_body, log_bug
 from shepherd.metrics import AgentCounters
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
@@ -70,38 +71,6 @@ class Agent:
     def service_name(self) -> str:
         """The service whose breaker this agent uses (default: the agent's name)."""
         return self.service or self.name
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a handler's exception is worth retrying.
-
-    TransientError, timeouts and connection errors are; so are httpx transport
-    errors, HTTP 429/502/503/504 and the store being unavailable (a heartbeat or
-    `once` during a store outage). Anything else is permanent: a bug or a
-    refusal does not fix itself by asking again.
-    """
-    if isinstance(exc, TransientError | TimeoutError | ConnectionError | StoreUnavailableError):
-        return True
-    if isinstance(exc, PermanentError):
-        return False
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - httpx is a dependency
-        return False
-    if isinstance(exc, httpx.TransportError):
-        return True
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code in (429, 502, 503, 504)
-    return False
-
-
-def error_body(exc: BaseException) -> dict[str, Any]:
-    """The JSON error replied for a permanent failure."""
-    body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    detail = getattr(exc, "detail", None)
-    if detail is not None:
-        body["detail"] = detail
-    return body
 
 
 @final
@@ -270,6 +239,8 @@ class AgentWorker:
         waiting_for_breaker = False
         tries = 0
         failure: BaseException | None = None
+        #: What the last failed try was (None after a success).
+        kind: FailureKind | None = None
         #: How the handling ended inside the deadline: a reply to send, or nothing.
         reply: tuple[bool, JsonValue] | None = None
         try:
@@ -294,14 +265,20 @@ class AgentWorker:
                     except Exception as exc:
                         failure = exc
                     else:
+                        kind = None
                         reply = (True, result)
                         break
-                    if not is_transient(failure):
+                    kind = classify(failure)
+                    if kind == "permanent":
                         counters.permanent.inc()
                         reply = (False, error_body(failure))
                         break
-                    counters.transient.inc()
-                    await self.breakers.after_call(spec, request, failed=True)
+                    if kind == "transient":
+                        counters.transient.inc()
+                        await self.breakers.after_call(spec, request, failed=True)
+                    else:
+                        # A bug says nothing about the service: its breaker is not told.
+                        counters.bug.inc()
                     call = replace(call, retry=call.retry + 1)
                     delay = next_retry(
                         policy,
@@ -311,6 +288,13 @@ class AgentWorker:
                         complete_by=call.complete_by,
                         retry_after=_retry_after(failure),
                     )
+                    if kind == "bug":
+                        log_bug(log, request, tries, failure, last=delay is None)
+                        if delay is None:
+                            # Out of tries, or the next one would pass complete_by:
+                            # reply now, while the reply still counts.
+                            reply = (False, bug_body(failure, tries=tries))
+                            break
                     if delay is None:
                         break
                     self.retries += 1
@@ -321,10 +305,11 @@ class AgentWorker:
                 raise
         else:
             if reply is not None:
-                # The service answered (a permanent refusal too): not a breaker failure.
+                if kind != "bug":
+                    # The service answered (a permanent refusal too): not a breaker failure.
+                    await self.breakers.after_call(spec, request, failed=False)
                 # Replied outside the deadline scope, so a reply being committed at
                 # the deadline is not cut in half.
-                await self.breakers.after_call(spec, request, failed=False)
                 await self._reply(request, ok=reply[0], body=reply[1])
                 return
             # Out of tries or time: say nothing; the supervisor sees complete_by pass.
@@ -367,12 +352,10 @@ class AgentWorker:
         if tries > call.retry:
             # The try in flight hung: for the service's breaker, a failure.
             await self.breakers.after_call(spec, request, failed=True)
-        await self._note(
-            request,
-            "step_timed_out",
-            tries=tries,
-            error=None if failure is None else error_body(failure),
-        )
+        error: JsonValue = None
+        if failure is not None:
+            error = bug_body(failure, tries=tries) if kind == "bug" else error_body(failure)
+        await self._note(request, "step_timed_out", tries=tries, error=error)
 
     def _counters(self, agent: str) -> AgentCounters:
         counters = self._agent_counters.get(agent)

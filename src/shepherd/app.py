@@ -27,6 +27,7 @@ from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
 from shepherd.errors import (
     CommitUnknownError,
     ConfigError,
+    IncompleteAppError,
     RoleStoppedError,
     ShepherdError,
     TaskFailedError,
@@ -43,6 +44,7 @@ from shepherd.store.contract import NewTask
 from shepherd.store.signals import Signals
 from shepherd.supervisor import Supervisor
 from shepherd.watchdog import Watchdog
+from shepherd.wiring import declared_agents, describe, missing_agents
 
 if TYPE_CHECKING:
     from shepherd.context import WorkflowContext
@@ -58,12 +60,14 @@ ROLES = ("scheduler", "agent", "supervisor")
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Workflow:
-    """A registered workflow: its function and its supervision policy."""
+    """A registered workflow: its function, its supervision policy, its declared agents."""
 
     name: str
     fn: WorkflowFn
     complete_within: float
     policy: SupervisionPolicy
+    #: Agents it may call that a scan of its source cannot see (checked at start).
+    agents: tuple[str, ...] = ()
 
 
 def instance_id() -> str:
@@ -126,6 +130,7 @@ class App:
         max_failures: int = 3,
         on_exhausted: Literal["error", "compensate"] = "error",
         backoff: BackoffPolicy | None = None,
+        agents: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register `async def flow(ctx, data)` as a workflow.
 
@@ -136,7 +141,14 @@ class App:
             max_failures: Expirations tolerated before `on_exhausted` applies.
             on_exhausted: "error" (operator alert) or "compensate" (undo).
             backoff: The wait before a reset task may be claimed again.
+            agents: Agents the workflow calls under names computed at run time
+                (`ctx.call(name, ...)`); like those it names as literals, they must
+                be registered before a scheduler starts (see `check`).
+
+        Raises:
+            ConfigError: An option is invalid.
         """
+        declared = declared_agents(agents)
         if on_exhausted not in ("error", "compensate"):
             raise ConfigError(
                 "on_exhausted", f"must be 'error' or 'compensate', not {on_exhausted!r}"
@@ -158,7 +170,11 @@ class App:
         def register(fn: F) -> F:
             wf_name = name or fn.__name__
             self.workflows[wf_name] = Workflow(
-                name=wf_name, fn=fn, complete_within=float(within), policy=policy
+                name=wf_name,
+                fn=fn,
+                complete_within=float(within),
+                policy=policy,
+                agents=declared,
             )
             return fn
 
@@ -214,6 +230,24 @@ class App:
             return fn
 
         return register
+
+    def check(self) -> None:
+        """Check that every agent a workflow calls is registered on this app.
+
+        The agents a workflow calls are those named by a string literal in a
+        `ctx.call("agent", ..., undo="agent")` of its function's source (names
+        computed at run time are not seen), and those it declares with
+        `@app.workflow(..., agents=[...])`. `run` checks before it starts a
+        scheduler: a scheduler fails each task that calls an agent not
+        registered on its own app, even one served by another process.
+
+        Raises:
+            IncompleteAppError: Agents are missing (a ConfigError); the message names each one, where it
+                is called, and the workflow that calls it.
+        """
+        problems = missing_agents(self.workflows.values(), self.agents)
+        if problems:
+            raise IncompleteAppError(describe(problems))
 
     # -- life cycle --------------------------------------------------------
     @property
@@ -444,10 +478,14 @@ class App:
     async def run(
         self, roles: Sequence[str] = ROLES, *, ready: Callable[[], None] | None = None
     ) -> None:
-        """Run the given roles in this process until cancelled."""
-        unknown = [r for r in roles if r not in ROLES]
-        if unknown or not roles:
-            raise ConfigError("roles", f"unknown roles {unknown} (choose from {', '.join(ROLES)})")
+        """Run the given roles in this process until cancelled.
+
+        Raises:
+            ConfigError: A role is unknown, or the roles include the scheduler and
+                a workflow calls an agent that is not registered (see `check`);
+                raised before any role starts.
+        """
+        self._check_roles(roles)
         await self.open()
         workers = [*self.build_roles(roles), WorkerRegistry(self, roles=roles)]
         self.watchdog.start()
@@ -469,6 +507,14 @@ class App:
             await asyncio.gather(*jobs, return_exceptions=True)
             self.watchdog.stop()
 
+    def _check_roles(self, roles: Sequence[str]) -> None:
+        """Refuse unknown roles, and an incomplete app where a scheduler would run it."""
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown or not roles:
+            raise ConfigError("roles", f"unknown roles {unknown} (choose from {', '.join(ROLES)})")
+        if "scheduler" in roles:
+            self.check()
+
     def build_roles(self, roles: Sequence[str]) -> list[Scheduler | AgentWorker | Supervisor]:
         """The role instances for `roles`, named after this process."""
         built: list[Scheduler | AgentWorker | Supervisor] = []
@@ -482,7 +528,12 @@ class App:
 
     @contextlib.asynccontextmanager
     async def running(self, roles: Sequence[str] = ROLES) -> AsyncIterator[App]:
-        """Run the roles in the background for the duration of the block."""
+        """Run the roles in the background for the duration of the block.
+
+        Raises:
+            ConfigError: As `run` does, on entering the block.
+        """
+        self._check_roles(roles)
         await self.open()
         job = asyncio.create_task(self.run(roles))
         try:

@@ -13,14 +13,18 @@ from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
 from shepherd.core.supervision import crashed_at
 from shepherd.errors import (
+    AgentError,
     NonDeterminismError,
     OutcomeUnknownError,
     PermanentError,
     StaleEpochError,
+    StepBugError,
     StoreUnavailableError,
     UnknownAgentError,
 )
+from shepherd.failures import is_bug
 from shepherd.store.contract import StepStart
+from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
     from shepherd.scheduler import Scheduler
@@ -83,7 +87,10 @@ class WorkflowContext:
                 (default: the agent's own policy). It travels with the request.
 
         Raises:
-            PermanentError: The agent failed the step permanently.
+            PermanentError: The agent failed the step permanently (the service
+                refused it).
+            StepBugError: The agent's handler kept raising an unexpected
+                exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
         """
         self._seq += 1
@@ -98,7 +105,7 @@ class WorkflowContext:
         if isinstance(decision, replay.Replay):
             return decision.result
         if isinstance(decision, replay.ReplayFailure):
-            raise _permanent(decision.error, agent, seq)
+            raise _failure(decision.error, agent, seq)
         if isinstance(decision, replay.NonDeterminism):
             raise NonDeterminismError(self.task_id, seq, decision.recorded, decision.called)
         if recorded is not None and recorded.request is not None:
@@ -158,6 +165,7 @@ class WorkflowContext:
                 raise Abandoned from exc
             except StoreUnavailableError as exc:
                 raise StoreLost(exc) from exc
+            self._step_event(seq, agent, attempt, "started", compensates)
             loop = asyncio.get_running_loop()
             while True:
                 remaining = (complete_by - scheduler.store.now()).total_seconds()
@@ -206,8 +214,31 @@ class WorkflowContext:
         if kind is StepKind.UNDO and ok and compensates in self.steps:
             self.steps[compensates] = replace(self.steps[compensates], state=StepState.COMPENSATED)
         if not ok:
-            raise _permanent(body, agent, seq)
+            failure = _failure(body, agent, seq)
+            self._step_event(seq, agent, attempt, "failed", compensates, _describe(failure))
+            raise failure
+        self._step_event(seq, agent, attempt, "completed", compensates)
         return body
+
+    def _step_event(
+        self,
+        seq: int,
+        agent: str,
+        attempt: int,
+        event: str,
+        compensates: int | None,
+        reason: object = None,
+    ) -> None:
+        step_event(
+            self.task_id,
+            self.task.workflow,
+            seq=seq,
+            agent=agent,
+            attempt=attempt,
+            event=event,
+            compensates=compensates,
+            reason=reason,
+        )
 
     async def _recheck(
         self, seq: int, attempt: int, complete_by: datetime
@@ -247,7 +278,10 @@ def _wake(future: asyncio.Future[tuple[bool, JsonValue] | None]) -> None:
         future.set_result(None)
 
 
-def _permanent(error: JsonValue, agent: str, seq: int) -> PermanentError:
+def _failure(error: JsonValue, agent: str, seq: int) -> PermanentError | StepBugError:
+    """The exception `ctx.call` raises for a step that failed with `error`."""
+    if is_bug(error):
+        return StepBugError(agent=agent, seq=seq, detail=error)
     message = error.get("message") if isinstance(error, dict) else None
     unknown = isinstance(error, dict) and error.get("type") == OutcomeUnknownError.__name__
     kind = OutcomeUnknownError if unknown else PermanentError
@@ -257,3 +291,11 @@ def _permanent(error: JsonValue, agent: str, seq: int) -> PermanentError:
         seq=seq,
         detail=error,
     )
+
+
+def _describe(failure: AgentError) -> str:
+    """A failed step's reason for the task log: a bug says so."""
+    if isinstance(failure, StepBugError):
+        told = failure.detail.get("message") if isinstance(failure.detail, dict) else None
+        return f"{failure.error_type}: {told} (a bug, {failure.tries} tries)"
+    return f"{type(failure).__name__}: {failure.message}"

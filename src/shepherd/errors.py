@@ -15,9 +15,12 @@
     ├── NonDeterminismError         replay met a different agent at a recorded seq
     ├── StaleEpochError             an owner's write was fenced off (lock_epoch moved on)
     ├── TaskFailedError             `app.result` of a task that ended without a result
+    ├── StepSupersededError         a heartbeat found the step is no longer this execution's
     └── AgentError                  raised by agent handlers
         ├── TransientError          worth retrying (within complete_by)
-        └── PermanentError          not worth retrying; the step fails
+        ├── PermanentError          not worth retrying; the step fails
+        │   └── OutcomeUnknownError a side effect may have happened; the operator decides
+        └── StepBugError            `ctx.call`: the handler raised an unexpected exception
 
 Each class's docstring is its default message; structured fields are attributes.
 """
@@ -47,6 +50,14 @@ class ConfigError(ShepherdError):
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
         super().__init__(f"invalid setting {field!r}: {problem}")
+
+
+class IncompleteAppError(ConfigError):
+    """A workflow calls agents that are not registered on the app (checked at start)."""
+
+    def __init__(self, problems: str) -> None:
+        self.field = "app"
+        ShepherdError.__init__(self, f"incomplete app: {problems}")
 
 
 class StoreUnavailableError(ShepherdError):
@@ -189,6 +200,51 @@ class PermanentError(AgentError):
         self.agent = agent
         self.seq = seq
         self.detail = detail
+        super().__init__(message)
+
+
+class StepBugError(AgentError):
+    """A step's handler raised an unexpected exception (a bug), again and again.
+
+    Raised by `ctx.call` when the agent replied its failure as a bug: an
+    exception that is neither a TransientError nor a PermanentError (nor a
+    known transient one), retried like a transient one until the tries or the
+    step's window ran out. Not a PermanentError: a bug is not the remote
+    service's refusal, so `except PermanentError` does not catch it. Left
+    unhandled it sends the task to `error` with an operator alert (not to
+    compensation: nothing was refused, so nothing should be undone before
+    someone looks).
+
+    Attributes:
+        agent: The agent whose handler failed.
+        seq: The step's seq.
+        error_type: The name of the handler's exception class (`KeyError`).
+        tries: How many tries raised it, in the last attempt.
+        traceback: The handler's formatted traceback (its innermost frames).
+        detail: The step's stored error, as the agent replied it.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        agent: str | None = None,
+        seq: int | None = None,
+        detail: Any = None,
+    ) -> None:
+        self.agent = agent
+        self.seq = seq
+        self.detail = detail
+        body = detail if isinstance(detail, dict) else {}
+        self.error_type = str(body.get("type") or "Exception")
+        tries = body.get("tries")
+        self.tries = tries if isinstance(tries, int) and not isinstance(tries, bool) else None
+        self.traceback = str(body.get("traceback") or "")
+        if message is None:
+            told = body.get("message")
+            what = f"{self.error_type}: {told}" if told else self.error_type
+            count = "" if self.tries is None else f", {self.tries} tries"
+            message = f"step {seq} ({agent}) raised {what} (a bug in agent {agent!r}{count})"
         super().__init__(message)
 
 

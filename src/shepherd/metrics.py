@@ -26,7 +26,8 @@ class Metrics:
         calls: Handler invocations, per agent (every try counts, retries included).
         retries: Tries after a transient failure, per agent.
         timeouts: Handlers cancelled at `complete_by`, per agent.
-        failures: Transient and permanent failures of handler tries, per agent and kind.
+        failures: Failed handler tries, per agent and kind (transient, permanent, or bug:
+            an unexpected exception).
         breaker_transitions: Breaker state changes this process made, per service
             and change (`closed->open`, `open->half_open`, `half_open->closed`, ...).
         breaker_waits: Tries held back because a breaker was open, per service.
@@ -55,7 +56,7 @@ class Metrics:
         )
         self.failures = Counter(
             "shepherd_agent_failures",
-            "Failed handler tries, by kind (transient or permanent).",
+            "Failed handler tries, by kind (transient, permanent or bug).",
             ["agent", "kind"],
             registry=self.registry,
         )
@@ -116,6 +117,7 @@ class AgentCounters:
     timeouts: LabelledCounter
     transient: LabelledCounter
     permanent: LabelledCounter
+    bug: LabelledCounter
 
     @classmethod
     def of(cls, metrics: Metrics, agent: str) -> AgentCounters:
@@ -125,4 +127,5 @@ class AgentCounters:
             timeouts=metrics.timeouts.labels(agent=agent),
             transient=metrics.failures.labels(agent=agent, kind="transient"),
             permanent=metrics.failures.labels(agent=agent, kind="permanent"),
+            bug=metrics.failures.labels(agent=agent, kind="bug"),
         )

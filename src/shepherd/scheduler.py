@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import traceback
 from typing import TYPE_CHECKING, Any, final
 
 from shepherd.context import Abandoned, StoreLost, WorkflowContext
@@ -23,13 +22,16 @@ from shepherd.errors import (
     OutcomeUnknownError,
     PermanentError,
     StaleEpochError,
+    StepBugError,
     StoreUnavailableError,
     UnknownAgentError,
 )
+from shepherd.failures import error_body, format_traceback
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
+from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
     from shepherd.app import App
@@ -157,6 +159,14 @@ class Scheduler:
             self.claims_outage.over()
             self.claimed += len(tasks)
             for task in tasks:
+                task_event(
+                    task.id,
+                    task.workflow,
+                    "claimed to compensate"
+                    if task.process_state is ProcessState.COMPENSATING
+                    else "claimed",
+                    f"lock_epoch {task.lock_epoch}, failure_count {task.failure_count}",
+                )
                 self._running[task.id] = asyncio.create_task(self._drive(task))
             if len(tasks) < min(free, settings.claim_batch):
                 await Signals.wait(wake, settings.poll_interval)
@@ -251,6 +261,20 @@ class Scheduler:
             return
         try:
             result = await spec.fn(ctx, task.input)
+        except StepBugError as exc:
+            # A bug, not a refusal: nothing is undone before an operator has looked.
+            await self._error(
+                ctx,
+                {
+                    "reason": exc.message,
+                    "type": exc.error_type,
+                    "message": _told(exc.detail),
+                    "seq": exc.seq,
+                    "agent": exc.agent,
+                    "tries": exc.tries,
+                    "traceback": exc.traceback,
+                },
+            )
         except OutcomeUnknownError as exc:
             # An effect may have happened: the operator checks before anything is undone.
             await self._error(
@@ -273,20 +297,32 @@ class Scheduler:
             await self.store.start_compensation(
                 task.id, owner=self.owner, epoch=ctx.epoch, error=error
             )
+            task_event(task.id, task.workflow, "compensating", error["reason"])
             await self._compensate(ctx, error)
         except (NonDeterminismError, UnknownAgentError) as exc:
             await self._error(ctx, {"reason": exc.message, "type": type(exc).__name__})
         except Exception as exc:
+            log.error(
+                "task %s %s: the workflow raised %s: %s",
+                task.id,
+                task.workflow,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
+            body = error_body(exc)
             await self._error(
                 ctx,
                 {
-                    "reason": f"workflow raised {type(exc).__name__}: {exc}",
-                    "type": type(exc).__name__,
-                    "traceback": traceback.format_exc(limit=8),
+                    "reason": f"workflow raised {body['type']}: {body['message']}",
+                    "type": body["type"],
+                    "message": body["message"],
+                    "traceback": format_traceback(exc),
                 },
             )
         else:
             await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
+            task_event(task.id, task.workflow, "processed")
 
     async def _compensate(self, ctx: WorkflowContext, reason: JsonValue) -> None:
         """Run the undo agents of the task's completed steps, newest first."""
@@ -307,15 +343,20 @@ class Scheduler:
                         compensates=undo.compensates,
                     )
                     continue
-                except PermanentError as exc:
+                except StepBugError as exc:
                     error: Any = exc.detail
+                    why = f"raised {exc.error_type}: {_told(exc.detail)} (a bug)"
+                except PermanentError as exc:
+                    error = exc.detail
+                    why = "failed"
             else:
                 error = getattr(decision, "error", repr(decision))
+                why = "failed"
             await self._error(
                 ctx,
                 {
                     "reason": f"compensation could not finish: undo {undo.agent!r} of step "
-                    f"{undo.compensates} failed",
+                    f"{undo.compensates} {why}",
                     "undo_error": error,
                     "cause": reason,
                 },
@@ -325,9 +366,16 @@ class Scheduler:
         await self.store.fail_task(
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason
         )
+        task_event(ctx.task_id, ctx.task.workflow, str(final))
 
     async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
         await self.store.fail_task(
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
         )
+        task_event(ctx.task_id, ctx.task.workflow, "error", error.get("reason"))
         self.app.raise_alert(ctx.task, reason=str(error.get("reason")))
+
+
+def _told(error: JsonValue) -> JsonValue:
+    """The `message` of a step's stored error, if it has one."""
+    return error.get("message") if isinstance(error, dict) else None

@@ -31,6 +31,7 @@ from shepherd.outage import Outage
 from shepherd.registry import pid_alive
 from shepherd.retention import purge
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
     from shepherd.app import App
@@ -307,6 +308,7 @@ class Supervisor:
         for (task, verdict), ok in zip(done, applied, strict=True):
             if not ok:
                 continue
+            task_event(task.id, task.workflow, _decided(verdict), verdict.reason)
             if isinstance(verdict, Escalate):
                 quarantined += 1
                 self.escalations += 1
@@ -371,6 +373,7 @@ class Supervisor:
         for task, decision, ok in zip(expired, decisions, applied, strict=True):
             if not ok:
                 continue
+            task_event(task.id, task.workflow, _decided(decision), decision.reason)
             if isinstance(decision, Reset):
                 self.resets += 1
                 if decision.failure_count == task.failure_count:
@@ -383,6 +386,13 @@ class Supervisor:
             else:
                 self.compensations += 1
         return sum(applied)
+
+
+def _decided(decision: object) -> str:
+    """What a supervisor decision did to its task, for the task log."""
+    if isinstance(decision, Reset):
+        return "reset"
+    return "error" if isinstance(decision, Escalate) else "compensating"
 
 
 def _owner_note(task: Task, dead: set[str]) -> str:

@@ -200,7 +200,7 @@ def test_the_cli_reports_a_damaged_store_in_one_line(
     code = run_cli(["tasks", "--store", f"sqlite:///{path}"])
 
     out, err = capsys.readouterr()
-    assert code == 2
+    assert code == 6  # the store is unavailable or damaged
     assert out == ""
     assert "Traceback" not in err
     assert err.splitlines() == [

@@ -2,11 +2,15 @@
 
 `shepherd_cli` runs one command to its end; `shepherd_process` starts a
 long-running one (`run`, `worker`) and waits for its readiness line, with a
-deadline, and always stops it.
+deadline, and always stops it. Commands take the app as `--app cliapp:app`
+(the module `cliapp.py` in the working directory) and find the store in
+SHEPHERD_STORE. `put_task` writes a task in a chosen state straight into
+that store, at a chosen time, for the commands that only read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import signal
@@ -17,10 +21,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
+
+from shepherd.core.records import JsonValue
+from shepherd.core.states import ProcessState
+from shepherd.store.contract import NewTask
+from shepherd.store.sqlite import SQLiteStore
+from shepherd.testing import FakeClock
 
 #: The app the tests run: a two-step workflow, and one whose code raises.
 CLI_APP = """
@@ -69,6 +80,10 @@ COMMAND_TIMEOUT = 60.0
 READY_TIMEOUT = 30.0
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
+PutTask = Callable[..., str]
+
+#: The scheduler `put_task` claims tasks as (no such process runs).
+_ELSEWHERE = "elsewhere:1:aa/s"
 
 
 @dataclass
@@ -162,6 +177,7 @@ def shepherd_cli(cli_dir: Path, cli_env: dict[str, str]) -> Cli:
     """Run `python -m shepherd ARGS...` to its end; return the completed process."""
 
     def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Any:
+        """`env` replaces the whole environment (start from the `cli_env` fixture)."""
         return subprocess.run(
             [sys.executable, "-m", "shepherd", *args],
             cwd=cli_dir,
@@ -184,13 +200,13 @@ def shepherd_process(
     started: list[CliProcess] = []
 
     @contextmanager
-    def start(*args: str) -> Iterator[CliProcess]:
+    def start(*args: str, env: dict[str, str] | None = None) -> Iterator[CliProcess]:
         stderr_path = cli_dir / f"process-{len(started)}.stderr"
         with stderr_path.open("w") as stderr:
             process = subprocess.Popen(
                 [sys.executable, "-m", "shepherd", *args],
                 cwd=cli_dir,
-                env=cli_env,
+                env=cli_env if env is None else env,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,
@@ -213,3 +229,53 @@ def shepherd_process(
     finally:
         for handle in started:
             handle.close()
+
+
+@pytest.fixture
+def put_task(cli_store_url: str) -> PutTask:
+    """Write a task into the test's store: submitted at `at` (now), then put in `state`.
+
+    `put_task(workflow="hello", state=ProcessState.PENDING, *, key=None,
+    error=None, at=None)` returns the task's id. An ended task other than
+    `processed` gets `error` (default {"reason": "it failed"}); a `processing`
+    one is left claimed by a process that does not exist. Put pending tasks
+    last: a task put in another state must be the only claimable one.
+    """
+
+    def put(
+        workflow: str = "hello",
+        state: ProcessState = ProcessState.PENDING,
+        *,
+        key: str | None = None,
+        error: JsonValue = None,
+        at: datetime | None = None,
+    ) -> str:
+        when = datetime.now(UTC) if at is None else at
+        failure = {"reason": "it failed"} if error is None else error
+        return asyncio.run(_put(cli_store_url, workflow, state, key, failure, when))
+
+    return put
+
+
+async def _put(
+    url: str, workflow: str, state: ProcessState, key: str | None, error: JsonValue, at: datetime
+) -> str:
+    store = SQLiteStore(url, clock=FakeClock(at))
+    await store.open()
+    try:
+        task_id = (await store.submit_task(NewTask(workflow=workflow, input={}, key=key))).task_id
+        if state is ProcessState.PENDING:
+            return task_id
+        claimed = await store.claim_tasks(owner=_ELSEWHERE, limit=10_000)
+        others = [task.id for task in claimed if task.id != task_id]
+        if others:
+            await store.release_tasks(others, owner=_ELSEWHERE)
+            raise AssertionError("put_task: put the pending tasks after the others")
+        epoch = next(task.lock_epoch for task in claimed if task.id == task_id)
+        if state is ProcessState.PROCESSED:
+            await store.finish_task(task_id, owner=_ELSEWHERE, epoch=epoch, result={"ok": True})
+        elif state is not ProcessState.PROCESSING:
+            await store.fail_task(task_id, owner=_ELSEWHERE, epoch=epoch, state=state, error=error)
+        return task_id
+    finally:
+        await store.close()

@@ -1,14 +1,30 @@
-"""The benchmark runs end to end with tiny sizes: every workload, no task lost."""
+"""The benchmark runs end to end with tiny sizes: every workload, no task lost; bad options refused."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow
+
+
+def shepherd_bench(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `shepherd bench ARGS` to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "shepherd", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_bench_runs_every_workload_and_loses_nothing() -> None:
@@ -38,16 +54,56 @@ def test_bench_runs_every_workload_and_loses_nothing() -> None:
 
 
 def test_bench_prints_tables_without_json() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "shepherd.bench", "--workloads", "W1", "--n", "20"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = shepherd_bench("--workloads", "w1", "--n", "20")
     assert proc.returncode == 0, proc.stderr
     assert "workflows/s" in proc.stdout
     assert "Targets" in proc.stdout
+
+
+def test_bench_does_not_take_its_store_from_the_environment(tmp_path: Path) -> None:
+    # The bench writes thousands of tasks: only an explicit --store sends them elsewhere.
+    elsewhere = tmp_path / "app.db"
+    proc = shepherd_bench(
+        "--workloads", "W1", "--n", "20", "--json",
+        env={"SHEPHERD_STORE": f"sqlite:///{elsewhere}"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["environment"]["store"] == "sqlite (fresh file per workload)"
+    assert not elsewhere.exists()
+
+
+def test_bench_takes_the_store_given_before_the_command(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'given.db'}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "shepherd", "--store", store, "bench", "--workloads", "W1",
+         "--n", "20", "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["environment"]["store"] == store
+    assert (tmp_path / "given.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("--workloads", "W9"), "--workloads"),
+        (("--workloads", ","), "--workloads"),
+        (("--n", "0"), "--n"),
+        (("--w3-n", "ten"), "--w3-n"),
+        (("--synchronous", "OFF"), "--synchronous"),
+        (("--sleep", "-0.1"), "--sleep"),
+        (("--minutes", "0"), "--minutes"),
+        (("--kill-every", "nan"), "--kill-every"),
+        (("--log-level-for", "httpx"), "--log-level-for"),
+    ],
+)
+def test_bench_refuses_bad_values_naming_the_option(args: tuple[str, ...], named: str) -> None:
+    proc = shepherd_bench(*args)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: Invalid value for '{named}'")
+    assert len(proc.stderr.splitlines()) == 1
+    assert proc.stdout == ""
 
 
 def test_bench_rejects_an_unknown_workload() -> None:
@@ -59,4 +115,17 @@ def test_bench_rejects_an_unknown_workload() -> None:
         check=False,
     )
     assert proc.returncode == 2
-    assert "W9" in proc.stderr
+    assert "unknown workload 'W9'; choose from W1, W2, W3, soak" in proc.stderr
+
+
+def test_bench_help_lists_the_options() -> None:
+    proc = shepherd_bench("--help")
+    assert proc.returncode == 0
+    for option in (
+        "--store", "--workloads", "--n", "--w3-n", "--synchronous", "--json", "--sleep",
+        "--max-in-flight", "--agent-concurrency", "--claim-batch", "--w3-within",
+        "--w3-interval", "--w3-in-flight", "--timeout", "--minutes", "--rate",
+        "--soak-retention", "--kill-every", "--restart-every", "--restart-command",
+        "--log-level", "--log-level-for",
+    ):  # fmt: skip
+        assert f"  {option} " in proc.stdout

@@ -1,4 +1,8 @@
-"""The `shepherd` command line, run for real: exit codes, one-line errors, --json, run/worker."""
+"""The `shepherd` command line, run for real: submit, list, run/worker, operate, one-line errors.
+
+The convention itself (--app everywhere, exit codes, JSON on failure, finding
+a task, fitted tables) is tested in test_cli_convention.py and test_cli_lookup.py.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +28,9 @@ def ok_json(completed: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(completed.stdout)
 
 
-def user_error(completed: subprocess.CompletedProcess[str]) -> str:
-    """The one-line message of a command that failed with a user error (exit 2)."""
-    assert completed.returncode == 2, (completed.stdout, completed.stderr)
+def user_error(completed: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one-line message of a command that failed with exit `code` (2: a user error)."""
+    assert completed.returncode == code, (completed.stdout, completed.stderr)
     lines = completed.stderr.splitlines()
     assert len(lines) == 1, completed.stderr
     assert lines[0].startswith("error: ")
@@ -36,7 +40,7 @@ def user_error(completed: subprocess.CompletedProcess[str]) -> str:
 
 def submit(cli: Cli, workflow: str, data: str = "{}", *extra: str) -> str:
     """Submit a task and return its id."""
-    completed = cli("submit", APP, workflow, data, *extra)
+    completed = cli("submit", "--app", APP, workflow, data, *extra)
     assert completed.returncode == 0, completed.stderr
     return completed.stdout.strip()
 
@@ -54,7 +58,7 @@ def wait_state(cli: Cli, task_id: str, state: str, timeout: float = 60.0) -> dic
 
 
 def task_ids(cli: Cli) -> list[str]:
-    return [task["id"] for task in ok_json(cli("tasks", "--json"))]
+    return [task["id"] for task in ok_json(cli("tasks", "--json"))["tasks"]]
 
 
 # -- submit and list -------------------------------------------------------------
@@ -63,19 +67,27 @@ def test_submit_prints_an_id_and_tasks_lists_it_pending(shepherd_cli: Cli) -> No
 
     listed = ok_json(shepherd_cli("tasks", "--json"))
 
-    assert [(t["id"], t["workflow"], t["process_state"]) for t in listed] == [
+    assert [(t["id"], t["workflow"], t["process_state"]) for t in listed["tasks"]] == [
         (task_id, "hello", "pending")
     ]
-    assert listed[0]["input"] == {"name": "ann"}
-    table = shepherd_cli("tasks", APP, "--state", "pending")
+    assert (listed["count"], listed["more"]) == (1, False)
+    assert listed["tasks"][0]["input"] == {"name": "ann"}
+    table = shepherd_cli("tasks", "--app", APP, "--state", "pending")
     assert table.returncode == 0, table.stderr
     assert task_id in table.stdout
-    assert "process_state" in table.stdout
-    assert ok_json(shepherd_cli("tasks", "--state", "processed,error", "--json")) == []
+    assert "state" in table.stdout.splitlines()[0]
+    assert table.stdout.splitlines()[-1] == "1 task"
+    assert ok_json(shepherd_cli("tasks", "--state", "processed,error", "--json")) == {
+        "tasks": [],
+        "count": 0,
+        "more": False,
+    }
 
 
 def test_submit_json_and_stdin(shepherd_cli: Cli) -> None:
-    printed = ok_json(shepherd_cli("submit", APP, "hello", "-", "--json", stdin='{"name": "bo"}'))
+    printed = ok_json(
+        shepherd_cli("submit", "--app", APP, "hello", "-", "--json", stdin='{"name": "bo"}')
+    )
 
     task = ok_json(shepherd_cli("show", printed["id"], "--json"))
     assert task["input"] == {"name": "bo"}
@@ -92,7 +104,7 @@ def test_submit_with_the_same_key_twice_gives_one_task(shepherd_cli: Cli) -> Non
 def test_unknown_workflow_is_refused_and_creates_nothing(shepherd_cli: Cli) -> None:
     existing = submit(shepherd_cli, "hello", '{"name": "ann"}')
 
-    message = user_error(shepherd_cli("submit", APP, "nope", "{}"))
+    message = user_error(shepherd_cli("submit", "--app", APP, "nope", "{}"))
 
     assert "unknown workflow 'nope'" in message
     assert task_ids(shepherd_cli) == [existing]
@@ -102,7 +114,7 @@ def test_unknown_workflow_is_refused_and_creates_nothing(shepherd_cli: Cli) -> N
 def test_malformed_json_is_refused_and_creates_nothing(
     shepherd_cli: Cli, cli_store_url: str, text: str
 ) -> None:
-    message = user_error(shepherd_cli("submit", APP, "hello", text))
+    message = user_error(shepherd_cli("submit", "--app", APP, "hello", text))
 
     assert "malformed JSON" in message
     assert not Path(cli_store_url.removeprefix("sqlite:///")).exists()
@@ -113,28 +125,32 @@ def test_malformed_json_is_refused_and_creates_nothing(
     [
         ("missing_module:app", "'missing_module'"),
         ("cliapp:nothing", "'nothing'"),
-        ("cliapp:not_an_app", "not a shepherd App"),
+        ("cliapp:not_an_app", "is an int, not a shepherd App"),
     ],
 )
 def test_an_app_that_cannot_be_found_is_named(shepherd_cli: Cli, spec: str, named: str) -> None:
-    assert named in user_error(shepherd_cli("submit", spec, "hello", "{}"))
-    assert named in user_error(shepherd_cli("run", spec))
+    assert named in user_error(shepherd_cli("submit", "--app", spec, "hello", "{}"))
+    assert named in user_error(shepherd_cli("run", "--app", spec))
+    assert named in user_error(shepherd_cli("tasks", "--app", spec))
 
 
 # -- stores ------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("url", "named"),
+    ("url", "named", "code"),
     [
-        ("sqlite:////nonexistent-dir/x.db", "/nonexistent-dir"),
-        ("mysql://host/db", "'mysql'"),
+        ("sqlite:////nonexistent-dir/x.db", "/nonexistent-dir", 6),
+        ("mysql://host/db", "'mysql'", 2),
     ],
 )
-@pytest.mark.parametrize("command", [("submit", APP, "hello", "{}"), ("tasks",), ("run", APP)])
+@pytest.mark.parametrize(
+    "command",
+    [("submit", "--app", APP, "hello", "{}"), ("tasks",), ("run", "--app", APP)],
+)
 def test_a_store_that_cannot_be_opened_is_one_line(
-    shepherd_cli: Cli, url: str, named: str, command: tuple[str, ...]
+    shepherd_cli: Cli, url: str, named: str, code: int, command: tuple[str, ...]
 ) -> None:
-    assert named in user_error(shepherd_cli(*command, "--store", url))
-    assert named in user_error(shepherd_cli("--store", url, *command))
+    assert named in user_error(shepherd_cli(*command, "--store", url), code)
+    assert named in user_error(shepherd_cli("--store", url, *command), code)
 
 
 def test_store_option_overrides_the_environment(shepherd_cli: Cli, cli_dir: Path) -> None:
@@ -144,7 +160,7 @@ def test_store_option_overrides_the_environment(shepherd_cli: Cli, cli_dir: Path
     task_id = submit(shepherd_cli, "hello", "{}", "--store", other)
 
     listed = ok_json(shepherd_cli("--store", other, "tasks", "--json"))
-    assert [task["id"] for task in listed] == [task_id]
+    assert [task["id"] for task in listed["tasks"]] == [task_id]
     assert task_id not in task_ids(shepherd_cli)
 
 
@@ -153,7 +169,7 @@ def test_store_option_overrides_the_environment(shepherd_cli: Cli, cli_dir: Path
 def test_an_unknown_task_is_refused(shepherd_cli: Cli, command: str) -> None:
     submit(shepherd_cli, "hello", "{}")
 
-    assert "unknown task 'no-such-task'" in user_error(shepherd_cli(command, "no-such-task"))
+    assert "unknown task 'no-such-task'" in user_error(shepherd_cli(command, "no-such-task"), 3)
 
 
 def test_retry_of_a_task_not_in_error_is_refused(shepherd_cli: Cli) -> None:
@@ -168,11 +184,15 @@ def test_retry_of_a_task_not_in_error_is_refused(shepherd_cli: Cli) -> None:
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (("worker", APP, "--roles", "scheduler,bogus"), "'bogus'"),
+        (("worker", "--app", APP, "--roles", "scheduler,bogus"), "'bogus'"),
         (("tasks", "--state", "finished"), "'finished'"),
-        (("submit", APP), "WORKFLOW"),
+        (("submit", "--app", APP), "WORKFLOW"),
         (("tasks", "--limit", "0"), "--limit"),
-        (("submit", APP, "hello", "--wait", "-1"), "--wait"),
+        (("submit", "--app", APP, "hello", "--wait", "-1"), "--wait"),
+        (("tasks", "--since", "soon"), "'soon' is not a duration"),
+        (("run", "--app", APP, "--log-level-for", "httpx"), "'httpx' is not NAME=LEVEL"),
+        (("run", "--app", APP, "--log-level-for", "httpx=loud"), "unknown level 'loud'"),
+        (("worker", "--app", APP, "--log-level", "loud"), "--log-level"),
     ],
 )
 def test_usage_errors_are_one_line(shepherd_cli: Cli, args: tuple[str, ...], named: str) -> None:
@@ -185,13 +205,18 @@ def test_help_works(shepherd_cli: Cli) -> None:
     assert completed.returncode == 0
     for command in ("run", "worker", "submit", "tasks", "show", "retry", "cancel", "demo"):
         assert f"  {command}" in completed.stdout
+    for command in ("run", "worker", "submit", "tasks", "show", "workers", "purge"):
+        helped = shepherd_cli(command, "--help")
+        assert helped.returncode == 0, helped.stderr
+        assert "--app MODULE:ATTR" in helped.stdout
+        assert "--store URL" in helped.stdout
 
 
 # -- running -------------------------------------------------------------------------
 def test_run_completes_a_submitted_task(shepherd_cli: Cli, shepherd_process: Any) -> None:
     task_id = submit(shepherd_cli, "hello", '{"name": "ann"}')
 
-    with shepherd_process("run", APP) as running:
+    with shepherd_process("run", "--app", APP) as running:
         assert running.ready_line.startswith(
             "shepherd ready: roles=scheduler,agent,supervisor instance="
         )
@@ -214,12 +239,14 @@ def test_run_completes_a_submitted_task(shepherd_cli: Cli, shepherd_process: Any
 
 def test_specialised_workers_and_submit_wait(shepherd_cli: Cli, shepherd_process: Any) -> None:
     with (
-        shepherd_process("worker", APP, "--roles", "supervisor,scheduler") as schedulers,
-        shepherd_process("worker", APP, "--roles", "agent") as agents,
+        shepherd_process("worker", "--app", APP, "--roles", "supervisor,scheduler") as schedulers,
+        shepherd_process("worker", "--app", APP, "--roles", "agent") as agents,
     ):
         assert " roles=scheduler,supervisor " in schedulers.ready_line
         assert " roles=agent " in agents.ready_line
-        completed = shepherd_cli("submit", APP, "hello", '{"name": "cy"}', "--wait", "50", "--json")
+        completed = shepherd_cli(
+            "submit", "--app", APP, "hello", '{"name": "cy"}', "--wait", "50", "--json"
+        )
         assert schedulers.terminate() == 0, schedulers.stderr()
         assert agents.terminate() == 0, agents.stderr()
 
@@ -231,9 +258,9 @@ def test_specialised_workers_and_submit_wait(shepherd_cli: Cli, shepherd_process
 def test_a_task_in_error_can_be_retried_and_cancelled(
     shepherd_cli: Cli, shepherd_process: Any
 ) -> None:
-    with shepherd_process("run", APP) as running:
-        waited = shepherd_cli("submit", APP, "broken", "--wait", "50")
-        assert "ended error: workflow raised RuntimeError: boom" in user_error(waited)
+    with shepherd_process("run", "--app", APP) as running:
+        waited = shepherd_cli("submit", "--app", APP, "broken", "--wait", "50")
+        assert "ended error: workflow raised RuntimeError: boom" in user_error(waited, 4)
         task_id = waited.stdout.strip()
         failed = wait_state(shepherd_cli, task_id, "error")
         assert "workflow raised RuntimeError: boom" in failed["error"]["reason"]
@@ -257,7 +284,7 @@ def test_a_task_in_error_can_be_retried_and_cancelled(
 def test_resubmitting_a_failed_step_with_a_new_payload_finishes_the_task(
     shepherd_cli: Cli, shepherd_process: Any
 ) -> None:
-    with shepherd_process("run", APP) as running:
+    with shepherd_process("run", "--app", APP) as running:
         task_id = submit(shepherd_cli, "deliver", '{"parcel": 7}')
         failed = wait_state(shepherd_cli, task_id, "error")
         assert "the carrier wants an address" in json.dumps(failed["error"])

@@ -80,18 +80,18 @@ def test_purge_deletes_every_ended_task_older_than_the_duration_in_batches(
     assert (out["purged"], out["tombstones"]) == (5, 1)
     cutoff = datetime.fromisoformat(out["ended_before"])
     assert timedelta(days=2) <= datetime.now(UTC) - cutoff < timedelta(days=2, minutes=5)
-    listed = json.loads(ok(shepherd_cli("tasks", "--json")))
+    listed = json.loads(ok(shepherd_cli("tasks", "--json")))["tasks"]
     assert {t["id"]: t["process_state"] for t in listed} == {
         made["error"]: "error",
         made["recent"]: "cancelled",
     }
     shown = shepherd_cli("show", made["old"][0])
-    assert shown.returncode == 2
+    assert shown.returncode == 3  # unknown task
     assert "it ended processed and was purged at" in shown.stderr
     # The tombstone of two days ago is past the one-day key retention: gone, so
     # that task is unknown, plainly.
     gone = shepherd_cli("show", made["purged"])
-    assert gone.returncode == 2
+    assert gone.returncode == 3
     assert gone.stderr.strip() == f"error: unknown task {made['purged']!r}"
 
     again = ok(shepherd_cli("purge", "--older-than", "30m", "--app", "cliapp:app"))

@@ -48,7 +48,7 @@ def wait_worker(cli: Cli, instance: str, state: str, timeout: float = 60.0) -> d
 def test_a_worker_process_is_listed_alive_then_stopped(
     shepherd_cli: Cli, shepherd_process: Any
 ) -> None:
-    with shepherd_process("worker", APP, "--roles", "agent") as agents:
+    with shepherd_process("worker", "--app", APP, "--roles", "agent") as agents:
         instance = agents.ready_line.split(" instance=")[1].split()[0]
         alive = wait_worker(shepherd_cli, instance, "alive")
         table = shepherd_cli("workers")
@@ -113,13 +113,13 @@ def test_workers_shows_the_live_and_the_recently_dead_since_a_duration(
     }
 
 
-def test_workers_refuses_a_bad_duration_and_two_apps(shepherd_cli: Cli) -> None:
+def test_workers_refuses_a_bad_duration_and_an_app_argument(shepherd_cli: Cli) -> None:
     bad = shepherd_cli("workers", "--since", "soon")
     assert bad.returncode == 2
     assert "'soon' is not a duration" in bad.stderr
-    both = shepherd_cli("workers", APP, "--app", "other:app")
-    assert both.returncode == 2
-    assert "APP or --app, not both" in both.stderr
+    positional = shepherd_cli("workers", APP)
+    assert positional.returncode == 2
+    assert "pass the app as --app MODULE:ATTR" in positional.stderr
 
 
 def test_an_empty_registry_says_so(shepherd_cli: Cli, cli_store_url: str) -> None:

@@ -37,7 +37,10 @@ pytestmark = pytest.mark.slow
 def spawn(store: str, workdir: Path, name: str) -> Worker:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
-    argv = [sys.executable, "-m", "shepherd", "run", "support.poison_app:app", "--store", store]
+    argv = [
+        *(sys.executable, "-m", "shepherd", "run"),
+        *("--app", "support.poison_app:app", "--store", store),
+    ]
     return start_process(argv, workdir, name=name, env=env, ready_timeout=30)
 
 

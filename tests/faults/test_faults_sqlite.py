@@ -223,7 +223,7 @@ def test_a_damaged_store_file_is_named_not_retried(tmp_path: Path, where: str) -
     pages = _damage(store, where)
     verdict = _really_damaged(store)
 
-    ran = _shepherd("run", APP_SPEC, "--store", url, "--log-level", "info", cwd=tmp_path)
+    ran = _shepherd("run", "--app", APP_SPEC, "--store", url, "--log-level", "info", cwd=tmp_path)
     listed = _shepherd("tasks", "--store", url, cwd=tmp_path)
     report = (
         f"\n[SQLite store damaged: random bytes over page(s) {pages} ({where})]"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd import (
     AgentRequest,
     App,
+    PermanentError,
     ProcessState,
     RetryPolicy,
     TaskFailedError,
@@ -75,7 +76,7 @@ async def test_agent_counters_count_calls_retries_timeouts_and_failures(app: App
 
     @app.agent("refuses")
     async def refuses(request: AgentRequest) -> JsonValue:
-        raise ValueError("no such account")
+        raise PermanentError("no such account")
 
     @app.agent("hangs")
     async def hangs(request: AgentRequest) -> JsonValue:

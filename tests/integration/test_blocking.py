@@ -294,8 +294,11 @@ async def test_a_threaded_handler_calling_heartbeat_fails_its_step_saying_why(
         await wait_until(lambda: ended(app, task_id), timeout=PATIENCE)
 
     task = await app.get_task(task_id)
+    # A mistake in the handler is a bug: the task waits for an operator, with the reason.
+    assert task.process_state.value == "error"
     assert task.error is not None
-    assert "threads=True agent cannot call it" in str(task.error)
+    assert "raised RuntimeError" in task.error["reason"]
+    assert "threads=True agent cannot call it" in task.error["reason"]
 
 
 async def ended(app: App, task_id: str) -> bool:

@@ -1,6 +1,6 @@
 """The fault suite's app, run by real worker processes.
 
-    PYTHONPATH=tests python -m shepherd run support.fault_app:app --store URL --log-level info
+    PYTHONPATH=tests python -m shepherd run --app support.fault_app:app --store URL --log-level info
 
 The workflow `chain3` calls the agent `work` three times (`complete_within=5`,
 each step `within=3`, the default `max_failures=3`); each execution of the

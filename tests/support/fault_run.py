@@ -87,7 +87,7 @@ def spawn_shepherd(
     prefix: Sequence[str] = (),
     ready_timeout: float = READY_PATIENCE,
 ) -> Worker:
-    """Start `python -m shepherd run support.fault_app:app` and wait for its readiness line.
+    """Start `python -m shepherd run --app support.fault_app:app` and wait for its readiness line.
 
     Args:
         store_url: The store the worker opens.
@@ -103,6 +103,7 @@ def spawn_shepherd(
         "-m",
         "shepherd",
         "run",
+        "--app",
         APP_SPEC,
         "--store",
         store_url,

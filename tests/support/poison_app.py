@@ -1,6 +1,6 @@
 """A small app for the poison-isolation tests, run by real worker processes.
 
-    PYTHONPATH=tests python -m shepherd run support.poison_app:app --store URL
+    PYTHONPATH=tests python -m shepherd run --app support.poison_app:app --store URL
 
 The workflow `chain3` calls the agent `work` three times (`complete_within=3`,
 each step `within=2`, the default `max_failures=3`); each healthy execution

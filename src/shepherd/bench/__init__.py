@@ -1,4 +1,4 @@
-"""The shepherd benchmark: `python -m shepherd.bench` (or `shepherd bench`).
+"""The shepherd benchmark: `shepherd bench` (or `python -m shepherd.bench`).
 
 W1: three no-op steps per workflow; W2: three 10 ms steps; W3: a worker
 process SIGKILLed mid-run and recovered by the supervisor; soak (only when
@@ -8,6 +8,6 @@ turn and, on PostgreSQL, the server restarted.
 
 from __future__ import annotations
 
-from shepherd.bench.cli import cli_main
+from shepherd.bench.cli import bench
 
-__all__ = ["cli_main"]
+__all__ = ["bench"]

@@ -1,9 +1,9 @@
-"""`python -m shepherd.bench`."""
+"""`python -m shepherd.bench`: the same as `shepherd bench`."""
 
 from __future__ import annotations
 
 import sys
 
-from shepherd.bench.cli import cli_main
+from shepherd.cli import main
 
-raise SystemExit(cli_main(sys.argv[1:]))
+main(["bench", *sys.argv[1:]])

@@ -1,156 +1,273 @@
-"""`python -m shepherd.bench` / `shepherd bench`: run the workloads and print the figures."""
+"""The `shepherd bench` command: its options, checked; the workloads are imported only to run.
+
+This module imports little more than click, so that `shepherd --help` stays fast.
+"""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import logging
-import tempfile
-from pathlib import Path
-from typing import Any
+import math
+from collections.abc import Sequence
+from typing import cast
 
-from rich.console import Console
+import click
+from click.core import ParameterSource
 
-from shepherd.bench.crash import run_crash
-from shepherd.bench.pgstat import is_postgres
-from shepherd.bench.report import Result, as_json, environment, render
-from shepherd.bench.soak import run_soak
-from shepherd.bench.soak_result import SoakOptions
-from shepherd.bench.throughput import run_throughput
+from shepherd.cli.exits import ExitCode
+from shepherd.cli.logs import configure_logging, log_options
+
+__all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
 #: Every workload; `soak` runs for minutes, so only when asked for.
 WORKLOADS = ("W1", "W2", "W3", "soak")
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="shepherd bench",
-        description="Measure shepherd: W1 no-op steps, W2 10 ms steps, W3 worker crash recovery, "
-        "soak: minutes of steady load with worker kills and server restarts.",
-    )
-    p.add_argument(
-        "--store",
-        default=None,
-        help="store URL (default: a fresh SQLite file per workload in a temp dir)",
-    )
-    p.add_argument(
-        "--workloads",
-        default=",".join(DEFAULT_WORKLOADS),
-        help=f"comma-separated, e.g. W1,W3 (of {', '.join(WORKLOADS)})",
-    )
-    p.add_argument("--n", type=int, default=5000, help="workflows for W1 and W2")
-    p.add_argument("--w3-n", type=int, default=500, help="workflows for W3")
-    p.add_argument(
-        "--synchronous",
-        choices=("FULL", "NORMAL"),
-        default="FULL",
-        type=str.upper,
-        help="SQLite durability",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    p.add_argument("--sleep", type=float, default=0.010, help="W2/W3/soak simulated remote call, s")
-    p.add_argument("--max-in-flight", type=int, default=5000)
-    p.add_argument("--agent-concurrency", type=int, default=5000)
-    p.add_argument("--claim-batch", type=int, default=256)
-    p.add_argument("--w3-within", type=float, default=2.0, help="W3 step window, s")
-    p.add_argument("--w3-interval", type=float, default=0.5, help="W3 supervisor interval, s")
-    p.add_argument(
-        "--w3-in-flight",
-        type=int,
-        default=None,
-        help="W3 worker max_in_flight (default n/10, so tasks finish in waves)",
-    )
-    p.add_argument(
-        "--timeout", type=float, default=600.0, help="per workload, s (soak: its final drain)"
-    )
-    p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of submitting")
-    p.add_argument("--rate", type=float, default=200.0, help="soak: submits per second")
-    p.add_argument(
-        "--soak-retention",
-        type=float,
-        default=60.0,
-        help="soak: the workers' retention, s (ended tasks are purged after it)",
-    )
-    p.add_argument(
-        "--kill-every", type=float, default=90.0, help="soak: SIGKILL a worker every K s"
-    )
-    p.add_argument(
-        "--restart-every", type=float, default=60.0, help="soak: run --restart-command every P s"
-    )
-    p.add_argument(
-        "--restart-command",
-        default=None,
-        help="soak, PostgreSQL only: a shell command that restarts the server (default: none)",
-    )
-    return p
+_COUNT = click.IntRange(min=1)
+_POSITIVE = click.FloatRange(min=0.0, min_open=True)
 
 
-async def run(opts: argparse.Namespace, workloads: list[str], tmp: Path) -> list[Result]:
-    settings: dict[str, Any] = {
-        "sqlite_synchronous": opts.synchronous,
-        "max_in_flight": opts.max_in_flight,
-        "agent_concurrency": opts.agent_concurrency,
-        "claim_batch": opts.claim_batch,
-    }
-    results: list[Result] = []
-    for name in workloads:
-        store = opts.store or f"sqlite:///{tmp / name.lower()}.db"
-        if name in ("W1", "W2"):
-            sleep = 0.0 if name == "W1" else opts.sleep
-            results.append(
-                await run_throughput(
-                    name, store, n=opts.n, sleep=sleep, budget=opts.timeout, settings=settings
-                )
-            )
-        elif name == "soak":
-            soak_store = opts.store or f"sqlite:///{tmp / 'soak'}.db"
-            results.append(await run_soak(soak_store, tmp, _soak(opts)))
-        else:
-            results.append(
-                await run_crash(
-                    store, tmp, n=opts.w3_n, sleep=opts.sleep, within=opts.w3_within,
-                    interval=opts.w3_interval, budget=opts.timeout,
-                    settings={**settings, "max_in_flight": opts.w3_in_flight or max(1, opts.w3_n // 10)},
-                )
-            )  # fmt: skip
-    return results
+def _number(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """Refuse NaN, which passes any range check."""
+    if math.isnan(value):
+        raise click.BadParameter(f"{value} is not a number")
+    return value
 
 
-def _soak(opts: argparse.Namespace) -> SoakOptions:
-    return SoakOptions(
-        minutes=opts.minutes,
-        rate=opts.rate,
-        retention=opts.soak_retention,
-        kill_every=opts.kill_every,
-        restart_every=opts.restart_every,
-        restart_command=opts.restart_command,
-        sleep=opts.sleep,
-        synchronous=opts.synchronous,
-        drain_within=opts.timeout,
-    )
-
-
-def cli_main(args: list[str]) -> int:
-    """Run the benchmark; 0 when every workload ended with no task lost."""
-    opts = parser().parse_args(args)
+def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
     known = {w.upper(): w for w in WORKLOADS}
-    named = [w.strip() for w in opts.workloads.split(",") if w.strip()]
+    named = [w.strip() for w in value.split(",") if w.strip()]
     unknown = [w for w in named if w.upper() not in known]
     if unknown or not named:
-        parser().error(f"unknown workloads {unknown}; choose from {', '.join(WORKLOADS)}")
-    workloads = [known[w.upper()] for w in named]
-    if opts.restart_command and not (opts.store and is_postgres(opts.store)):
-        parser().error("--restart-command needs a PostgreSQL --store")
-    for flag in ("minutes", "rate", "soak_retention", "kill_every", "restart_every"):
-        if getattr(opts, flag) <= 0:
-            parser().error(f"--{flag.replace('_', '-')} must be positive")
-    logging.basicConfig(level=logging.WARNING)
-    env = environment(opts.synchronous, opts.store or "sqlite (fresh file per workload)")
-    with tempfile.TemporaryDirectory(prefix="shepherd-bench-") as tmp:
-        results = asyncio.run(run(opts, workloads, Path(tmp)))
-    if opts.json:
-        print(as_json(results, env))
-    else:
-        render(results, env, Console())
-    return 0 if all(r.tasks_lost == 0 for r in results) else 1
+        what = (
+            f"unknown workload {', '.join(map(repr, unknown))}" if unknown else "no workload named"
+        )
+        raise click.BadParameter(f"{what}; choose from {', '.join(WORKLOADS)}")
+    return tuple(known[w.upper()] for w in named)
+
+
+@click.command(
+    short_help="Measure shepherd: throughput, crash recovery, soak.",
+    # Log lines to stderr at info, one per task event, would weigh on the figures.
+    context_settings={"default_map": {"log_level": "warning"}},
+)
+@click.option(
+    "--store",
+    metavar="URL",
+    help="Store URL for every workload (here or before the command: shepherd --store URL "
+    "bench); SHEPHERD_STORE is not read, as the bench writes thousands of tasks [default: a "
+    "fresh SQLite file per workload in a temporary directory].",
+)
+@click.option(
+    "--workloads",
+    default=",".join(DEFAULT_WORKLOADS),
+    show_default=True,
+    callback=_workloads_option,
+    metavar="LIST",
+    help=f"Comma-separated, e.g. W1,W3 (of {', '.join(WORKLOADS)}).",
+)
+@click.option(
+    "--n",
+    type=_COUNT,
+    default=5000,
+    show_default=True,
+    metavar="N",
+    help="Workflows for W1 and W2.",
+)
+@click.option(
+    "--w3-n", type=_COUNT, default=500, show_default=True, metavar="N", help="Workflows for W3."
+)
+@click.option(
+    "--synchronous",
+    type=click.Choice(["FULL", "NORMAL"], case_sensitive=False),
+    default="FULL",
+    show_default=True,
+    help="SQLite durability.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+@click.option(
+    "--sleep",
+    type=click.FloatRange(min=0.0),
+    callback=_number,
+    default=0.010,
+    show_default=True,
+    metavar="SECONDS",
+    help="W2/W3/soak simulated remote call.",
+)
+@click.option(
+    "--max-in-flight",
+    type=_COUNT,
+    default=5000,
+    show_default=True,
+    metavar="N",
+    help="The App's max_in_flight.",
+)
+@click.option(
+    "--agent-concurrency",
+    type=_COUNT,
+    default=5000,
+    show_default=True,
+    metavar="N",
+    help="The App's agent_concurrency.",
+)
+@click.option(
+    "--claim-batch",
+    type=_COUNT,
+    default=256,
+    show_default=True,
+    metavar="N",
+    help="The App's claim_batch.",
+)
+@click.option(
+    "--w3-within",
+    type=_POSITIVE,
+    callback=_number,
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="W3 step window.",
+)
+@click.option(
+    "--w3-interval",
+    type=_POSITIVE,
+    callback=_number,
+    default=0.5,
+    show_default=True,
+    metavar="SECONDS",
+    help="W3 supervisor interval.",
+)
+@click.option(
+    "--w3-in-flight",
+    type=_COUNT,
+    default=None,
+    metavar="N",
+    help="W3 worker max_in_flight [default: w3-n/10, so tasks finish in waves].",
+)
+@click.option(
+    "--timeout",
+    type=_POSITIVE,
+    callback=_number,
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Per workload (soak: its final drain).",
+)
+@click.option(
+    "--minutes",
+    type=_POSITIVE,
+    callback=_number,
+    default=10.0,
+    show_default=True,
+    metavar="MINUTES",
+    help="Soak: minutes of submitting.",
+)
+@click.option(
+    "--rate",
+    type=_POSITIVE,
+    callback=_number,
+    default=200.0,
+    show_default=True,
+    metavar="N",
+    help="Soak: submits per second.",
+)
+@click.option(
+    "--soak-retention",
+    type=_POSITIVE,
+    callback=_number,
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Soak: the workers' retention (ended tasks are purged after it).",
+)
+@click.option(
+    "--kill-every",
+    type=_POSITIVE,
+    callback=_number,
+    default=90.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Soak: SIGKILL a worker this often.",
+)
+@click.option(
+    "--restart-every",
+    type=_POSITIVE,
+    callback=_number,
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Soak: run --restart-command this often.",
+)
+@click.option(
+    "--restart-command",
+    metavar="COMMAND",
+    help="Soak, PostgreSQL only: a shell command that restarts the server [default: none].",
+)
+@log_options
+@click.pass_context
+def bench(
+    ctx: click.Context,
+    *,
+    store: str | None,
+    workloads: tuple[str, ...],
+    n: int,
+    w3_n: int,
+    synchronous: str,
+    as_json: bool,
+    sleep: float,
+    max_in_flight: int,
+    agent_concurrency: int,
+    claim_batch: int,
+    w3_within: float,
+    w3_interval: float,
+    w3_in_flight: int | None,
+    timeout: float,
+    minutes: float,
+    rate: float,
+    soak_retention: float,
+    kill_every: float,
+    restart_every: float,
+    restart_command: str | None,
+    log_level: str,
+    log_level_for: Sequence[tuple[str, str]],
+) -> None:
+    """Measure shepherd and print the figures.
+
+    W1: three no-op steps per workflow; W2: three 10 ms steps; W3: a worker
+    process SIGKILLed mid-run and recovered by the supervisor; soak (only when
+    named): minutes of steady load with worker kills and, on PostgreSQL, server
+    restarts. Exits 1 if a workload lost a task.
+    """
+    from shepherd.bench.pgstat import is_postgres
+    from shepherd.bench.run import BenchOptions, run_bench
+
+    root = ctx.find_root()
+    if (
+        store is None
+        and root is not ctx
+        and root.get_parameter_source("store") is ParameterSource.COMMANDLINE
+    ):
+        store = cast("str", root.obj)  # `shepherd --store URL bench`
+    if restart_command is not None and not (store and is_postgres(store)):
+        raise click.UsageError("--restart-command needs a PostgreSQL --store")
+    configure_logging(log_level, log_level_for)
+    options = BenchOptions(
+        workloads=workloads,
+        store=store,
+        n=n,
+        w3_n=w3_n,
+        synchronous=synchronous.upper(),
+        as_json=as_json,
+        sleep=sleep,
+        max_in_flight=max_in_flight,
+        agent_concurrency=agent_concurrency,
+        claim_batch=claim_batch,
+        w3_within=w3_within,
+        w3_interval=w3_interval,
+        w3_in_flight=w3_in_flight,
+        timeout=timeout,
+        minutes=minutes,
+        rate=rate,
+        soak_retention=soak_retention,
+        kill_every=kill_every,
+        restart_every=restart_every,
+        restart_command=restart_command,
+    )
+    ctx.exit(ExitCode.OK if run_bench(options) else ExitCode.FAILURE)

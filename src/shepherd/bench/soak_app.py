@@ -1,4 +1,4 @@
-"""The soak's application: `python -m shepherd run shepherd.bench.soak_app:app`.
+"""The soak's application: `python -m shepherd run --app shepherd.bench.soak_app:app`.
 
 One workflow, `soak`, of three sequential steps through one agent, `remote`,
 which awaits a simulated remote call (10 ms by default) and then appends one

@@ -32,6 +32,16 @@ class StoreSize:
         return self.main_bytes + self.wal_bytes
 
 
+def _sqlite_path(url: str) -> str:
+    """The file of `sqlite:///relative.db` or `sqlite:////abs/path.db`, as the store opens it.
+
+    Parsed here rather than imported from the SQLite backend, which only the store
+    package may import.
+    """
+    path = url.removeprefix("sqlite://")
+    return path.removeprefix("/")
+
+
 def _file_size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -42,9 +52,7 @@ def _file_size(path: str) -> int:
 async def store_size(url: str) -> StoreSize | None:
     """The store's size now; None when PostgreSQL did not answer within SIZE_PATIENCE s."""
     if not is_postgres(url):
-        from shepherd.store.sqlite import path_from_url
-
-        path = path_from_url(url)
+        path = _sqlite_path(url)
         return StoreSize(main_bytes=_file_size(path), wal_bytes=_file_size(path + "-wal"))
     import psycopg
 

@@ -1,6 +1,6 @@
 """The soak's worker processes, kept running the way a service manager keeps a service.
 
-Each slot runs `python -m shepherd run shepherd.bench.soak_app:app` (every
+Each slot runs `python -m shepherd run --app shepherd.bench.soak_app:app` (every
 role). `kill` SIGKILLs a slot's process and starts its replacement at once; a
 process that exits on its own is counted and replaced too; a start that fails
 (the store is down while PostgreSQL restarts) is retried after a pause. Every
@@ -79,7 +79,7 @@ class WorkerPool:
             self.logs.append(log)
             try:
                 worker = await Worker.start(
-                    ["run", APP, "--log-level", "info"],
+                    ["run", "--app", APP, "--log-level", "info"],
                     stderr=self.workdir / "soak-workers.stderr",
                     ready_within=READY_WITHIN,
                     module="shepherd",

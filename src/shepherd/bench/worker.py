@@ -6,52 +6,28 @@ and on SIGTERM/SIGINT stops gracefully and prints `stats {json}`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 import signal
-import sys
+from typing import Any
+
+import click
 
 from shepherd.bench.flow import build_app
 
 
-def parse(args: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m shepherd.bench.worker")
-    p.add_argument("--store", required=True)
-    p.add_argument("--roles", default="scheduler,agent")
-    p.add_argument("--sleep", type=float, default=0.010)
-    p.add_argument("--within", type=float, default=None)
-    p.add_argument("--complete-within", type=float, default=None)
-    p.add_argument("--exec-log", default=None)
-    p.add_argument("--synchronous", default="FULL")
-    p.add_argument("--max-in-flight", type=int, default=5000)
-    p.add_argument("--agent-concurrency", type=int, default=5000)
-    p.add_argument("--claim-batch", type=int, default=256)
-    p.add_argument("--supervisor-interval", type=float, default=0.5)
-    return p.parse_args(args)
-
-
-async def serve(opts: argparse.Namespace) -> None:
-    app = build_app(
-        opts.store,
-        sleep=opts.sleep,
-        within=opts.within,
-        complete_within=opts.complete_within,
-        exec_log=opts.exec_log,
-        sqlite_synchronous=opts.synchronous,
-        max_in_flight=opts.max_in_flight,
-        agent_concurrency=opts.agent_concurrency,
-        claim_batch=opts.claim_batch,
-        supervisor_interval=opts.supervisor_interval,
-    )
+async def serve(store: str, roles: str, **settings: Any) -> None:
+    """Run `roles` of the bench App over `store` until SIGTERM or SIGINT."""
+    app = build_app(store, **settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    roles = [r for r in opts.roles.split(",") if r]
     async with app:
-        job = asyncio.create_task(app.run(roles, ready=lambda: print("ready", flush=True)))
+        job = asyncio.create_task(
+            app.run([r for r in roles.split(",") if r], ready=lambda: print("ready", flush=True))
+        )
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait([job, stopping], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
@@ -61,10 +37,22 @@ async def serve(opts: argparse.Namespace) -> None:
         print("stats " + json.dumps(app.store.statistics()), flush=True)
 
 
-def main(args: list[str] | None = None) -> int:
-    asyncio.run(serve(parse(sys.argv[1:] if args is None else args)))
-    return 0
+@click.command()
+@click.option("--store", required=True, metavar="URL")
+@click.option("--roles", default="scheduler,agent", show_default=True)
+@click.option("--sleep", type=float, default=0.010, show_default=True)
+@click.option("--within", type=float, default=None)
+@click.option("--complete-within", type=float, default=None)
+@click.option("--exec-log", "exec_log", default=None, metavar="PATH")
+@click.option("--synchronous", "sqlite_synchronous", default="FULL", show_default=True)
+@click.option("--max-in-flight", type=int, default=5000, show_default=True)
+@click.option("--agent-concurrency", type=int, default=5000, show_default=True)
+@click.option("--claim-batch", type=int, default=256, show_default=True)
+@click.option("--supervisor-interval", type=float, default=0.5, show_default=True)
+def main(store: str, roles: str, **settings: Any) -> None:
+    """Run the bench App's roles until SIGTERM or SIGINT; print `ready`, then `stats {json}`."""
+    asyncio.run(serve(store, roles, **settings))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main(prog_name="python -m shepherd.bench.worker")

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import click
 
@@ -24,7 +24,6 @@ from shepherd.errors import ConfigError, PayloadError, ShepherdError, StoreUnava
 from shepherd.payloads import loads
 
 __all__ = [
-    "delegate",
     "load_app",
     "open_app",
     "parse_json_argument",
@@ -53,7 +52,7 @@ def load_app(spec: str) -> App:
     module_name, _, attrs = spec.partition(":")
     attrs = attrs or "app"
     if not module_name or not all(attrs.split(".")):
-        raise ShepherdError(f"invalid APP {spec!r}: expected 'module:attribute' or 'module'")
+        raise ShepherdError(f"invalid --app {spec!r}: expected 'module:attribute' or 'module'")
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -63,10 +62,10 @@ def load_app(spec: str) -> App:
         # A missing dependency inside the module is a different problem than a typo.
         if exc.name is None or not _is_prefix(exc.name, module_name):
             raise ShepherdError(
-                f"cannot import APP module {module_name!r}: it needs {exc.name!r}, "
+                f"cannot import the app's module {module_name!r}: it needs {exc.name!r}, "
                 "which is not installed"
             ) from None
-        raise ShepherdError(f"cannot find APP module {module_name!r} ({spec!r})") from None
+        raise ShepherdError(f"cannot find the app's module {module_name!r} ({spec!r})") from None
     found: object = module
     for attr in attrs.split("."):
         try:
@@ -76,9 +75,9 @@ def load_app(spec: str) -> App:
                 f"module {module_name!r} has no attribute {attrs!r} ({spec!r})"
             ) from None
     if not isinstance(found, App):
-        raise ShepherdError(
-            f"{module_name}:{attrs} is a {type(found).__name__}, not a shepherd App"
-        )
+        kind = type(found).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        raise ShepherdError(f"{module_name}:{attrs} is {article} {kind}, not a shepherd App")
     return found
 
 
@@ -201,23 +200,3 @@ async def serve(app: App, roles: Sequence[str]) -> None:
         for sig in handled:
             loop.remove_signal_handler(sig)
         await app.close()
-
-
-def delegate(module_name: str, command: str, args: Sequence[str]) -> int:
-    """Call `cli_main(args)` of `module_name` (imported only now) and return its exit code.
-
-    Raises:
-        ShepherdError: The module or its `cli_main` is missing.
-    """
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise  # a bug inside the module: its traceback helps
-        raise ShepherdError(f"'shepherd {command}' is not available: {exc}") from None
-    entry = getattr(module, "cli_main", None)
-    if not callable(entry):
-        raise ShepherdError(
-            f"'shepherd {command}' is not available: {module_name}.cli_main is missing"
-        )
-    return cast("Callable[[list[str]], int]", entry)(list(args))

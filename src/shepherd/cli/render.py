@@ -1,57 +1,79 @@
-"""What the CLI prints: Rich tables for people, JSON (`--json`) for scripts."""
+"""What the CLI prints about tasks: fitted tables for people, JSON (`--json`) for scripts.
+
+The other listings (breakers, workers, purge) are in `render_ops`; the helpers
+here (`when`, `age`, `compact`, `plain`) serve both.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import click
 
-from shepherd.core.breaker import Breaker, BreakerEvent, BreakerState
+from shepherd.cli.tables import Column, echo_table, terminal_width
 from shepherd.core.records import Event, JsonValue, Step, Task
-from shepherd.core.workers import Worker
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from shepherd.retention import Purged
+    from shepherd.core.breaker import Breaker, BreakerEvent
+    from shepherd.core.workers import Worker
 
 __all__ = [
-    "BreakerRow",
-    "breakers_json",
+    "age",
+    "compact",
     "echo_json",
-    "print_breakers",
-    "print_purged",
+    "plain",
     "print_task",
     "print_tasks",
-    "print_workers",
-    "purged_json",
     "reason",
-    "shorten",
     "task_json",
-    "workers_json",
+    "tasks_json",
+    "tracebacks",
+    "value",
+    "when",
 ]
 
-_SHORT = 60
-#: Line width of tables written to a pipe or a file.
-_PIPE_WIDTH = 200
+_TASK_COLUMNS = (
+    Column("id"),
+    Column("workflow", "middle", drop=3),
+    Column("key", "middle", drop=4),
+    Column("state"),
+    Column("fails", "middle", drop=2, right=True),
+    Column("locked_by", "middle", drop=0),
+    Column("updated", "middle", drop=1),
+    Column("error", "wide"),
+)
+_STEP_COLUMNS = (
+    Column("seq", right=True),
+    Column("kind", "middle", drop=1),
+    Column("agent", "middle", drop=2),
+    Column("state"),
+    Column("attempt", right=True),
+    Column("complete_by", "middle", drop=0),
+    Column("error", "wide"),
+)
+_HISTORY_COLUMNS = (Column("at"), Column("kind"), Column("detail", "wide"))
 
 
 def task_json(task: Task, history: Sequence[Event] | None = None) -> dict[str, JsonValue]:
     """The task as a JSON object: its fields, its steps and (if given) its history."""
-    data = _plain(task)
+    data = plain(task)
     if history is not None:
-        data["history"] = [_plain(event) for event in history]
+        data["history"] = [plain(event) for event in history]
     return data
 
 
-def echo_json(value: JsonValue) -> None:
+def tasks_json(tasks: Sequence[Task], *, more: bool) -> JsonValue:
+    """`shepherd tasks --json`: the tasks, how many, and whether more matched than shown."""
+    return {"tasks": [task_json(task) for task in tasks], "count": len(tasks), "more": more}
+
+
+def echo_json(data: JsonValue) -> None:
     """Print one JSON document (datetimes as ISO 8601 strings)."""
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_default))
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=_default))
 
 
 def reason(error: JsonValue) -> str:
@@ -59,52 +81,46 @@ def reason(error: JsonValue) -> str:
     if error is None:
         return ""
     if isinstance(error, dict):
-        for field in ("reason", "message"):
-            if field in error:
-                return " ".join(str(error[field]).split())
+        if "reason" in error:
+            return " ".join(str(error["reason"]).split())
+        if "message" in error:
+            message = " ".join(str(error["message"]).split())
+            kind = error.get("type")
+            # A bug's message alone (KeyError: 'name' -> 'name') says too little.
+            if isinstance(kind, str) and (error.get("bug") is True or not message):
+                return f"{kind}: {message}".rstrip(": ")
+            return message
     if isinstance(error, str):
         return " ".join(error.split())
     return json.dumps(error, ensure_ascii=False, default=_default)
 
 
-def shorten(text: str, width: int = _SHORT) -> str:
-    """`text` cut to `width` characters, with an ellipsis when cut."""
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def print_tasks(tasks: Sequence[Task]) -> None:
-    """A table of tasks, one row each."""
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=20)
-    for name in ("workflow", "key", "process_state", "failure_count", "locked_by"):
-        table.add_column(name, no_wrap=True, justify="right" if name == "failure_count" else "left")
-    table.add_column("updated_at", no_wrap=True, min_width=20)
-    table.add_column("error", overflow="fold")
-    for task in tasks:
-        table.add_row(
+def print_tasks(tasks: Sequence[Task], *, now: datetime, more: bool) -> None:
+    """A table of tasks, one line each, then how many were listed."""
+    if not tasks:
+        click.echo("no tasks")
+        return
+    rows = [
+        (
             task.id,
             task.workflow,
             task.key or "",
             str(task.process_state),
             str(task.failure_count),
             task.locked_by or "",
-            _when(task.updated_at),
-            shorten(reason(task.error)),
+            age(now - task.updated_at),
+            reason(task.error),
         )
-    _console().print(table if tasks else "no tasks")
+        for task in tasks
+    ]
+    echo_table(_TASK_COLUMNS, rows, terminal_width())
+    count = f"{len(tasks)} task{'' if len(tasks) == 1 else 's'}"
+    click.echo(f"{count} shown (more match; raise --limit)" if more else count)
 
 
 def print_task(task: Task, history: Sequence[Event]) -> None:
-    """A task's fields, then its steps, then its history."""
-    from rich.table import Table
-
-    console = _console()
-    fields = Table(box=None, show_header=False, pad_edge=False)
-    fields.add_column(style="bold", no_wrap=True)
-    fields.add_column()
-    for name, value in (
+    """A task's fields, its steps, its history, then any traceback its errors hold."""
+    fields = (
         ("id", task.id),
         ("workflow", task.workflow),
         ("key", task.key or ""),
@@ -112,168 +128,75 @@ def print_task(task: Task, history: Sequence[Event]) -> None:
         ("failure_count", str(task.failure_count)),
         ("locked_by", task.locked_by or ""),
         ("lock_epoch", str(task.lock_epoch)),
-        ("complete_by", _when(task.complete_by)),
-        ("not_before", _when(task.not_before)),
+        ("complete_by", when(task.complete_by)),
+        ("not_before", when(task.not_before)),
         ("reply_to", task.reply_to or ""),
-        ("created_at", _when(task.created_at)),
-        ("updated_at", _when(task.updated_at)),
-        ("input", _compact(task.input)),
-        ("result", _compact(task.result)),
+        ("created_at", when(task.created_at)),
+        ("updated_at", when(task.updated_at)),
+        ("input", compact(task.input)),
+        ("result", compact(task.result)),
         ("error", reason(task.error)),
-    ):
-        fields.add_row(name, value)
-    console.print(fields)
-    console.print()
-    console.print(_steps_table(task.steps) if task.steps else "no steps")
-    console.print()
-    history_table = Table(title="history", title_justify="left", box=None, pad_edge=False)
-    for name in ("at", "kind", "detail"):
-        history_table.add_column(name, no_wrap=name != "detail")
-    for event in history:
-        history_table.add_row(_when(event.at), event.kind, shorten(_compact(event.detail), 80))
-    console.print(history_table if history else "no history")
+    )
+    label = max(len(name) for name, _ in fields)
+    for name, text in fields:
+        pad = " " * (label - len(name) + 2) if text else ""
+        click.echo(f"{click.style(name, bold=True)}{pad}{text}")
+    width = terminal_width()
+    _section("steps")
+    if task.steps:
+        echo_table(_STEP_COLUMNS, [_step_row(step) for step in task.steps], width)
+    else:
+        click.echo("no steps")
+    _section("history")
+    if history:
+        rows = [(when(e.at), e.kind, compact(e.detail)) for e in history]
+        echo_table(_HISTORY_COLUMNS, rows, width)
+    else:
+        click.echo("no history")
+    for heading, text in tracebacks(task):
+        _section(heading)
+        click.echo(text.rstrip("\n"))
 
 
-def _steps_table(steps: Sequence[Step]) -> object:
-    from rich.table import Table
+def tracebacks(task: Task) -> list[tuple[str, str]]:
+    """(heading, traceback) for each distinct traceback stored in the task's or its steps' errors."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
 
-    table = Table(title="steps", title_justify="left", box=None, pad_edge=False)
-    for name in ("seq", "kind", "agent", "state", "attempt", "complete_by", "error"):
-        table.add_column(name, justify="right" if name in ("seq", "attempt") else "left")
-    for step in steps:
-        table.add_row(
-            str(step.seq),
-            str(step.kind),
-            step.agent,
-            str(step.state),
-            str(step.attempt),
-            _when(step.complete_by),
-            shorten(reason(step.error)),
-        )
-    return table
+    def add(heading: str, error: JsonValue) -> None:
+        text = error.get("traceback") if isinstance(error, dict) else None
+        if isinstance(text, str) and text.strip() and text not in seen:
+            seen.add(text)
+            found.append((heading, text))
 
-
-class BreakerRow(NamedTuple):
-    """A breaker, with its latest event when it is not closed (for the cool-down)."""
-
-    breaker: Breaker
-    latest: BreakerEvent | None
-
-    @property
-    def probe_at(self) -> datetime | None:
-        """When a probe is next allowed: the end of the cool-down (None while closed).
-
-        The cool-down is the one recorded with the breaker's latest change, i.e.
-        the policy of the agent that opened it or let its probe through.
-        """
-        b = self.breaker
-        since = b.opened_at if b.state is BreakerState.OPEN else b.probe_started_at
-        detail = None if self.latest is None else self.latest.detail
-        cool_down = detail.get("cool_down") if isinstance(detail, dict) else None
-        if since is None or not isinstance(cool_down, int | float):
-            return None
-        return since + timedelta(seconds=cool_down)
+    for step in task.steps:
+        add(f"traceback of step {step.seq} ({step.agent})", step.error)
+    error = task.error
+    if isinstance(error, dict):
+        where = [f"step {error['seq']}" if "seq" in error else "", str(error.get("agent") or "")]
+        detail = ", ".join(part for part in where if part)
+        add(f"traceback of the task's error{f' ({detail})' if detail else ''}", error)
+    return found
 
 
-def breakers_json(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -> JsonValue:
-    """The breakers and the latest changes as one JSON object."""
-    return {
-        "breakers": [{**_plain(row.breaker), "probe_at": _value(row.probe_at)} for row in rows],
-        "events": [_plain(event) for event in events],
-    }
-
-
-def print_breakers(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -> None:
-    """A table of breakers, one row per service, then the latest changes."""
-    from rich.table import Table
-
-    console = _console()
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("service", "state", "failures_in_a_row", "window", "opened_at", "probe_at"):
-        table.add_column(
-            name, no_wrap=True, justify="right" if name == "failures_in_a_row" else "left"
-        )
-    for row in rows:
-        b = row.breaker
-        table.add_row(
-            b.service,
-            str(b.state),
-            str(b.consecutive_failures),
-            f"{b.window_failures}/{b.window_calls} failed",
-            _when(b.opened_at),
-            _when(row.probe_at),
-        )
-    console.print(table if rows else "no breakers")
-    if not events:
-        return
-    console.print()
-    changes = Table(title="latest changes", title_justify="left", box=None, pad_edge=False)
-    for name in ("at", "service", "change", "detail"):
-        changes.add_column(name, no_wrap=name != "detail")
-    for event in events:
-        changes.add_row(
-            _when(event.at),
-            event.service,
-            f"{event.from_state} -> {event.to_state}",
-            shorten(_compact(event.detail), 80),
-        )
-    console.print(changes)
-
-
-def workers_json(workers: Sequence[Worker], *, now: datetime, ttl: float) -> JsonValue:
-    """The workers as a JSON array: their fields, their state and their last beat's age."""
-    return [
-        {
-            **_plain(w),
-            "state": str(w.state(now=now, ttl=ttl)),
-            "beat_age": round((now - w.beat_at).total_seconds(), 3),
-        }
-        for w in workers
-    ]
-
-
-def print_workers(workers: Sequence[Worker], *, now: datetime, ttl: float) -> None:
-    """A table of worker processes, one row each, with their state at `now`."""
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("instance", "host", "pid", "roles", "agents", "started", "last beat", "state"):
-        table.add_column(
-            name, no_wrap=name != "agents", justify="right" if name == "pid" else "left"
-        )
-    for w in workers:
-        table.add_row(
-            w.instance,
-            w.host,
-            str(w.pid),
-            ",".join(w.roles),
-            shorten(",".join(w.agents)),
-            _when(w.started_at),
-            _age(now - w.beat_at),
-            str(w.state(now=now, ttl=ttl)),
-        )
-    _console().print(table if workers else "no workers")
-
-
-def purged_json(done: Purged, ended_before: datetime | None) -> JsonValue:
-    """What `shepherd purge` deleted, as a JSON object."""
-    return {
-        "purged": done.tasks,
-        "ended_before": None if ended_before is None else ended_before.isoformat(),
-        "tombstones": done.tombstones,
-    }
-
-
-def print_purged(done: Purged, ended_before: datetime | None) -> None:
-    """What `shepherd purge` deleted, in one line."""
-    since = "" if ended_before is None else f" that ended before {_when(ended_before)}"
-    click.echo(
-        f"purged {done.tasks} task{'' if done.tasks == 1 else 's'}{since}, "
-        f"and {done.tombstones} expired key tombstone{'' if done.tombstones == 1 else 's'}"
+def _step_row(step: Step) -> tuple[str, ...]:
+    return (
+        str(step.seq),
+        str(step.kind),
+        step.agent,
+        str(step.state),
+        str(step.attempt),
+        when(step.complete_by),
+        reason(step.error),
     )
 
 
-def _age(elapsed: timedelta) -> str:
+def _section(title: str) -> None:
+    click.echo()
+    click.echo(click.style(title, bold=True))
+
+
+def age(elapsed: timedelta) -> str:
     """How long ago, coarsely: `3s ago`, `12m ago`, `5h ago`, `2d ago`."""
     seconds = max(0, int(elapsed.total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -282,38 +205,35 @@ def _age(elapsed: timedelta) -> str:
     return f"{seconds}s ago"
 
 
-def _console() -> Console:
-    from rich.console import Console
-
-    # Off a terminal (pipes, files, CI logs) lines are not cut at 80 columns.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
-
-
-def _when(at: datetime | None) -> str:
+def when(at: datetime | None) -> str:
+    """An instant as `2025-01-31 12:00:00Z` (empty for None)."""
     return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _compact(value: JsonValue) -> str:
-    if value is None:
+def compact(data: JsonValue) -> str:
+    """A JSON value on one line, without spaces (empty for None)."""
+    if data is None:
         return ""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_default)
 
 
-def _plain(
+def plain(
     record: Task | Step | Event | Breaker | BreakerEvent | Worker,
 ) -> dict[str, JsonValue]:
-    return {field.name: _value(getattr(record, field.name)) for field in dataclasses.fields(record)}
+    """A record's fields as a JSON object (datetimes as ISO 8601, steps as objects)."""
+    return {field.name: value(getattr(record, field.name)) for field in dataclasses.fields(record)}
 
 
-def _value(value: object) -> JsonValue:
-    if isinstance(value, tuple):
-        return [_plain(item) if isinstance(item, Step) else item for item in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
+def value(field: object) -> JsonValue:
+    """One record field as JSON."""
+    if isinstance(field, tuple):
+        return [plain(item) if isinstance(item, Step) else item for item in field]
+    if isinstance(field, datetime):
+        return field.isoformat()
+    return field
 
 
-def _default(value: object) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON")
+def _default(data: object) -> str:
+    if isinstance(data, datetime):
+        return data.isoformat()
+    raise TypeError(f"{type(data).__name__} is not JSON")

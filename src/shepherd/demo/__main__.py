@@ -1,9 +1,9 @@
-"""`python -m shepherd.demo`: the same as `shepherd demo`."""
+"""`python -m shepherd.demo`: the same as `shepherd demo` (its `--crash` worker runs this way)."""
 
 from __future__ import annotations
 
 import sys
 
-from shepherd.demo import cli_main
+from shepherd.cli import main
 
-raise SystemExit(cli_main(sys.argv[1:]))
+main(["demo", *sys.argv[1:]])

@@ -55,6 +55,8 @@ class DemoConfig:
     json: bool = False
     progress: bool = True
     deadline: float = 120.0
+    #: Extra options for the `--crash` worker's command line (its logging).
+    worker_args: tuple[str, ...] = ()
 
 
 @final
@@ -95,6 +97,10 @@ class ProgressView:
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:
             self.live.stop()
+            if not self.live.console.is_terminal:
+                # Rich ends its last frame with a newline only on a terminal: end the
+                # line here, or a pipe gets the next output glued to it.
+                self.live.console.line()
 
 
 @contextlib.asynccontextmanager
@@ -108,8 +114,8 @@ async def workdir(keep: bool) -> AsyncIterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-async def run_demo(config: DemoConfig, console: Console) -> int:
-    """Run the demo end to end; return the exit status (0 iff every order ended)."""
+async def run_demo(config: DemoConfig, console: Console) -> bool:
+    """Run the demo end to end and print its summary; return whether every order ended."""
     async with workdir(config.keep) as tmp:
         store = config.store or f"sqlite:///{tmp / 'shepherd.db'}"
         options = replace(config.options, services=str(tmp / "services.db"))
@@ -135,8 +141,8 @@ async def run_demo(config: DemoConfig, console: Console) -> int:
                 f"{summary['terminal']} of {options.orders} did",
                 file=sys.stderr,
             )
-            return 1
-        return 0
+            return False
+        return True
 
 
 async def _drive(
@@ -155,7 +161,9 @@ async def _drive(
                   for n in range(1, options.orders + 1))
             )  # fmt: skip
             if config.crash:
-                worker = await Worker.start(store, replace(options, generation=1), tmp)
+                worker = await Worker.start(
+                    store, replace(options, generation=1), tmp, config.worker_args
+                )
             deadline = started + config.deadline
             note = ""
             with ProgressView(options.orders, enabled=config.progress) as view:
@@ -174,7 +182,9 @@ async def _drive(
                                 f"worker {crash.pid} killed (SIGKILL) after {terminal} orders ended"
                             )
                             view.show(counts, note + "; starting a new worker")
-                            worker = await Worker.start(store, replace(options, generation=2), tmp)
+                            worker = await Worker.start(
+                                store, replace(options, generation=2), tmp, config.worker_args
+                            )
                             note += f"; worker {worker.proc.pid} took over"
                     await asyncio.sleep(0.05 if config.crash else 0.2)
             elapsed = time.monotonic() - started
@@ -186,18 +196,21 @@ async def _drive(
 
 @contextlib.contextmanager
 def _log_to(path: Path) -> Iterator[None]:
-    """Send shepherd's logs to a file for the block, so they do not tear the progress bar."""
-    logger = logging.getLogger("shepherd")
-    handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
+    """Send the logs to a file for the block, so they do not tear the progress bar.
+
+    The levels stay as the command line set them; only where records go changes.
+    """
+    root = logging.getLogger()
+    handlers = root.handlers[:]
     handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    # The lines look like those of the stderr handler they stand in for (the workers' logs).
+    formatter = next((h.formatter for h in handlers if h.formatter is not None), None)
+    handler.setFormatter(
+        formatter or logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root.handlers[:] = [handler]
     try:
         yield
     finally:
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
-        logger.propagate = propagate
+        root.handlers[:] = handlers
         handler.close()

@@ -1,18 +1,18 @@
 """The `--crash` worker: a subprocess hosting the scheduler and agent roles.
 
-`Worker.start` spawns `python -m shepherd.demo --worker` with the store URL in
-`SHEPHERD_STORE` and the demo's options in `SHEPHERD_DEMO_OPTIONS`, so that the
-subprocess rebuilds the very same app (`shepherd.demo.app.app_from_env`), and
-waits for its readiness line on stdout.
+`Worker.start` spawns `python -m shepherd.demo --worker` (plus the demo's
+logging options) with the store URL in `SHEPHERD_STORE` and the demo's options
+in `SHEPHERD_DEMO_OPTIONS`, so that the subprocess rebuilds the very same app
+(`shepherd.demo.app.app_from_env`), and waits for its readiness line on stdout.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, final
 
@@ -32,13 +32,15 @@ class Worker:
         self._log_file = log_file
 
     @classmethod
-    async def start(cls, store: str, options: DemoOptions, workdir: Path) -> Worker:
-        """Spawn `python -m shepherd.demo --worker` and wait for its readiness line."""
+    async def start(
+        cls, store: str, options: DemoOptions, workdir: Path, args: Sequence[str] = ()
+    ) -> Worker:
+        """Spawn `python -m shepherd.demo --worker *args` and wait for its readiness line."""
         log = workdir / f"worker-{options.generation}.log"
         log_file = log.open("wb")
         env = {**os.environ, "SHEPHERD_STORE": store, OPTIONS_ENV: options.to_json()}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "shepherd.demo", "--worker",
+            sys.executable, "-m", "shepherd.demo", "--worker", *args,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=log_file, env=env,
         )  # fmt: skip
         worker = cls(proc, log, log_file)
@@ -77,12 +79,12 @@ class Worker:
 async def run_worker() -> int:
     """The worker subprocess: scheduler and agent roles until SIGTERM (or SIGKILL).
 
+    Its logs go to stderr (the caller's log file), as the command line set them up.
     Ctrl-C is left to the demo's main process, which stops its workers; a worker
     whose parent has gone stops by itself.
     """
     from shepherd.demo.app import app_from_env
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = app_from_env()
     main = asyncio.current_task()
     assert main is not None

@@ -155,9 +155,21 @@ class Store(Protocol):
         """The task with its steps, or None."""
 
     async def list_tasks(
-        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+        self,
+        *,
+        states: Sequence[ProcessState] = (),
+        limit: int = 100,
+        workflow: str | None = None,
+        key: str | None = None,
+        id_prefix: str | None = None,
+        updated_since: datetime | None = None,
     ) -> list[Task]:
-        """Newest first, without steps."""
+        """Newest first, without steps: at most `limit` tasks matching every filter given.
+
+        `states` (when not empty), `workflow` and `key` must match; `id_prefix`
+        keeps tasks whose id starts with it; `updated_since` those last changed
+        at or after it.
+        """
 
     async def count_tasks(self) -> dict[ProcessState, int]:
         """How many tasks are in each state."""

@@ -56,6 +56,7 @@ from shepherd.store.sqlite_errors import is_store_wide, translate
 from shepherd.store.sqlite_keys import HANDLERS as KEY_HANDLERS
 from shepherd.store.sqlite_keys import clear_started
 from shepherd.store.sqlite_workers import HANDLERS as WORKER_HANDLERS
+from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
@@ -385,21 +386,29 @@ class SQLiteStore:
         return await self._read(run)  # type: ignore[no-any-return]
 
     async def list_tasks(
-        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+        self,
+        *,
+        states: Sequence[ProcessState] = (),
+        limit: int = 100,
+        workflow: str | None = None,
+        key: str | None = None,
+        id_prefix: str | None = None,
+        updated_since: datetime | None = None,
     ) -> list[Task]:
+        where, params = task_filter(
+            mark="?",
+            states=states,
+            workflow=workflow,
+            key=key,
+            id_prefix=id_prefix,
+            updated_since=None if updated_since is None else _ts(updated_since),
+        )
+
         def run(conn: sqlite3.Connection, now: float) -> list[Task]:
-            if states:
-                marks = ",".join("?" * len(states))
-                rows = conn.execute(
-                    f"SELECT {_TASK_COLUMNS} FROM tasks WHERE process_state IN ({marks}) "
-                    "ORDER BY created_at DESC, id DESC LIMIT ?",
-                    (*[str(s) for s in states], limit),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY created_at DESC, id DESC LIMIT ?",
-                    (limit,),
-                ).fetchall()
+            rows = conn.execute(
+                f"SELECT {_TASK_COLUMNS} FROM tasks{where} ORDER BY created_at DESC, id DESC LIMIT ?",
+                (*params, limit),
+            ).fetchall()
             return [_task(r) for r in rows]
 
         return await self._read(run)  # type: ignore[no-any-return]

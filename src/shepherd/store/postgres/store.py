@@ -56,6 +56,7 @@ from shepherd.store.postgres.rows import (
 )
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
+from shepherd.store.task_filters import task_filter
 from shepherd.store.worker_rows import worker_from_row
 
 if TYPE_CHECKING:
@@ -73,11 +74,6 @@ _GET_TASK = (
     f"SELECT {TASK_COLUMNS_T}, {STEP_COLUMNS_S} FROM tasks t "
     "LEFT JOIN steps s ON s.task_id = t.id WHERE t.id = %s ORDER BY s.seq"
 )
-_LIST_TASKS = (
-    f"SELECT {TASK_COLUMNS} FROM tasks WHERE process_state = ANY(%s::text[]) "
-    "ORDER BY created_at DESC, id DESC LIMIT %s"
-)
-_LIST_ALL_TASKS = f"SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at DESC, id DESC LIMIT %s"
 _COUNT_TASKS = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY id"
 # Event ids are taken at insert time but become visible at commit, so event 8
@@ -357,12 +353,27 @@ class PostgresStore:
         return task_from_row(rows[0][:TASK_WIDTH], found)
 
     async def list_tasks(
-        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+        self,
+        *,
+        states: Sequence[ProcessState] = (),
+        limit: int = 100,
+        workflow: str | None = None,
+        key: str | None = None,
+        id_prefix: str | None = None,
+        updated_since: datetime | None = None,
     ) -> list[Task]:
-        if states:
-            rows = await self._fetch(_LIST_TASKS, ([str(s) for s in states], tasks.limit_of(limit)))
-        else:
-            rows = await self._fetch(_LIST_ALL_TASKS, (tasks.limit_of(limit),))
+        where, params = task_filter(
+            mark="%s",
+            states=states,
+            workflow=workflow,
+            key=key,
+            id_prefix=id_prefix,
+            updated_since=updated_since,
+        )
+        query = (
+            f"SELECT {TASK_COLUMNS} FROM tasks{where} ORDER BY created_at DESC, id DESC LIMIT %s"
+        )
+        rows = await self._fetch(query, (*params, tasks.limit_of(limit)))
         return [task_from_row(r) for r in rows]
 
     async def count_tasks(self) -> dict[ProcessState, int]:

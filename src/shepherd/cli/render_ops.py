@@ -1,0 +1,158 @@
+"""What `shepherd breakers`, `workers` and `purge` print: fitted tables, or JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, NamedTuple
+
+import click
+
+from shepherd.cli.render import age, compact, plain, value, when
+from shepherd.cli.tables import Column, echo_table, terminal_width
+from shepherd.core.breaker import Breaker, BreakerEvent, BreakerState
+from shepherd.core.records import JsonValue
+from shepherd.core.workers import Worker
+
+if TYPE_CHECKING:
+    from shepherd.retention import Purged
+
+__all__ = [
+    "BreakerRow",
+    "breakers_json",
+    "print_breakers",
+    "print_purged",
+    "print_workers",
+    "purged_json",
+    "workers_json",
+]
+
+_BREAKER_COLUMNS = (
+    Column("service"),
+    Column("state"),
+    Column("failures", right=True),
+    Column("window", "middle", drop=2),
+    Column("opened_at", "middle", drop=0),
+    Column("probe_at", "middle", drop=1),
+)
+_CHANGE_COLUMNS = (Column("at"), Column("service"), Column("change"), Column("detail", "wide"))
+_WORKER_COLUMNS = (
+    Column("instance"),
+    Column("host", "middle", drop=1),
+    Column("pid", right=True),
+    Column("roles", "middle", drop=3),
+    Column("agents", "wide"),
+    Column("started", "middle", drop=0),
+    Column("last beat", "middle", drop=2),
+    Column("state"),
+)
+
+
+class BreakerRow(NamedTuple):
+    """A breaker, with its latest event when it is not closed (for the cool-down)."""
+
+    breaker: Breaker
+    latest: BreakerEvent | None
+
+    @property
+    def probe_at(self) -> datetime | None:
+        """When a probe is next allowed: the end of the cool-down (None while closed).
+
+        The cool-down is the one recorded with the breaker's latest change, i.e.
+        the policy of the agent that opened it or let its probe through.
+        """
+        b = self.breaker
+        since = b.opened_at if b.state is BreakerState.OPEN else b.probe_started_at
+        detail = None if self.latest is None else self.latest.detail
+        cool_down = detail.get("cool_down") if isinstance(detail, dict) else None
+        if since is None or not isinstance(cool_down, int | float):
+            return None
+        return since + timedelta(seconds=cool_down)
+
+
+def breakers_json(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -> JsonValue:
+    """The breakers and the latest changes as one JSON object."""
+    return {
+        "breakers": [{**plain(row.breaker), "probe_at": value(row.probe_at)} for row in rows],
+        "events": [plain(event) for event in events],
+    }
+
+
+def print_breakers(rows: Sequence[BreakerRow], events: Sequence[BreakerEvent]) -> None:
+    """A table of breakers, one line per service, then the latest changes."""
+    width = terminal_width()
+    if not rows:
+        click.echo("no breakers")
+    else:
+        lines = [
+            (
+                row.breaker.service,
+                str(row.breaker.state),
+                str(row.breaker.consecutive_failures),
+                f"{row.breaker.window_failures}/{row.breaker.window_calls} failed",
+                when(row.breaker.opened_at),
+                when(row.probe_at),
+            )
+            for row in rows
+        ]
+        echo_table(_BREAKER_COLUMNS, lines, width)
+    if not events:
+        return
+    click.echo()
+    click.echo(click.style("latest changes", bold=True))
+    changes = [
+        (when(e.at), e.service, f"{e.from_state} -> {e.to_state}", compact(e.detail))
+        for e in events
+    ]
+    echo_table(_CHANGE_COLUMNS, changes, width)
+
+
+def workers_json(workers: Sequence[Worker], *, now: datetime, ttl: float) -> JsonValue:
+    """The workers as a JSON array: their fields, their state and their last beat's age."""
+    return [
+        {
+            **plain(w),
+            "state": str(w.state(now=now, ttl=ttl)),
+            "beat_age": round((now - w.beat_at).total_seconds(), 3),
+        }
+        for w in workers
+    ]
+
+
+def print_workers(workers: Sequence[Worker], *, now: datetime, ttl: float) -> None:
+    """A table of worker processes, one line each, with their state at `now`."""
+    if not workers:
+        click.echo("no workers")
+        return
+    rows = [
+        (
+            w.instance,
+            w.host,
+            str(w.pid),
+            ",".join(w.roles),
+            ",".join(w.agents),
+            when(w.started_at),
+            age(now - w.beat_at),
+            str(w.state(now=now, ttl=ttl)),
+        )
+        for w in workers
+    ]
+    echo_table(_WORKER_COLUMNS, rows, terminal_width())
+
+
+def purged_json(done: Purged, ended_before: datetime | None) -> JsonValue:
+    """What `shepherd purge` deleted, as a JSON object."""
+    return {
+        "purged": done.tasks,
+        "ended_before": None if ended_before is None else ended_before.isoformat(),
+        "tombstones": done.tombstones,
+    }
+
+
+def print_purged(done: Purged, ended_before: datetime | None) -> None:
+    """What `shepherd purge` deleted, in one line."""
+    since = "" if ended_before is None else f" that ended before {when(ended_before)}"
+    click.echo(
+        f"purged {done.tasks} task{'' if done.tasks == 1 else 's'}{since}, "
+        f"and {done.tombstones} expired key tombstone{'' if done.tombstones == 1 else 's'}"
+    )
