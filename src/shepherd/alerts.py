@@ -82,11 +82,11 @@ class LogSink:
     async def send(self, alert: Alert) -> None:
         """Log the alert."""
         logger.error(
-            "task %s needs an operator: %s (workflow %s, key %s, failures %d, at %s)",
+            "task %s needs an operator: %s (workflow %s%s, failures %d, at %s)",
             alert.task_id,
             alert.reason,
             alert.workflow,
-            alert.key,
+            "" if alert.key is None else f", key {alert.key}",
             alert.failure_count,
             alert.at.isoformat(),
             extra={"alert": alert.to_json()},
