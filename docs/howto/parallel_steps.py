@@ -46,18 +46,9 @@ async def ship(request):
     return {"tracking": "T-" + order["id"]}
 
 
-async def settle(*calls):
-    """Await every call; then raise the first failure, once every step has an outcome."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
-
-
 @app.workflow("orders.process")
 async def process(ctx, order):
-    stock, paid = await settle(
+    stock, paid = await asyncio.gather(
         ctx.call("inventory.reserve", order, undo="inventory.release"),  # step 1
         ctx.call("payments.charge", order, undo="payments.refund"),  # step 2
     )

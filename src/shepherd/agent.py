@@ -6,7 +6,8 @@ as errors; unexpected exceptions (bugs) are retried like transient ones, logged
 with their traceback, and replied as bugs if they persist; at `complete_by` the
 handler is cancelled and nothing is replied (someone else may already be
 retrying the step). The handler of a `threads=True` agent is a plain function
-run in a thread (`agent_threads`).
+run in a thread (`agent_threads`). The deadline, the retry backoff and the
+polling all run on the app's clock.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from shepherd.agent_request import StepHelpers
 from shepherd.agent_threads import ThreadedCalls
 from shepherd.agent_threads import check_handler as check_handler
 from shepherd.breakers import BreakerGate
+from shepherd.clock import Deadline
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import JsonValue, Request
 from shepherd.core.retry import RetryPolicy, next_retry
@@ -80,6 +82,7 @@ class AgentWorker:
     def __init__(self, app: App, *, worker: str, agents: list[Agent] | None = None) -> None:
         self.app = app
         self.store = app.store
+        self.clock = app.clock
         self.worker = worker
         self.agents = {a.name: a for a in (agents if agents is not None else app.agents.values())}
         self.concurrency = app.settings.agent_concurrency
@@ -144,7 +147,7 @@ class AgentWorker:
                         task.add_done_callback(self._suspect_done)
                     task.add_done_callback(self._done)
                 if not more:
-                    await Signals.wait(wake, self.app.settings.poll_interval)
+                    await self.clock.wait_event(wake, self.app.settings.poll_interval)
         finally:
             for task in list(self._running):
                 task.cancel()
@@ -196,11 +199,6 @@ class AgentWorker:
         if not task.cancelled() and task.exception() is not None:
             log.error("agent worker failure", exc_info=task.exception())
 
-    def loop_deadline(self, complete_by: datetime, now: datetime | None = None) -> float:
-        """The event loop's time at which `complete_by` passes (store clock)."""
-        remaining = (complete_by - (now or self.store.now())).total_seconds()
-        return asyncio.get_running_loop().time() + remaining
-
     async def _handle(self, request: Request) -> None:
         spec = self.agents[request.agent]
         if request.suspect:
@@ -244,7 +242,8 @@ class AgentWorker:
         #: How the handling ended inside the deadline: a reply to send, or nothing.
         reply: tuple[bool, JsonValue] | None = None
         try:
-            async with asyncio.timeout_at(self.loop_deadline(request.complete_by, now)) as scope:
+            # complete_by is on the store's clock: read it against the store's now.
+            async with self.clock.deadline(request.complete_by, now=now) as scope:
                 self.helpers.scopes[request.id] = scope
                 while True:
                     waiting_for_breaker = True
@@ -299,7 +298,7 @@ class AgentWorker:
                         break
                     self.retries += 1
                     counters.retries.inc()
-                    await asyncio.sleep(delay)
+                    await self.clock.sleep(delay)
         except TimeoutError:
             if not scope.expired():
                 raise
@@ -414,7 +413,7 @@ class WorkerHelpers(StepHelpers):
     def __init__(self, worker: AgentWorker) -> None:
         self.worker = worker
         #: The deadline scope of each request being handled, by its queue id.
-        self.scopes: dict[int, asyncio.Timeout] = {}
+        self.scopes: dict[int, Deadline] = {}
 
     async def heartbeat(self, request: AgentRequest) -> datetime:
         """Move the step's deadlines in the store, then the handler's own deadline."""
@@ -424,7 +423,7 @@ class WorkerHelpers(StepHelpers):
             raise StepSupersededError(request.task_id, request.seq, request.attempt)
         scope = self.scopes.get(source.id)
         if scope is not None and not scope.expired():
-            scope.reschedule(self.worker.loop_deadline(complete_by))
+            scope.reschedule(complete_by, now=self.worker.store.now())
         request.complete_by = complete_by
         return complete_by
 

@@ -41,7 +41,7 @@ _MIN_WAIT = 0.01
 
 @dataclass(frozen=True, slots=True)
 class _Known:
-    """A copy of a shared breaker and the event loop's time when it was read."""
+    """A copy of a shared breaker and the app clock's monotonic time when it was read."""
 
     breaker: Breaker
     read_at: float
@@ -127,7 +127,7 @@ class BreakerGate:
                 waited = True
                 self.app.metrics.breaker_waits.labels(service=service).inc()
             until = (decision.until - self.store.now()).total_seconds()
-            rang = await Signals.wait(wake, max(_MIN_WAIT, min(until, self.refresh)))
+            rang = await self.app.clock.wait_event(wake, max(_MIN_WAIT, min(until, self.refresh)))
             if self._known.get(service) is known:
                 # Nobody here has a newer copy: read the shared breaker again if
                 # it changed somewhere, or if the wait ended before the cool-down.
@@ -155,14 +155,14 @@ class BreakerGate:
 
     # -- the copy ------------------------------------------------------------
     def _fresh(self, known: _Known) -> bool:
-        return asyncio.get_running_loop().time() - known.read_at < self.refresh
+        return self.app.clock.monotonic() - known.read_at < self.refresh
 
     def _remember(self, b: Breaker) -> _Known:
         """Keep `b`, just returned by the store, as the copy (unless ours is newer)."""
         current = self._known.get(b.service)
         if current is not None and current.breaker.version > b.version:
             b = current.breaker  # a report came back while this read was on its way
-        known = self._known[b.service] = _Known(b, asyncio.get_running_loop().time())
+        known = self._known[b.service] = _Known(b, self.app.clock.monotonic())
         return known
 
     def _changed(self, before: Breaker, after: Breaker) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, final
@@ -66,6 +67,8 @@ class WorkflowContext:
         self.epoch = task.lock_epoch
         self.steps: dict[int, Step] = {s.seq: s for s in task.steps}
         self._seq = 0
+        #: The tasks running a forward call right now (more than one for parallel calls).
+        self._in_flight: set[asyncio.Task[object]] = set()
 
     async def call(
         self,
@@ -112,16 +115,44 @@ class WorkflowContext:
             # The recorded request wins: it is the same for a deterministic workflow,
             # and it is an operator's replacement payload after `retry --step`.
             payload = recorded.request
-        return await self.run_step(
-            seq=seq,
-            agent=agent,
-            payload=payload,
-            within=within,
-            attempt=decision.attempt,
-            kind=StepKind.FORWARD,
-            undo=undo,
-            retry=None if retry is None else retry.to_json(),
-        )
+        # Parallel calls (`asyncio.gather`) each run in a task of their own: the
+        # scheduler waits for every one still in flight before the task ends.
+        me = asyncio.current_task()
+        if me is not None:
+            self._in_flight.add(me)
+        try:
+            return await self.run_step(
+                seq=seq,
+                agent=agent,
+                payload=payload,
+                within=within,
+                attempt=decision.attempt,
+                kind=StepKind.FORWARD,
+                undo=undo,
+                retry=None if retry is None else retry.to_json(),
+            )
+        finally:
+            if me is not None:
+                self._in_flight.discard(me)
+
+    async def settle(self, *, cancel: bool = False) -> None:
+        """Wait until no call of this workflow is in flight any more.
+
+        A workflow that fails while parallel calls still run (`asyncio.gather`
+        raises the first failure at once) leaves them running; the task must
+        not end, nor its compensation be planned, before each one has an
+        outcome recorded in `steps`. Their own exceptions are theirs: a call
+        that failed after the first is not raised again.
+
+        Args:
+            cancel: Cancel them first (the claim is lost, or the scheduler stops).
+        """
+        me = asyncio.current_task()
+        while others := {t for t in self._in_flight if t is not me and not t.done()}:
+            if cancel:
+                for other in others:
+                    other.cancel()
+            await asyncio.wait(others)
 
     async def run_step(
         self,
@@ -166,10 +197,11 @@ class WorkflowContext:
             except StoreUnavailableError as exc:
                 raise StoreLost(exc) from exc
             self._step_event(seq, agent, attempt, "started", compensates)
-            loop = asyncio.get_running_loop()
             while True:
                 remaining = (complete_by - scheduler.store.now()).total_seconds()
-                timer = loop.call_later(remaining + scheduler.reply_grace, _wake, future)
+                timer = scheduler.clock.call_later(
+                    remaining + scheduler.reply_grace, functools.partial(_wake, future)
+                )
                 try:
                     outcome = await future
                 finally:

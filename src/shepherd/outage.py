@@ -15,7 +15,6 @@ process stops with the reason (see `App.run`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 from typing import TYPE_CHECKING, final
@@ -41,7 +40,8 @@ class Outage:
     Args:
         name: The loop's name in log lines ("scheduler claims", "agent requests").
         log: The logger the two lines of an outage go to.
-        clock: Where `monotonic` comes from (how long the outage lasted).
+        clock: Where `monotonic` comes from (how long the outage lasted), and what
+            the pauses sleep on.
         rng: The source of jitter.
         initial: The first pause, in seconds.
         max_delay: The longest pause, in seconds.
@@ -105,5 +105,5 @@ class Outage:
             self.failures = 0
 
     async def pause(self, exc: BaseException) -> None:
-        """`failed(exc)`, then sleep the backoff."""
-        await asyncio.sleep(self.failed(exc))
+        """`failed(exc)`, then sleep the backoff (on the clock)."""
+        await self.clock.sleep(self.failed(exc))

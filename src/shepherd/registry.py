@@ -2,9 +2,10 @@
 
 `App.run` runs one `WorkerRegistry` beside the roles. It registers the process
 (instance, host, pid, roles, agents), beats the row every `worker_beat`
-seconds, and marks it stopped when cancelled. Store outages are waited out
-(`shepherd.outage.Outage`); a row found gone is registered again. Anything else
-ends the loop, and so the process, with the reason.
+seconds (on the app's clock), and marks it stopped when cancelled. Store
+outages are waited out (`shepherd.outage.Outage`); a row found gone is
+registered again. Anything else ends the loop, and so the process, with the
+reason.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class WorkerRegistry:
                     await self.outage.pause(exc)
                     continue
                 self.outage.over()
-                await asyncio.sleep(self.interval)
+                await self.app.clock.sleep(self.interval)
         finally:
             if self._touched:
                 await self._stop()

@@ -3,7 +3,8 @@
 Two loops over the store: one claims tasks in batches and starts a workflow
 coroutine for each; one records agents' replies in batches and wakes the
 workflows waiting on them. Both wait on in-process wake-ups, with polling as
-the fallback for work written by other processes.
+the fallback for work written by other processes; the polling, and each step's
+wait for its reply, run on the app's clock.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from shepherd.store.signals import Signals
 from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from shepherd.app import App
     from shepherd.store.contract import Store
 
@@ -58,7 +61,7 @@ class Scheduler:
         self.finished = 0
         #: Times a workflow was driven again after the store failed under it.
         self.redriven = 0
-        clock = app.clock
+        self.clock = clock = app.clock
         self.claims_outage = Outage("scheduler claims", log=log, clock=clock)
         self.replies_outage = Outage("scheduler replies", log=log, clock=clock)
         self.tasks_outage = Outage("scheduler task writes", log=log, clock=clock)
@@ -169,7 +172,7 @@ class Scheduler:
                 )
                 self._running[task.id] = asyncio.create_task(self._drive(task))
             if len(tasks) < min(free, settings.claim_batch):
-                await Signals.wait(wake, settings.poll_interval)
+                await self.clock.wait_event(wake, settings.poll_interval)
 
     async def _reply_loop(self) -> None:
         signals: Signals = self.store.signals
@@ -194,7 +197,7 @@ class Scheduler:
                 if future is not None and not future.done():
                     future.set_result((reply.ok, reply.body))
             if not taken:
-                await Signals.wait(wake, self.settings.poll_interval)
+                await self.clock.wait_event(wake, self.settings.poll_interval)
 
     async def _drive(self, task: Task) -> None:
         current: Task | None = task
@@ -260,7 +263,7 @@ class Scheduler:
             await self._error(ctx, {"reason": f"unknown workflow {task.workflow!r}"})
             return
         try:
-            result = await spec.fn(ctx, task.input)
+            result = await _settled(ctx, spec.fn(ctx, task.input))
         except StepBugError as exc:
             # A bug, not a refusal: nothing is undone before an operator has looked.
             await self._error(
@@ -379,3 +382,22 @@ class Scheduler:
 def _told(error: JsonValue) -> JsonValue:
     """The `message` of a step's stored error, if it has one."""
     return error.get("message") if isinstance(error, dict) else None
+
+
+async def _settled(ctx: WorkflowContext, body: Awaitable[JsonValue]) -> JsonValue:
+    """Run the workflow's body; whatever its end, no call of it is left in flight.
+
+    A body that returns or raises waits for its parallel calls still running, so
+    that every step has its outcome before the task ends or its compensation is
+    planned; one that lost its claim (or is cancelled) cancels them.
+    """
+    try:
+        result = await body
+    except Exception:
+        await ctx.settle()
+        raise
+    except BaseException:
+        await ctx.settle(cancel=True)
+        raise
+    await ctx.settle()
+    return result

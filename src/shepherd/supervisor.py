@@ -2,7 +2,8 @@
 
 Only the holder of the `supervisor` lease acts; its writes are fenced by the
 lease epoch and the task's `lock_epoch`. It knows no business logic: it only
-changes state (reset, escalate, compensate) and raises alerts.
+changes state (reset, escalate, compensate) and raises alerts. Its scan
+interval, lease renewals and retention passes run on the app's clock.
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ class Supervisor:
         self.resets = 0
         self.escalations = 0
         self.compensations = 0
-        self._stop = asyncio.Event()
         self._became_leader = asyncio.Event()
         self.scan_outage = Outage("supervisor scans", log=log, clock=app.clock)
         self.lease_outage = Outage("supervisor lease", log=log, clock=app.clock)
@@ -112,17 +112,7 @@ class Supervisor:
                 else:
                     self._store_answered()
                 self._became_leader.clear()
-                wake = asyncio.ensure_future(self._became_leader.wait())
-                stop = asyncio.ensure_future(self._stop.wait())
-                try:
-                    await asyncio.wait(
-                        {wake, stop}, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    wake.cancel()
-                    stop.cancel()
-                if self._stop.is_set():
-                    return
+                await self.app.clock.wait_event(self._became_leader, self.interval)
         finally:
             holder.cancel()
             await asyncio.gather(holder, return_exceptions=True)
@@ -203,7 +193,7 @@ class Supervisor:
                 self.lease_outage.failed(exc)
             else:
                 self.lease_outage.over()
-            await asyncio.sleep(self.ttl / 3)
+            await self.app.clock.sleep(self.ttl / 3)
 
     async def renew(self) -> Lease | None:
         """Take or renew the leadership lease; None while another supervisor holds it."""
