@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, cast, final
@@ -42,7 +42,10 @@ from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
-    from shepherd.app import App
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
+    from shepherd.metrics import Metrics
+    from shepherd.store.roles import AgentStore
 
 log = logging.getLogger("shepherd.agent")
 
@@ -77,20 +80,40 @@ class Agent:
 
 @final
 class AgentWorker:
-    """Hosts agents: leases their requests, runs handlers concurrently, replies."""
+    """Hosts agents: leases their requests, runs handlers concurrently, replies.
 
-    def __init__(self, app: App, *, worker: str, agents: list[Agent] | None = None) -> None:
-        self.app = app
-        self.store = app.store
-        self.clock = app.clock
+    Args:
+        store: The store, as an agent worker uses it.
+        worker: This worker's name in the requests it takes.
+        agents: The agents it runs (their requests are the ones it takes).
+        settings: Concurrency, threads, polling and the breakers' refresh.
+        clock: What deadlines, retry waits and polling run on.
+        metrics: Where calls, retries, timeouts and breaker changes are counted.
+    """
+
+    def __init__(
+        self,
+        store: AgentStore,
+        *,
+        worker: str,
+        agents: Iterable[Agent],
+        settings: Settings,
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.clock = clock
         self.worker = worker
-        self.agents = {a.name: a for a in (agents if agents is not None else app.agents.values())}
-        self.concurrency = app.settings.agent_concurrency
+        self.agents = {a.name: a for a in agents}
+        self.settings = settings
+        self.concurrency = settings.agent_concurrency
         self.rng = random.Random()
-        self.metrics = app.metrics
-        self.breakers = BreakerGate(app)
+        self.metrics = metrics
+        self.breakers = BreakerGate(
+            store, refresh=settings.breaker_refresh, clock=clock, metrics=metrics
+        )
         self.helpers = WorkerHelpers(self)
-        self.threaded = ThreadedCalls(limit=app.settings.agent_threads, metrics=app.metrics)
+        self.threaded = ThreadedCalls(limit=settings.agent_threads, metrics=metrics)
         self._agent_counters: dict[str, AgentCounters] = {}
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
@@ -100,8 +123,8 @@ class AgentWorker:
         self.replied = 0
         #: Requests of suspect tasks being handled (at most one at a time).
         self._suspects = 0
-        self.takes_outage = Outage("agent requests", log=log, clock=app.clock)
-        self.replies_outage = Outage("agent replies", log=log, clock=app.clock)
+        self.takes_outage = Outage("agent requests", log=log, clock=clock)
+        self.replies_outage = Outage("agent replies", log=log, clock=clock)
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -147,7 +170,7 @@ class AgentWorker:
                         task.add_done_callback(self._suspect_done)
                     task.add_done_callback(self._done)
                 if not more:
-                    await self.clock.wait_event(wake, self.app.settings.poll_interval)
+                    await self.clock.wait_event(wake, self.settings.poll_interval)
         finally:
             for task in list(self._running):
                 task.cancel()

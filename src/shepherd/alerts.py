@@ -12,18 +12,22 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, final, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
 
 import httpx
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import ConfigError
 
+if TYPE_CHECKING:
+    from shepherd.core.records import Task
+
 __all__ = [
     "Alert",
     "AlertSink",
     "CallableSink",
     "LogSink",
+    "RaiseAlert",
     "WebhookSink",
     "send_all",
     "sink_from_spec",
@@ -70,6 +74,20 @@ class AlertSink(Protocol):
 
     async def send(self, alert: Alert) -> None:
         """Deliver one alert."""
+        ...
+
+
+class RaiseAlert(Protocol):
+    """How a role hands a task to an operator (`App.raise_alert`): it returns at once."""
+
+    def __call__(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:
+        """Alert every sink about `task`, in the background.
+
+        Args:
+            task: The task that needs an operator.
+            reason: Why.
+            failure_count: The count to report (default: the task's own).
+        """
         ...
 
 

@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 from shepherd.agent import Agent, AgentWorker, Handler, check_handler
@@ -28,8 +28,6 @@ from shepherd.errors import (
     CommitUnknownError,
     ConfigError,
     IncompleteAppError,
-    RoleStoppedError,
-    ShepherdError,
     TaskFailedError,
     UnknownTaskError,
     UnknownWorkflowError,
@@ -37,6 +35,7 @@ from shepherd.errors import (
 from shepherd.metrics import Metrics
 from shepherd.payloads import check_text
 from shepherd.registry import WorkerRegistry
+from shepherd.running import run_roles
 from shepherd.scheduler import Scheduler
 from shepherd.store import open_store
 from shepherd.store import signals as ch
@@ -45,29 +44,15 @@ from shepherd.store.signals import Signals
 from shepherd.supervisor import Supervisor
 from shepherd.watchdog import Watchdog
 from shepherd.wiring import declared_agents, describe, missing_agents
+from shepherd.workflow import Workflow
 
 if TYPE_CHECKING:
-    from shepherd.context import WorkflowContext
     from shepherd.store.contract import Store
 
 log = logging.getLogger("shepherd")
 
-WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[JsonValue]]
 F = TypeVar("F", bound=Callable[..., Any])
 ROLES = ("scheduler", "agent", "supervisor")
-
-
-@final
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Workflow:
-    """A registered workflow: its function, its supervision policy, its declared agents."""
-
-    name: str
-    fn: WorkflowFn
-    complete_within: float
-    policy: SupervisionPolicy
-    #: Agents it may call that a scan of its source cannot see (checked at start).
-    agents: tuple[str, ...] = ()
 
 
 def instance_id() -> str:
@@ -487,24 +472,11 @@ class App:
         """
         self._check_roles(roles)
         await self.open()
-        workers = [*self.build_roles(roles), WorkerRegistry(self, roles=roles)]
+        loops = [*self.build_roles(roles), self.build_registry(roles)]
         self.watchdog.start()
-        jobs = {
-            asyncio.create_task(w.run(), name=f"shepherd-{type(w).__name__}"): type(w).__name__
-            for w in workers
-        }
-        if ready is not None:
-            ready()
         try:
-            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_COMPLETED)
-            # A role runs until cancelled: one that ended takes the process down, with
-            # the reason, rather than leave a worker alive that no longer works.
-            job = done.pop()
-            raise _stopped(jobs[job], job)
+            await run_roles(loops, ready=ready)
         finally:
-            for job in jobs:
-                job.cancel()
-            await asyncio.gather(*jobs, return_exceptions=True)
             self.watchdog.stop()
 
     def _check_roles(self, roles: Sequence[str]) -> None:
@@ -519,12 +491,63 @@ class App:
         """The role instances for `roles`, named after this process."""
         built: list[Scheduler | AgentWorker | Supervisor] = []
         if "scheduler" in roles:
-            built.append(Scheduler(self, owner=f"{self.instance}/s"))
+            built.append(self.build_scheduler())
         if "agent" in roles:
-            built.append(AgentWorker(self, worker=f"{self.instance}/a"))
+            built.append(self.build_agent_worker())
         if "supervisor" in roles:
-            built.append(Supervisor(self, holder=f"{self.instance}/v"))
+            built.append(self.build_supervisor())
         return built
+
+    # Each role gets what it uses, no more: its slice of the store, the settings,
+    # the clock, and the registrations, metrics and alerts it needs.
+    def build_scheduler(self, *, owner: str | None = None) -> Scheduler:
+        """A scheduler of this app's workflows (named after this process by default)."""
+        return Scheduler(
+            self.store,
+            owner=owner or f"{self.instance}/s",
+            settings=self.settings,
+            clock=self.clock,
+            workflows=self.workflows,
+            agents=self.agents,
+            raise_alert=self.raise_alert,
+        )
+
+    def build_agent_worker(self, *, worker: str | None = None) -> AgentWorker:
+        """An agent worker for every agent registered now (named after this process by default)."""
+        return AgentWorker(
+            self.store,
+            worker=worker or f"{self.instance}/a",
+            agents=self.agents.values(),
+            settings=self.settings,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+
+    def build_supervisor(
+        self, *, holder: str | None = None, rng: random.Random | None = None
+    ) -> Supervisor:
+        """A supervisor of this app's workflows (named after this process by default)."""
+        return Supervisor(
+            self.store,
+            holder=holder or f"{self.instance}/v",
+            instance=self.instance,
+            settings=self.settings,
+            clock=self.clock,
+            workflows=self.workflows,
+            raise_alert=self.raise_alert,
+            rng=rng,
+        )
+
+    def build_registry(self, roles: Sequence[str]) -> WorkerRegistry:
+        """The worker registry loop of this process, which runs `roles`."""
+        return WorkerRegistry(
+            self.store,
+            instance=self.instance,
+            roles=roles,
+            agents=self.agents,
+            settings=self.settings,
+            clock=self.clock,
+        )
 
     @contextlib.asynccontextmanager
     async def running(self, roles: Sequence[str] = ROLES) -> AsyncIterator[App]:
@@ -542,30 +565,6 @@ class App:
             job.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await job
-
-
-def _stopped(role: str, job: asyncio.Task[None]) -> BaseException:
-    """The error that ends the process after role `role` ended on its own."""
-    if job.cancelled():
-        error: BaseException = RoleStoppedError(f"the {role} role was cancelled")
-    elif (exc := job.exception()) is None:
-        error = RoleStoppedError(f"the {role} role returned")
-    elif isinstance(exc, ShepherdError):
-        error = exc
-    else:
-        error = RoleStoppedError(f"the {role} role failed: {type(exc).__name__}: {exc}")
-        error.__cause__ = exc
-    # A ShepherdError names its cause (a damaged store, say): no traceback for it.
-    cause = None if job.cancelled() or isinstance(error, ShepherdError) else job.exception()
-    if isinstance(error, RoleStoppedError):
-        cause = error.__cause__
-    log.critical(
-        "%s stopped: %s; stopping this process so that it can be restarted",
-        role,
-        error,
-        exc_info=cause,
-    )
-    return error
 
 
 __all__ = ["App", "Handler", "Workflow"]

@@ -25,10 +25,11 @@ from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
     from shepherd.agent import Agent
-    from shepherd.app import App
+    from shepherd.clock import Clock
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import Request
-    from shepherd.store.contract import Store
+    from shepherd.metrics import Metrics
+    from shepherd.store.roles import AgentStore
 
 __all__ = ["BreakerGate"]
 
@@ -49,17 +50,24 @@ class _Known:
 
 @final
 class BreakerGate:
-    """Asks the shared breaker of an agent's service before each try, and reports after."""
+    """Asks the shared breaker of an agent's service before each try, and reports after.
 
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.refresh = app.settings.breaker_refresh
+    Args:
+        store: The store that holds the shared breakers.
+        refresh: Seconds a copy of a closed breaker is trusted (`breaker_refresh`).
+        clock: What the copies' ages and the waits on an open breaker run on.
+        metrics: Where waits and changes of state are counted.
+    """
+
+    def __init__(
+        self, store: AgentStore, *, refresh: float, clock: Clock, metrics: Metrics
+    ) -> None:
+        self.store = store
+        self.refresh = refresh
+        self.clock = clock
+        self.metrics = metrics
         self._known: dict[str, _Known] = {}
         self._reads: dict[str, asyncio.Future[_Known]] = {}
-
-    @property
-    def store(self) -> Store:
-        return self.app.store
 
     def statistics(self) -> dict[str, str]:
         """The state of each breaker as this process last saw it."""
@@ -125,9 +133,9 @@ class BreakerGate:
                     return
             if not waited:
                 waited = True
-                self.app.metrics.breaker_waits.labels(service=service).inc()
+                self.metrics.breaker_waits.labels(service=service).inc()
             until = (decision.until - self.store.now()).total_seconds()
-            rang = await self.app.clock.wait_event(wake, max(_MIN_WAIT, min(until, self.refresh)))
+            rang = await self.clock.wait_event(wake, max(_MIN_WAIT, min(until, self.refresh)))
             if self._known.get(service) is known:
                 # Nobody here has a newer copy: read the shared breaker again if
                 # it changed somewhere, or if the wait ended before the cool-down.
@@ -155,14 +163,14 @@ class BreakerGate:
 
     # -- the copy ------------------------------------------------------------
     def _fresh(self, known: _Known) -> bool:
-        return self.app.clock.monotonic() - known.read_at < self.refresh
+        return self.clock.monotonic() - known.read_at < self.refresh
 
     def _remember(self, b: Breaker) -> _Known:
         """Keep `b`, just returned by the store, as the copy (unless ours is newer)."""
         current = self._known.get(b.service)
         if current is not None and current.breaker.version > b.version:
             b = current.breaker  # a report came back while this read was on its way
-        known = self._known[b.service] = _Known(b, self.app.clock.monotonic())
+        known = self._known[b.service] = _Known(b, self.clock.monotonic())
         return known
 
     def _changed(self, before: Breaker, after: Breaker) -> None:
@@ -172,7 +180,7 @@ class BreakerGate:
             return
         old, new = change
         service = after.service
-        self.app.metrics.breaker_transitions.labels(service=service, change=f"{old}->{new}").inc()
+        self.metrics.breaker_transitions.labels(service=service, change=f"{old}->{new}").inc()
         if new is BreakerState.OPEN:
             log.warning(
                 "circuit breaker of %r opened (%s -> open): %d failures in a row, "

@@ -98,10 +98,10 @@ class WorkflowContext:
         """
         self._seq += 1
         seq = self._seq
-        app = self._scheduler.app
-        if agent not in app.agents:
+        agents = self._scheduler.agents
+        if agent not in agents:
             raise UnknownAgentError(agent)
-        if undo is not None and undo not in app.agents:
+        if undo is not None and undo not in agents:
             raise UnknownAgentError(undo)
         recorded = self.steps.get(seq)
         decision = replay.decide(recorded, agent, seq)

@@ -168,10 +168,10 @@ def default_anchors() -> Mapping[CodeType, AnchorKind]:
 @functools.cache
 def _prefixes() -> tuple[str, ...]:
     """The standard library's directories and shepherd's own."""
-    import shepherd
-
     paths = sysconfig.get_paths()
-    roots = {paths["stdlib"], paths["platstdlib"], os.path.dirname(shepherd.__file__)}
+    # This module's directory is the package's: no `import shepherd`, which would
+    # make this module depend on the App the package exports.
+    roots = {paths["stdlib"], paths["platstdlib"], os.path.dirname(os.path.abspath(__file__))}
     return tuple(os.path.join(os.path.realpath(p), "") for p in roots)
 
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 import json
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 
@@ -46,13 +46,13 @@ from shepherd.errors import PermanentError, TransientError
 
 if TYPE_CHECKING:
     from shepherd.agent import AgentRequest, Handler
-    from shepherd.app import App
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
     from shepherd.core.retry import RetryPolicy
 
 __all__ = [
     "TRANSIENT_STATUSES",
+    "AgentHost",
     "HTTPPermanentError",
     "HTTPTransientError",
     "call_http",
@@ -71,7 +71,26 @@ MESSAGE_LIMIT: Final = 500
 #: whole call may take is the step's `complete_by`, at which the agent cancels it.
 DEFAULT_TIMEOUT: Final = httpx.Timeout(None, connect=10.0)
 
-_clients: weakref.WeakKeyDictionary[App, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+class AgentHost(Protocol):
+    """What these helpers use of an App: `agent` to register, `on_close` to close the client."""
+
+    on_close: list[Callable[[], Awaitable[object]]]
+
+    def agent(
+        self,
+        name: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        within: float | None = None,
+        breaker: BreakerPolicy | None = None,
+        service: str | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler as agent `name` (`App.agent`)."""
+        ...
+
+
+_clients: weakref.WeakKeyDictionary[AgentHost, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
 
 class HTTPTransientError(TransientError):
@@ -100,7 +119,7 @@ class HTTPPermanentError(PermanentError):
         super().__init__(message, detail=detail)
 
 
-def http_client(app: App) -> httpx.AsyncClient:
+def http_client(app: AgentHost) -> httpx.AsyncClient:
     """The App's shared client, created on first use and closed by `app.close()`.
 
     Call it from the event loop the App runs on (the client belongs to it).
@@ -113,14 +132,14 @@ def http_client(app: App) -> httpx.AsyncClient:
     return client
 
 
-async def _close(app: App, client: httpx.AsyncClient) -> None:
+async def _close(app: AgentHost, client: httpx.AsyncClient) -> None:
     if _clients.get(app) is client:
         del _clients[app]
     await client.aclose()
 
 
 def http_agent(
-    app: App,
+    app: AgentHost,
     name: str,
     method: str,
     url: str,
@@ -164,7 +183,7 @@ def http_agent(
 
 
 async def call_http(
-    app: App,
+    app: AgentHost,
     request: AgentRequest,
     method: str,
     url: str,

@@ -14,15 +14,17 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, final
 
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
 
 if TYPE_CHECKING:
-    from shepherd.app import App
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
     from shepherd.core.workers import Worker
+    from shepherd.store.roles import RegistryStore
 
 __all__ = ["STOP_TIMEOUT", "WorkerRegistry", "pid_alive"]
 
@@ -37,18 +39,33 @@ class WorkerRegistry:
     """Keeps this process's row in the worker registry while its roles run.
 
     Args:
-        app: The app whose instance, store, clock and settings to use.
+        store: The store, as the registry uses it.
+        instance: This process's instance (the row's key).
         roles: The roles this process runs.
+        agents: The names of the agents it registers; listed in the row only if
+            the process runs the agent role.
+        settings: The beat interval and the ttl the supervisor judges rows by.
+        clock: What the beats run on.
     """
 
-    def __init__(self, app: App, *, roles: Sequence[str]) -> None:
-        self.app = app
-        self.store = app.store
-        self.instance = app.instance
+    def __init__(
+        self,
+        store: RegistryStore,
+        *,
+        instance: str,
+        roles: Sequence[str],
+        agents: Iterable[str],
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.instance = instance
         self.roles = tuple(roles)
-        self.agents = tuple(sorted(app.agents)) if "agent" in self.roles else ()
-        self.interval = app.settings.worker_beat
-        self.outage = Outage("worker registry", log=log, clock=app.clock)
+        self.agents = tuple(sorted(agents)) if "agent" in self.roles else ()
+        self.settings = settings
+        self.clock = clock
+        self.interval = settings.worker_beat
+        self.outage = Outage("worker registry", log=log, clock=clock)
         #: The row as last registered, or None until then (and after it was lost).
         self.worker: Worker | None = None
         self.beats = 0
@@ -73,7 +90,7 @@ class WorkerRegistry:
                     await self.outage.pause(exc)
                     continue
                 self.outage.over()
-                await self.app.clock.sleep(self.interval)
+                await self.clock.sleep(self.interval)
         finally:
             if self._touched:
                 await self._stop()
@@ -124,7 +141,7 @@ class WorkerRegistry:
                 "dead once its heartbeats are %.0f s old",
                 self.instance,
                 STOP_TIMEOUT,
-                self.app.settings.worker_ttl,
+                self.settings.worker_ttl,
             )
         elif not job.cancelled() and (exc := job.exception()) is not None:
             log.warning("worker registry: could not mark %s stopped: %s", self.instance, exc)

@@ -16,7 +16,7 @@ from shepherd.core.retention import more
 from shepherd.errors import ConfigError
 
 if TYPE_CHECKING:
-    from shepherd.store.contract import Store
+    from shepherd.store.roles import RetentionStore
 
 __all__ = ["Purged", "purge"]
 
@@ -39,7 +39,7 @@ class Purged:
 
 
 async def purge(
-    store: Store,
+    store: RetentionStore,
     *,
     ended_before: datetime | None,
     purged_before: datetime | None,

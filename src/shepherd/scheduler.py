@@ -35,23 +35,49 @@ from shepherd.store.signals import Signals
 from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Mapping
 
-    from shepherd.app import App
-    from shepherd.store.contract import Store
+    from shepherd.agent import Agent
+    from shepherd.alerts import RaiseAlert
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
+    from shepherd.store.roles import SchedulerStore
+    from shepherd.workflow import Workflow
 
 log = logging.getLogger("shepherd.scheduler")
 
 
 @final
 class Scheduler:
-    """Claims tasks atomically and drives their workflows, step by step."""
+    """Claims tasks atomically and drives their workflows, step by step.
 
-    def __init__(self, app: App, *, owner: str) -> None:
-        self.app = app
-        self.store: Store = app.store
+    Args:
+        store: The store, as the scheduler uses it.
+        owner: This scheduler's name in the claims it takes (`locked_by`).
+        settings: Batch sizes, concurrency, polling and default step windows.
+        clock: What polling and each step's wait for its reply run on.
+        workflows: The registered workflows, by name, whose functions it runs.
+        agents: The registered agents, by name: the only ones a step may call.
+        raise_alert: How a task that ends in `error` reaches an operator.
+    """
+
+    def __init__(
+        self,
+        store: SchedulerStore,
+        *,
+        owner: str,
+        settings: Settings,
+        clock: Clock,
+        workflows: Mapping[str, Workflow],
+        agents: Mapping[str, Agent],
+        raise_alert: RaiseAlert,
+    ) -> None:
+        self.store = store
         self.owner = owner
-        self.settings = app.settings
+        self.settings = settings
+        self.workflows = workflows
+        self.agents = agents
+        self.raise_alert = raise_alert
         self.reply_grace = REPLY_GRACE
         #: The reply each running step waits for: (ok, body), or None when its time is up.
         self._waiting: dict[tuple[str, int], asyncio.Future[tuple[bool, JsonValue] | None]] = {}
@@ -61,13 +87,13 @@ class Scheduler:
         self.finished = 0
         #: Times a workflow was driven again after the store failed under it.
         self.redriven = 0
-        self.clock = clock = app.clock
+        self.clock = clock
         self.claims_outage = Outage("scheduler claims", log=log, clock=clock)
         self.replies_outage = Outage("scheduler replies", log=log, clock=clock)
         self.tasks_outage = Outage("scheduler task writes", log=log, clock=clock)
 
     def default_step_within(self, agent: str) -> float:
-        spec = self.app.agents.get(agent)
+        spec = self.agents.get(agent)
         if spec is not None and spec.within is not None:
             return spec.within
         return self.settings.default_step_within
@@ -258,7 +284,7 @@ class Scheduler:
 
     async def _run_workflow(self, ctx: WorkflowContext) -> None:
         task = ctx.task
-        spec = self.app.workflows.get(task.workflow)
+        spec = self.workflows.get(task.workflow)
         if spec is None:
             await self._error(ctx, {"reason": f"unknown workflow {task.workflow!r}"})
             return
@@ -376,7 +402,7 @@ class Scheduler:
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
         )
         task_event(ctx.task_id, ctx.task.workflow, "error", error.get("reason"))
-        self.app.raise_alert(ctx.task, reason=str(error.get("reason")))
+        self.raise_alert(ctx.task, reason=str(error.get("reason")))
 
 
 def _told(error: JsonValue) -> JsonValue:

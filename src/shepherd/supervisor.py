@@ -35,9 +35,15 @@ from shepherd.store.contract import REPLY_GRACE
 from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
-    from shepherd.app import App
+    from collections.abc import Mapping
+
+    from shepherd.alerts import RaiseAlert
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
     from shepherd.core.records import Lease, Task
     from shepherd.core.workers import Worker
+    from shepherd.store.roles import SupervisorStore
+    from shepherd.workflow import Workflow
 
 log = logging.getLogger("shepherd.supervisor")
 
@@ -48,25 +54,52 @@ PURGE_BATCHES = 20
 
 @final
 class Supervisor:
-    """Scans for tasks whose `complete_by` has passed, while it holds the lease."""
+    """Scans for tasks whose `complete_by` has passed, while it holds the lease.
 
-    def __init__(self, app: App, *, holder: str, rng: random.Random | None = None) -> None:
-        self.app = app
-        self.store = app.store
+    Args:
+        store: The store, as the supervisor uses it.
+        holder: This supervisor's name in the leadership lease.
+        instance: This process's instance in the worker registry (never deemed dead
+            by itself).
+        settings: Intervals, the lease's ttl, crash and retention settings.
+        clock: What the scan interval, lease renewals and retention passes run on.
+        workflows: The registered workflows, by name: their supervision policies.
+        raise_alert: How an escalated task reaches an operator.
+        rng: The source of the backoff's jitter.
+    """
+
+    def __init__(
+        self,
+        store: SupervisorStore,
+        *,
+        holder: str,
+        instance: str,
+        settings: Settings,
+        clock: Clock,
+        workflows: Mapping[str, Workflow],
+        raise_alert: RaiseAlert,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
         self.holder = holder
+        self.instance = instance
+        self.settings = settings
+        self.clock = clock
+        self.workflows = workflows
+        self.raise_alert = raise_alert
         self.rng = rng or random.Random()
-        self.interval = app.settings.supervisor_interval
+        self.interval = settings.supervisor_interval
         # Leadership is renewed every ttl/3, apart from scans: a dead leader is
         # replaced within ttl + ttl/3 (two intervals with the defaults).
-        self.ttl = app.settings.lease_ttl
+        self.ttl = settings.lease_ttl
         self.lease: Lease | None = None
         self.scans = 0
         self.resets = 0
         self.escalations = 0
         self.compensations = 0
         self._became_leader = asyncio.Event()
-        self.scan_outage = Outage("supervisor scans", log=log, clock=app.clock)
-        self.lease_outage = Outage("supervisor lease", log=log, clock=app.clock)
+        self.scan_outage = Outage("supervisor scans", log=log, clock=clock)
+        self.lease_outage = Outage("supervisor lease", log=log, clock=clock)
         #: Claims whose complete_by fell in this span (store clock) expired because
         #: the store could not be reached: they are reset without a failure counted.
         self.outage_span: tuple[datetime, datetime] | None = None
@@ -78,8 +111,8 @@ class Supervisor:
         #: Dead processes whose crash was attributed.
         self.crashes = 0
         self.crash_policy = CrashPolicy(
-            poison_crashes=app.settings.poison_crashes,
-            max_owner_deaths=app.settings.max_owner_deaths,
+            poison_crashes=settings.poison_crashes,
+            max_owner_deaths=settings.max_owner_deaths,
         )
 
     def statistics(self) -> dict[str, int]:
@@ -94,7 +127,7 @@ class Supervisor:
         }
 
     def policy_for(self, workflow: str) -> SupervisionPolicy:
-        spec = self.app.workflows.get(workflow)
+        spec = self.workflows.get(workflow)
         return spec.policy if spec is not None else SupervisionPolicy()
 
     async def run(self) -> None:
@@ -112,7 +145,7 @@ class Supervisor:
                 else:
                     self._store_answered()
                 self._became_leader.clear()
-                await self.app.clock.wait_event(self._became_leader, self.interval)
+                await self.clock.wait_event(self._became_leader, self.interval)
         finally:
             holder.cancel()
             await asyncio.gather(holder, return_exceptions=True)
@@ -158,10 +191,10 @@ class Supervisor:
         so a backlog is worked off in bounded steps. Returns how many tasks
         were deleted.
         """
-        settings = self.app.settings
+        settings = self.settings
         interval = max(settings.purge_interval, self.interval)
         if self.lease is None or not due(
-            self._purged_at, now=self.app.clock.monotonic(), interval=interval
+            self._purged_at, now=self.clock.monotonic(), interval=interval
         ):
             return 0
         now = self.store.now()
@@ -173,7 +206,7 @@ class Supervisor:
             max_batches=PURGE_BATCHES,
         )
         await self.store.checkpoint()
-        self._purged_at = self.app.clock.monotonic() if done.complete else None
+        self._purged_at = self.clock.monotonic() if done.complete else None
         self.purged += done.tasks
         if done.tasks or done.tombstones:
             log.info(
@@ -193,7 +226,7 @@ class Supervisor:
                 self.lease_outage.failed(exc)
             else:
                 self.lease_outage.over()
-            await self.app.clock.sleep(self.ttl / 3)
+            await self.clock.sleep(self.ttl / 3)
 
     async def renew(self) -> Lease | None:
         """Take or renew the leadership lease; None while another supervisor holds it."""
@@ -229,7 +262,7 @@ class Supervisor:
         owners = sorted({instance_of(t.locked_by) for t in tasks if t.locked_by})
         if not owners:
             return set()
-        return await self.store.dead_workers(owners, ttl=self.app.settings.worker_ttl)
+        return await self.store.dead_workers(owners, ttl=self.settings.worker_ttl)
 
     async def attribute_crashes(self, lease: Lease, *, stalled: set[str] | None = None) -> int:
         """Find processes that died and attribute their crash to the tasks they held.
@@ -245,14 +278,14 @@ class Supervisor:
         crashed processes. Returns how many tasks were handled.
         """
         now = self.store.now()
-        settings = self.app.settings
+        settings = self.settings
         # A live process beats every worker_beat: one silent for two beats is frozen
         # (its event loop blocked, or the whole process stopped), or dying.
         silent = now - timedelta(seconds=2 * settings.worker_beat)
         here = socket.gethostname()
         handled = 0
         for worker in await self.store.unreaped_workers():
-            if worker.instance == self.app.instance:
+            if worker.instance == self.instance:
                 continue
             if worker.state(now=now, ttl=settings.worker_ttl) is WorkerState.DEAD:
                 handled += await self._reap(worker, lease, now, frozen=False)
@@ -302,7 +335,7 @@ class Supervisor:
             if isinstance(verdict, Escalate):
                 quarantined += 1
                 self.escalations += 1
-                self.app.raise_alert(task, reason=verdict.reason)
+                self.raise_alert(task, reason=verdict.reason)
             else:
                 reset += 1
                 self.resets += 1
@@ -370,9 +403,7 @@ class Supervisor:
                     self.forgiven += 1
             elif isinstance(decision, Escalate):
                 self.escalations += 1
-                self.app.raise_alert(
-                    task, reason=decision.reason, failure_count=decision.failure_count
-                )
+                self.raise_alert(task, reason=decision.reason, failure_count=decision.failure_count)
             else:
                 self.compensations += 1
         return sum(applied)

@@ -45,7 +45,7 @@ async def _count(backend: Backend, url: str, query: str, params: tuple[str, ...]
         with closing(sqlite3.connect(path_from_url(url))) as conn:
             return int(conn.execute(query.format(p="?"), params).fetchone()[0])
     async with await psycopg.AsyncConnection.connect(url) as conn:
-        cursor = await conn.execute(query.format(p="%s"), params)  # type: ignore[arg-type]
+        cursor = await conn.execute(query.format(p="%s"), params)
         row = await cursor.fetchone()
         assert row is not None
         return int(row[0])

@@ -115,7 +115,7 @@ def agent_process(
         roles="agent",
         script=ONCE_WORKER,
         url=payments.base_url,
-        **options,
+        settings=options,
     )
 
 

@@ -96,7 +96,7 @@ async def start(url: str, tmp_path: Path, log: Path, running: list[Worker]) -> N
     outcomes = await asyncio.gather(
         *(
             asyncio.to_thread(
-                spawn_worker, url, tmp_path, name=name, roles=roles, log_path=log, **options
+                spawn_worker, url, tmp_path, name=name, roles=roles, log_path=log, settings=options
             )
             for name, roles, options in specs
         ),

@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 #: Seconds a test waits for an outcome before it fails (a backstop, not a timing claim).
 PATIENCE = 15.0
-QUICK = {"initial_delay": 0.001, "max_delay": 0.001}
+
+
+def quick(max_attempts: int) -> RetryPolicy:
+    """A retry policy that waits a millisecond between tries."""
+    return RetryPolicy(max_attempts=max_attempts, initial_delay=0.001, max_delay=0.001)
 
 
 async def ended(app: App, task_id: str) -> Task:
@@ -34,7 +38,7 @@ async def ended(app: App, task_id: str) -> Task:
 async def test_a_call_can_override_the_agents_retry_policy(app: App) -> None:
     tries: dict[str, int] = {}
 
-    @app.agent("flaky", retry=RetryPolicy(max_attempts=5, **QUICK))
+    @app.agent("flaky", retry=quick(5))
     async def flaky(request: AgentRequest) -> JsonValue:
         label = request.payload["label"]
         tries[label] = tries.get(label, 0) + 1
@@ -48,7 +52,7 @@ async def test_a_call_can_override_the_agents_retry_policy(app: App) -> None:
 
     @app.workflow("impatient", max_failures=1)
     async def impatient(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("flaky", data, within=0.5, retry=RetryPolicy(max_attempts=2, **QUICK))
+        return await ctx.call("flaky", data, within=0.5, retry=quick(2))
 
     async with app.running():
         ok = await app.submit("patient", {"label": "a", "succeeds_on": 4})
@@ -68,7 +72,7 @@ async def test_a_call_can_override_the_agents_retry_policy(app: App) -> None:
 async def test_agent_counters_count_calls_retries_timeouts_and_failures(app: App) -> None:
     hung = asyncio.Event()
 
-    @app.agent("flaky", retry=RetryPolicy(max_attempts=3, **QUICK))
+    @app.agent("flaky", retry=quick(3))
     async def flaky(request: AgentRequest) -> JsonValue:
         if request.retry < 2:
             raise TransientError("busy")

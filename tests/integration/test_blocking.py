@@ -91,7 +91,9 @@ async def test_a_handler_blocking_the_loop_is_named_while_it_blocks(
             arrived = await app.result(task_id, timeout=PATIENCE * 2)
             assert arrived is True, "no warning arrived while the loop was blocked"
             await wait_until(
-                lambda: watch.matching(unblocked), timeout=PATIENCE, message="no unblocked line"
+                lambda: bool(watch.matching(unblocked)),
+                timeout=PATIENCE,
+                message="no unblocked line",
             )
         assert not app.watchdog.running, "the watchdog outlived App.run"
 
@@ -216,7 +218,7 @@ async def test_a_thread_past_its_deadline_keeps_its_slot_until_it_returns(
             first = await app.submit("old", 1)
             await wait_until(lambda: len(entered) == 1, timeout=PATIENCE)
             second = await app.submit("old", 2)
-            await wait_until(lambda: watch.matching(overdue), timeout=PATIENCE)
+            await wait_until(lambda: bool(watch.matching(overdue)), timeout=PATIENCE)
             # The first task was given up and its step sent again; the second one's
             # request waits too. Neither is taken: the only slot is the thread's.
             await wait_until(lambda: reset(app, first), timeout=PATIENCE)
@@ -226,7 +228,7 @@ async def test_a_thread_past_its_deadline_keeps_its_slot_until_it_returns(
             release.set()
             assert await app.result(first, timeout=PATIENCE) == "done"
             assert await app.result(second, timeout=PATIENCE) == "done"
-            await wait_until(lambda: watch.matching(returned), timeout=PATIENCE)
+            await wait_until(lambda: bool(watch.matching(returned)), timeout=PATIENCE)
 
     assert entered[0] == (first, 1, False)
     assert all(released for _, _, released in entered[1:]), entered

@@ -56,7 +56,7 @@ async def test_a_call_that_completes_after_its_sibling_failed_is_undone(app: App
 
     @app.agent("release")
     async def release(request: AgentRequest) -> JsonValue:
-        undone.append(request.payload["result"]["reservation"])  # type: ignore[call-overload,index]
+        undone.append(request.payload["result"]["reservation"])
         return None
 
     @app.workflow("order")

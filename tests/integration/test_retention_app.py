@@ -8,6 +8,7 @@ has purged. Nothing waits on the real clock for a retention window.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -18,7 +19,6 @@ from shepherd import App, WorkflowContext
 from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import UnknownTaskError
-from shepherd.supervisor import Supervisor
 from shepherd.testing import FakeClock, wait_until
 from support.factories import claimed_task, submitted_task
 
@@ -86,7 +86,9 @@ async def test_the_supervisors_leader_purges_ended_tasks_past_retention_and_then
     async with app.running(["supervisor"]):
         # Five tasks, two per batch: three batches in one pass.
         for task_id in old:
-            await wait_until(lambda t=task_id: _gone(app, t), timeout=20, message="not purged")
+            await wait_until(
+                functools.partial(_gone, app, task_id), timeout=20, message="not purged"
+            )
         await wait_until(
             lambda: "retention: purged 5 tasks" in caplog.text, timeout=20, message="no log line"
         )
@@ -122,7 +124,7 @@ async def test_a_purge_pass_runs_only_when_leading_and_once_per_interval(store_u
         purge_interval=60.0,
     )
     async with app:
-        supervisor = Supervisor(app, holder="v1")
+        supervisor = app.build_supervisor(holder="v1")
         first = await _ended(app, ProcessState.COMPENSATED)
         clock.advance(11)
 
@@ -181,7 +183,7 @@ async def test_a_pass_that_left_tasks_behind_is_followed_by_another_at_once(
     monkeypatch.setattr("shepherd.supervisor.PURGE_BATCHES", 2)
     ids = [await _ended(app, ProcessState.CANCELLED) for _ in range(5)]
     clock.advance(RETENTION + 1)
-    supervisor = Supervisor(app, holder="v1")
+    supervisor = app.build_supervisor(holder="v1")
     assert await supervisor.renew() is not None
 
     assert await supervisor.purge_once() == 4  # two full batches: the budget is spent

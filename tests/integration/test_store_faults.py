@@ -70,7 +70,7 @@ def three_steps(app: App) -> None:
 async def flaky(app: App) -> FlakyStore:
     await app.open()
     wrapper = FlakyStore(app.store)
-    app._store = wrapper  # type: ignore[assignment]
+    app._store = wrapper
     return wrapper
 
 
@@ -161,7 +161,7 @@ async def test_a_submit_whose_outcome_is_lost_says_whether_a_retry_is_safe(app: 
 
 
 async def test_a_role_loop_that_ends_on_its_own_stops_the_process(
-    app: App, caplog: pytest.LogCaptureFixture
+    app: App, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     three_steps(app)
     store = await flaky(app)
@@ -169,7 +169,7 @@ async def test_a_role_loop_that_ends_on_its_own_stops_the_process(
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug in the reply loop")
 
-    store.record_replies = broken  # type: ignore[method-assign]
+    monkeypatch.setattr(store, "record_replies", broken, raising=False)
     with (
         caplog.at_level(logging.CRITICAL, logger="shepherd"),
         pytest.raises(RoleStoppedError, match="Scheduler role failed: RuntimeError"),

@@ -40,8 +40,11 @@ async def test_a_reset_names_an_owner_the_registry_deems_dead(app: App, owner_st
                 return str(event.detail.get("reason"))
         return None
 
+    async def was_reset() -> bool:
+        return await reset_reason() is not None
+
     async with app.running(["supervisor"]):
-        await wait_until(reset_reason, timeout=20, message="the claim was never reset")
+        await wait_until(was_reset, timeout=20, message="the claim was never reset")
     reason = await reset_reason()
     assert reason is not None
     note = f"its owner {instance} is dead"

@@ -111,9 +111,15 @@ def quick_app(tmp_path: Path) -> App:
 
 
 def _registry(app: App, store: FlakyStore) -> WorkerRegistry:
-    registry = WorkerRegistry(app, roles=["agent"])
-    registry.store = store  # type: ignore[assignment]
-    return registry
+    """The app's registry loop for an agent process, on the scripted store."""
+    return WorkerRegistry(
+        store,
+        instance=app.instance,
+        roles=["agent"],
+        agents=app.agents,
+        settings=app.settings,
+        clock=app.clock,
+    )
 
 
 async def test_the_registry_rides_out_an_outage_and_registers_again_if_its_row_is_gone(

@@ -28,7 +28,7 @@ from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE, NewTask, StepStart
 from shepherd.store.postgres import PostgresStore
 from shepherd.testing import FakeClock, wait_until
-from support.postgres import OpenStore
+from support.postgres import MakePostgresUrl, OpenStore
 
 pytestmark = pytest.mark.postgres
 
@@ -93,7 +93,9 @@ async def test_open_store_picks_postgres_by_scheme(postgres_url: str) -> None:
     await store.close()
 
 
-async def test_concurrent_opens_apply_each_migration_once(make_postgres_url) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_opens_apply_each_migration_once(
+    make_postgres_url: MakePostgresUrl,
+) -> None:
     url = make_postgres_url(empty=True)
     stores = [PostgresStore(url, min_connections=1) for _ in range(4)]
     await asyncio.gather(*(s.open() for s in stores))

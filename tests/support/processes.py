@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +102,7 @@ def spawn_worker(
     log_path: Path | None = None,
     ready_timeout: float = 20.0,
     script: Path = WORKER_APP,
+    settings: Mapping[str, float | str] | None = None,
     **options: float | str,
 ) -> Worker:
     """Start a worker process on `store_url` and wait until its roles run.
@@ -114,13 +115,14 @@ def spawn_worker(
         log_path: The agent's execution log.
         ready_timeout: Seconds to wait for the readiness line.
         script: The worker script (default: `worker_app.py`).
+        settings: Options of the script, as a mapping (for options built as data).
         **options: `pace`, `claim_batch`, `max_in_flight`, `agent_concurrency`,
             `supervisor_interval`.
     """
     argv = [sys.executable, str(script), store_url, "--roles", roles]
     if log_path is not None:
         argv += ["--log", str(log_path)]
-    for option, value in options.items():
+    for option, value in {**(settings or {}), **options}.items():
         argv += [f"--{option.replace('_', '-')}", str(value)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     return start_process(argv, workdir, name=name, env=env, ready_timeout=ready_timeout)

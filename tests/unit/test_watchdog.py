@@ -8,6 +8,7 @@ the warning arrived while the loop was still blocked.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -111,6 +112,9 @@ def test_one_warning_per_episode_however_long_it_lasts(
 ) -> None:
     watchdog = Watchdog(threshold=THRESHOLD)
 
+    def unblocked_times(times: int, record: logging.LogRecord) -> bool:
+        return len(watch.matching(is_unblocked)) == times
+
     def block_long(episode: int) -> bool:
         warned = watch.wait_for(
             lambda _: len(watch.matching(is_warning)) == episode, timeout=PATIENCE
@@ -123,10 +127,8 @@ def test_one_warning_per_episode_however_long_it_lasts(
     start(watchdog, loop)
     try:
         for episode in (1, 2):
-            assert on_the_loop(loop, lambda n=episode: block_long(n)) is True
-            assert watch.wait_for(
-                lambda _, n=episode: len(watch.matching(is_unblocked)) == n, timeout=PATIENCE
-            )
+            assert on_the_loop(loop, functools.partial(block_long, episode)) is True
+            assert watch.wait_for(functools.partial(unblocked_times, episode), timeout=PATIENCE)
     finally:
         watchdog.stop()
     assert len(watch.matching(is_warning)) == 2

@@ -1,0 +1,443 @@
+"""Each role built from its parts, not from an App, and driven through a fake of its store slice.
+
+A role receives its slice of the store (`shepherd.store.roles`), the settings,
+a clock and what else it uses; these fakes implement only that slice, which is
+the point: a role that reached for more would not type-check, nor run, here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import pytest
+
+from shepherd.agent import Agent, AgentRequest, AgentWorker
+from shepherd.config import Settings
+from shepherd.context import WorkflowContext
+from shepherd.core.breaker import Breaker, BreakerPolicy
+from shepherd.core.breaker import Decision as BreakerDecision
+from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.retry import RetryPolicy
+from shepherd.core.states import ProcessState
+from shepherd.core.supervision import (
+    Decision,
+    Escalate,
+    Reset,
+    SupervisionPolicy,
+)
+from shepherd.core.workers import Worker
+from shepherd.errors import PermanentError
+from shepherd.metrics import Metrics
+from shepherd.retention import purge
+from shepherd.scheduler import Scheduler
+from shepherd.store import signals as ch
+from shepherd.store.contract import StepStart
+from shepherd.store.signals import Signals
+from shepherd.supervisor import Supervisor
+from shepherd.testing import FakeClock
+from shepherd.workflow import Workflow
+
+#: Seconds a test waits for what it expects before failing (a backstop, not a timing claim).
+PATIENCE = 10.0
+
+
+def a_task(
+    clock: FakeClock,
+    *,
+    id: str = "t1",
+    workflow: str = "order",
+    complete_by: datetime | None = None,
+) -> Task:
+    """A task claimed by scheduler "s1", its claim good for 30 s unless told otherwise."""
+    now = clock.now()
+    return Task(
+        id=id,
+        workflow=workflow,
+        key=None,
+        input={"amount": 5},
+        process_state=ProcessState.PROCESSING,
+        locked_by="s1",
+        lock_epoch=1,
+        complete_by=complete_by or now + timedelta(seconds=30),
+        failure_count=0,
+        not_before=now,
+        reply_to=None,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+@dataclass
+class Alerts:
+    """A `raise_alert` that keeps what it was told."""
+
+    raised: list[tuple[str, str, int | None]] = field(default_factory=list)
+
+    def __call__(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:
+        self.raised.append((task.id, reason, failure_count))
+
+
+# -- the scheduler -------------------------------------------------------------------
+@dataclass
+class FakeSchedulerStore:
+    """A SchedulerStore: one task to claim, whose steps are answered at once."""
+
+    clock: FakeClock
+    to_claim: list[Task]
+    #: The reply body each agent gives.
+    answers: dict[str, JsonValue]
+    signals: Signals = field(default_factory=Signals)
+    started: list[StepStart] = field(default_factory=list)
+    finished: dict[str, JsonValue] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    _replies: list[Reply] = field(default_factory=list)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
+        claimed, self.to_claim = self.to_claim[:limit], self.to_claim[limit:]
+        return claimed
+
+    async def get_task(self, task_id: str) -> Task | None:
+        raise AssertionError("no step of this test is looked up again")
+
+    async def start_step(self, start: StepStart) -> datetime:
+        self.started.append(start)
+        self._replies.append(
+            Reply(
+                id=len(self.started),
+                task_id=start.task_id,
+                seq=start.seq,
+                attempt=start.attempt,
+                lock_epoch=start.epoch,
+                ok=True,
+                body=self.answers[start.agent],
+            )
+        )
+        self.signals.ring(ch.REPLIES)
+        return self.clock.now() + timedelta(seconds=start.within)
+
+    async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
+        taken, self._replies = self._replies[:limit], self._replies[limit:]
+        return [(reply, True) for reply in taken]
+
+    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
+        self.finished[task_id] = result
+        self.done.set()
+
+    async def fail_task(
+        self, task_id: str, *, owner: str, epoch: int, state: ProcessState, error: JsonValue
+    ) -> None:
+        raise AssertionError(f"task {task_id} failed: {state} {error}")
+
+    async def start_compensation(
+        self, task_id: str, *, owner: str, epoch: int, error: JsonValue
+    ) -> None:
+        raise AssertionError(f"task {task_id} compensates: {error}")
+
+    async def release_tasks(self, task_ids: Sequence[str], *, owner: str) -> int:
+        return len(task_ids)
+
+
+async def test_the_scheduler_runs_a_workflow_through_its_store_slice(
+    fake_clock: FakeClock,
+) -> None:
+    async def order(ctx: WorkflowContext, data: JsonValue) -> JsonValue:
+        charge = await ctx.call("pay", data)
+        return {"charged": charge}
+
+    async def pay(request: AgentRequest) -> JsonValue:
+        raise AssertionError("the scheduler never runs a handler itself")
+
+    store = FakeSchedulerStore(
+        clock=fake_clock, to_claim=[a_task(fake_clock)], answers={"pay": "ch-1"}
+    )
+    alerts = Alerts()
+    scheduler = Scheduler(
+        store,
+        owner="s1",
+        settings=Settings(),
+        clock=fake_clock,
+        workflows={
+            "order": Workflow(
+                name="order", fn=order, complete_within=30.0, policy=SupervisionPolicy()
+            )
+        },
+        agents={"pay": Agent(name="pay", fn=pay, retry=RetryPolicy(), within=7.0)},
+        raise_alert=alerts,
+    )
+
+    running = asyncio.create_task(scheduler.run())
+    try:
+        await asyncio.wait_for(store.done.wait(), timeout=PATIENCE)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+    assert store.finished == {"t1": {"charged": "ch-1"}}
+    (start,) = store.started
+    assert (start.agent, start.payload, start.within, start.owner) == (
+        "pay",
+        {"amount": 5},
+        7.0,
+        "s1",
+    )
+    assert alerts.raised == []
+
+
+# -- the agent worker ----------------------------------------------------------------
+@dataclass
+class FakeAgentStore:
+    """An AgentStore holding a queue of requests; it keeps the replies."""
+
+    clock: FakeClock
+    queue: list[Request]
+    signals: Signals = field(default_factory=Signals)
+    replies: dict[int, tuple[bool, JsonValue]] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    expected: int = 1
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    async def take_requests(
+        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
+    ) -> list[Request]:
+        taken = [r for r in self.queue if r.agent in agents][:limit]
+        self.queue = [r for r in self.queue if r not in taken]
+        return taken
+
+    async def reply_and_ack(
+        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+    ) -> bool:
+        self.replies[request.id] = (ok, body)
+        if len(self.replies) == self.expected:
+            self.done.set()
+        return True
+
+    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
+        raise AssertionError(f"no step should time out or give up: {kind} {detail}")
+
+    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
+        raise AssertionError("no heartbeat in this test")
+
+    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
+        raise AssertionError("no once() in this test")
+
+    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
+        raise AssertionError("no once() in this test")
+
+    async def abandon_once(self, key: str, *, holder: str) -> bool:
+        raise AssertionError("no once() in this test")
+
+    async def breaker_allow(
+        self, service: str, policy: BreakerPolicy
+    ) -> tuple[Breaker, BreakerDecision]:
+        raise AssertionError("no breaker in this test")
+
+    async def breaker_report(
+        self, service: str, policy: BreakerPolicy, *, failed: bool
+    ) -> tuple[Breaker, Breaker]:
+        raise AssertionError("no breaker in this test")
+
+    async def get_breaker(self, service: str) -> Breaker | None:
+        raise AssertionError("no breaker in this test")
+
+
+def a_request(clock: FakeClock, id: int, agent: str) -> Request:
+    return Request(
+        id=id,
+        agent=agent,
+        task_id=f"t{id}",
+        seq=1,
+        attempt=1,
+        lock_epoch=1,
+        payload={"amount": 5},
+        complete_by=clock.now() + timedelta(seconds=10),
+        within=10.0,
+    )
+
+
+async def test_an_agent_worker_replies_through_its_store_slice(fake_clock: FakeClock) -> None:
+    async def pay(request: AgentRequest) -> JsonValue:
+        return {"paid": request.payload["amount"], "key": request.idempotency_key}
+
+    async def refuse(request: AgentRequest) -> JsonValue:
+        raise PermanentError("card declined")
+
+    store = FakeAgentStore(
+        clock=fake_clock,
+        queue=[a_request(fake_clock, 1, "pay"), a_request(fake_clock, 2, "refuse")],
+        expected=2,
+    )
+    metrics = Metrics()
+    worker = AgentWorker(
+        store,
+        worker="a1",
+        agents=[
+            Agent(name="pay", fn=pay, retry=RetryPolicy()),
+            Agent(name="refuse", fn=refuse, retry=RetryPolicy()),
+        ],
+        settings=Settings(),
+        clock=fake_clock,
+        metrics=metrics,
+    )
+
+    running = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(store.done.wait(), timeout=PATIENCE)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+    assert store.replies[1] == (True, {"paid": 5, "key": "t1/1"})
+    ok, body = store.replies[2]
+    assert not ok
+    assert isinstance(body, dict)
+    assert body["message"] == "card declined"
+    assert worker.statistics()["replied"] == 2
+
+
+# -- the supervisor ------------------------------------------------------------------
+@dataclass
+class FakeSupervisorStore:
+    """A SupervisorStore with expired claims to hand out; it keeps the decisions applied."""
+
+    clock: FakeClock
+    expired: list[Task]
+    applied: dict[str, Decision] = field(default_factory=dict)
+    purged: int = 0
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        expires_at = self.clock.now() + timedelta(seconds=ttl)
+        return Lease(name=name, holder=holder, epoch=1, expires_at=expires_at)
+
+    async def release_lease(self, name: str, *, holder: str) -> None:
+        return None
+
+    async def expired_claims(self, *, limit: int) -> list[Task]:
+        return [t for t in self.expired if t.id not in self.applied][:limit]
+
+    async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
+        self.applied[task.id] = decision
+        return True
+
+    async def task_events(self, task_id: str) -> list[Event]:
+        return []
+
+    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
+        return set()
+
+    async def unreaped_workers(self) -> list[Worker]:
+        return []
+
+    async def crash_victims(
+        self, instance: str, *, beat_at: datetime
+    ) -> list[tuple[Task, bool, int | None]]:
+        raise AssertionError("no process died in this test")
+
+    async def mark_died(self, instance: str) -> bool:
+        raise AssertionError("no process died in this test")
+
+    async def reap_worker(self, instance: str) -> None:
+        raise AssertionError("no process died in this test")
+
+    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
+        raise AssertionError("no process died in this test")
+
+    async def checkpoint(self) -> None:
+        return None
+
+    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+        return 0
+
+    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+        return 0
+
+
+async def test_the_supervisor_applies_its_scan_decisions_through_its_store_slice(
+    fake_clock: FakeClock,
+) -> None:
+    async def flow(ctx: WorkflowContext, data: JsonValue) -> JsonValue:
+        return None
+
+    past = fake_clock.now() - timedelta(seconds=1)
+    store = FakeSupervisorStore(
+        clock=fake_clock,
+        expired=[
+            a_task(fake_clock, id="patient", workflow="patient", complete_by=past),
+            a_task(fake_clock, id="strict", workflow="strict", complete_by=past),
+        ],
+    )
+    alerts = Alerts()
+    supervisor = Supervisor(
+        store,
+        holder="v1",
+        instance="here:1:ab",
+        settings=Settings(),
+        clock=fake_clock,
+        workflows={
+            name: Workflow(
+                name=name,
+                fn=flow,
+                complete_within=30.0,
+                policy=SupervisionPolicy(max_failures=failures),
+            )
+            for name, failures in (("patient", 3), ("strict", 1))
+        },
+        raise_alert=alerts,
+    )
+
+    assert await supervisor.scan_once() == 2
+
+    reset, escalated = store.applied["patient"], store.applied["strict"]
+    assert isinstance(reset, Reset)
+    assert reset.failure_count == 1
+    assert reset.process_state is ProcessState.PENDING
+    assert isinstance(escalated, Escalate)
+    assert alerts.raised == [("strict", escalated.reason, 1)]
+    assert (supervisor.resets, supervisor.escalations) == (1, 1)
+
+
+# -- a retention pass --------------------------------------------------------------
+@dataclass
+class FakeRetentionStore:
+    """A RetentionStore with `tasks` ended tasks and `tombstones` tombstones to delete."""
+
+    tasks: int
+    tombstones: int
+    calls: list[str] = field(default_factory=list)
+
+    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+        self.calls.append("tasks")
+        done, self.tasks = min(limit, self.tasks), self.tasks - min(limit, self.tasks)
+        return done
+
+    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+        self.calls.append("tombstones")
+        done, self.tombstones = (
+            min(limit, self.tombstones),
+            self.tombstones - min(limit, self.tombstones),
+        )
+        return done
+
+
+@pytest.mark.parametrize(("max_batches", "complete"), [(None, True), (2, False)])
+async def test_a_retention_pass_works_in_batches_through_its_store_slice(
+    fake_clock: FakeClock, max_batches: int | None, complete: bool
+) -> None:
+    store = FakeRetentionStore(tasks=5, tombstones=1)
+    now = fake_clock.now()
+
+    done = await purge(store, ended_before=now, purged_before=now, batch=2, max_batches=max_batches)
+
+    assert done.complete is complete
+    assert (done.tasks, done.tombstones) == ((5, 1) if complete else (4, 1))
+    assert store.calls.count("tombstones") == 1
