@@ -18,8 +18,9 @@ import pytest
 
 from shepherd.cli import run_cli
 from shepherd.errors import StoreDamagedError, StoreFullError, StoreUnavailableError
-from shepherd.store import sqlite as sqlite_store
+from shepherd.store.migrations import Migration
 from shepherd.store.sqlite import SQLiteStore
+from shepherd.store.sqlite.connection import migrate
 from support.factories import new_task
 
 
@@ -99,18 +100,14 @@ async def test_a_full_disk_does_not_leave_the_connection_in_a_transaction(
         await store.close()
 
 
-def test_a_full_disk_during_migrations_shows_its_own_cause(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_full_disk_during_migrations_shows_its_own_cause(tmp_path: Path) -> None:
     # A one-row INSERT that runs out of space rolls the whole transaction back
     # by itself; the ROLLBACK that follows must not hide why the migration failed.
     big = "CREATE TABLE big (x);\nINSERT INTO big VALUES (randomblob(100000))"
-    monkeypatch.setattr(sqlite_store, "migrations", lambda dialect: [(1, "big", big)])
-    store = _store(tmp_path / "new.db")
     with closing(sqlite3.connect(tmp_path / "new.db", isolation_level=None)) as conn:
         conn.execute("PRAGMA max_page_count = 10")
         with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
-            store._migrate(conn)
+            migrate(conn, applied_at=0.0, available=[Migration(1, "big", big)])
         assert not conn.in_transaction
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from shepherd.store import sqlite_retention
 from shepherd.store.sqlite import JOURNAL_SIZE_LIMIT, SQLiteStore
+from shepherd.store.sqlite import retention as sqlite_retention
 from support.factories import new_task
 
 #: A busy timeout so long that a checkpoint waiting on a reader hangs the test (see its timeout).

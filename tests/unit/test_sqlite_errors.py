@@ -1,4 +1,4 @@
-"""`shepherd.store.sqlite_errors`: real `sqlite3` errors, each classified as a ShepherdError.
+"""`shepherd.store.sqlite.errors`: real `sqlite3` errors, each classified as a ShepherdError.
 
 Every error here is raised by SQLite itself on a small file in `tmp_path` (a
 full page budget, a damaged header, a lock held by another connection...), so
@@ -20,7 +20,7 @@ from shepherd.errors import (
     StoreFullError,
     StoreUnavailableError,
 )
-from shepherd.store.sqlite_errors import classify, is_store_wide, translate
+from shepherd.store.sqlite.errors import classify, is_store_wide, translate
 
 
 def _raised(action: Callable[[], object]) -> sqlite3.Error:

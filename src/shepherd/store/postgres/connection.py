@@ -14,7 +14,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 from shepherd.errors import StoreUnavailableError
-from shepherd.store.migrations import migrations
+from shepherd.store.migrations import migrations, pending
 
 __all__ = [
     "MIGRATION_LOCK",
@@ -147,6 +147,9 @@ async def connect(conninfo: str, url: str, *, autocommit: bool = True) -> Connec
 async def migrate(conn: Connection) -> list[int]:
     """Apply pending migrations in one transaction; return the versions applied.
 
+    Each file goes to the server whole, as one batch of statements (PostgreSQL
+    parses it itself).
+
     The transaction holds `pg_advisory_xact_lock(MIGRATION_LOCK)`, so several
     processes opening the store at once wait for each other and each migration
     runs exactly once.
@@ -162,9 +165,7 @@ async def migrate(conn: Connection) -> list[int]:
         )
         cursor = await conn.execute("SELECT version FROM schema_migrations")
         done = {row[0] for row in await cursor.fetchall()}
-        for version, name, sql in migrations("postgres"):
-            if version in done:
-                continue
+        for version, name, sql in pending(migrations("postgres"), done):
             # Without parameters psycopg sends the file as one simple query.
             await conn.execute(sql.encode())
             await conn.execute(

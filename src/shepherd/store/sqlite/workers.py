@@ -1,26 +1,26 @@
-"""SQLite batch handlers and reads: the worker registry.
+"""Batch handlers and reads for the worker registry.
 
-Each handler runs inside the store's group-commit transaction:
-`handler(store, conn, items, now, rings)` returns one outcome per item. `now` is
-the store's clock (unix seconds), as for every other row this store writes.
+`now` is the store's clock (unix seconds), as for every other row this store
+writes.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shepherd.store.contract import WORKER_RETENTION
 from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.rows import chunks
 from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.workers import Worker
-    from shepherd.store.sqlite import SQLiteStore
+    from shepherd.store.sqlite.batch import Batch
 
-Handler = Callable[["SQLiteStore", sqlite3.Connection, list[Any], float, set[str]], list[object]]
+__all__ = ["beat", "dead_workers", "list_workers", "register", "stop"]
 
 _REGISTER = (
     "INSERT INTO workers (instance, host, pid, roles, agents, started_at, beat_at, stopped_at) "
@@ -30,24 +30,27 @@ _REGISTER = (
     f"stopped_at = NULL, died_at = NULL, reaped_at = NULL RETURNING {WORKER_COLUMNS}"
 )
 _FORGET = "DELETE FROM workers WHERE coalesce(stopped_at, beat_at) < ?"
-_BEAT = "UPDATE workers SET beat_at = ?, died_at = NULL, reaped_at = NULL WHERE instance = ? AND stopped_at IS NULL"
+_BEAT = (
+    "UPDATE workers SET beat_at = ?, died_at = NULL, reaped_at = NULL "
+    "WHERE instance = ? AND stopped_at IS NULL"
+)
 _STOP = "UPDATE workers SET stopped_at = ? WHERE instance = ? AND stopped_at IS NULL"
 _LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at DESC, instance"
 _LIST_SINCE = (
     f"SELECT {WORKER_COLUMNS} FROM workers WHERE coalesce(stopped_at, beat_at) >= ? "
     "ORDER BY started_at DESC, instance"
 )
-_CHUNK = 500
+_ALIVE = (
+    "SELECT instance FROM workers WHERE instance IN ({marks}) "
+    "AND stopped_at IS NULL AND died_at IS NULL AND beat_at > ?"
+)
 
 
-def register_worker(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[str, str, int, tuple[str, ...], tuple[str, ...]]],
-    now: float,
-    rings: set[str],
+def register(
+    batch: Batch, items: list[tuple[str, str, int, tuple[str, ...], tuple[str, ...]]]
 ) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
+    conn, now = batch.conn, batch.now
     conn.execute(_FORGET, (now - WORKER_RETENTION,))
     out: list[object] = []
     for instance, host, pid, roles, agents in items:
@@ -58,22 +61,19 @@ def register_worker(
     return out
 
 
-def beat_worker(
-    store: SQLiteStore, conn: sqlite3.Connection, items: list[str], now: float, rings: set[str]
-) -> list[object]:
+def beat(batch: Batch, items: list[str]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    return [conn.execute(_BEAT, (now, instance)).rowcount == 1 for instance in items]
+    return [batch.conn.execute(_BEAT, (batch.now, instance)).rowcount == 1 for instance in items]
 
 
-def stop_worker(
-    store: SQLiteStore, conn: sqlite3.Connection, items: list[str], now: float, rings: set[str]
-) -> list[object]:
+def stop(batch: Batch, items: list[str]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
     for instance in items:
-        conn.execute(_STOP, (now, instance))
+        batch.conn.execute(_STOP, (batch.now, instance))
     return [None] * len(items)
 
 
+# -- reads ---------------------------------------------------------------------
 def list_workers(conn: sqlite3.Connection, since: datetime | None) -> list[Worker]:
     """Workers last heard from at or after `since` (all when None), newest started first."""
     if since is None:
@@ -89,21 +89,8 @@ def dead_workers(
     """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
     wanted = list(dict.fromkeys(instances))
     alive: set[str] = set()
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start : start + _CHUNK]
+    for chunk in chunks(wanted):
         marks = ",".join("?" * len(chunk))
-        rows = conn.execute(
-            f"SELECT instance FROM workers WHERE instance IN ({marks}) "
-            "AND stopped_at IS NULL AND died_at IS NULL AND beat_at > ?",
-            (*chunk, now - ttl),
-        )
-        alive.update(row[0] for row in rows)
+        rows = conn.execute(_ALIVE.format(marks=marks), (*chunk, now - ttl))
+        alive.update(row["instance"] for row in rows)
     return set(wanted) - alive
-
-
-#: Operation kind -> its batch handler.
-HANDLERS: dict[str, Handler] = {
-    "register_worker": register_worker,
-    "beat_worker": beat_worker,
-    "stop_worker": stop_worker,
-}

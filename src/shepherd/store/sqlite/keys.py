@@ -1,27 +1,24 @@
-"""SQLite batch handlers: heartbeats and done keys.
+"""Batch handlers for heartbeats (`extend_step`) and done keys (`begin_once` and co.).
 
-Each handler runs inside the store's group-commit transaction:
-`handler(store, conn, items, now, rings)` returns one outcome per item (a value,
-or an exception that only that item's caller sees). The transaction began with
-BEGIN IMMEDIATE, so it holds the database's write lock: the fencing checks and
-the writes that follow them see the same rows.
+A heartbeat checks, under the write lock, that its request is still the
+current execution of a running step of a task at its epoch, then moves the
+request's, the step's and the task's deadlines ahead together. A done key is
+one row: inserted `started` before the effect, updated `done` with its result.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from shepherd.payloads import dumps
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.rows import load, unix_instant
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Request
-    from shepherd.store.sqlite import SQLiteStore
+    from shepherd.store.sqlite.batch import Batch
 
-Handler = Callable[["SQLiteStore", sqlite3.Connection, list[Any], float, set[str]], list[object]]
+__all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
 
 # The current execution of a running step: its request taken by this worker and
 # unexpired, the step running at the request's attempt, the task at its epoch.
@@ -52,14 +49,9 @@ CLEAR_STARTED = (
 )
 
 
-def extend_step(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[Request, str]],
-    now: float,
-    rings: set[str],
-) -> list[object]:
+def extend_step(batch: Batch, items: list[tuple[Request, str]]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
+    conn, now = batch.conn, batch.now
     out: list[object] = []
     for request, worker in items:
         if request.within is None:
@@ -88,14 +80,9 @@ def extend_step(
     return out
 
 
-def begin_once(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[str, str]],
-    now: float,
-    rings: set[str],
-) -> list[object]:
+def begin_once(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
+    conn, now = batch.conn, batch.now
     out: list[object] = []
     for key, holder in items:
         if conn.execute(_MARK, (key, holder, now)).rowcount == 1:
@@ -106,18 +93,13 @@ def begin_once(
     return out
 
 
-def finish_once(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[str, str, JsonValue]],
-    now: float,
-    rings: set[str],
-) -> list[object]:
+def finish_once(batch: Batch, items: list[tuple[str, str, JsonValue]]) -> list[object]:
     """Record effects' results on their holders' started marks."""
+    conn, now = batch.conn, batch.now
     out: list[object] = []
     for key, holder, result in items:
         try:
-            encoded = dumps(result, limit=store.payload_limit)
+            encoded = batch.dumps(result)
         except Exception as exc:
             out.append(exc)
             continue
@@ -125,27 +107,12 @@ def finish_once(
     return out
 
 
-def abandon_once(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[str, str]],
-    now: float,
-    rings: set[str],
-) -> list[object]:
+def abandon_once(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
-    return [conn.execute(_ABANDON, (key, holder)).rowcount == 1 for key, holder in items]
+    return [batch.conn.execute(_ABANDON, (key, holder)).rowcount == 1 for key, holder in items]
 
 
 def clear_started(conn: sqlite3.Connection, task_id: str, seq: int) -> None:
     """Delete the started (never the done) marks of step `seq` of a task."""
     key = f"{task_id}/{seq}"
     conn.execute(CLEAR_STARTED, (key, len(key) + 1, key + "/"))
-
-
-#: Operation kind -> its batch handler.
-HANDLERS: dict[str, Handler] = {
-    "extend_step": extend_step,
-    "begin_once": begin_once,
-    "finish_once": finish_once,
-    "abandon_once": abandon_once,
-}

@@ -1,28 +1,23 @@
-"""SQLite batch handlers and reads for retention: purges, tombstones, WAL checkpoints.
+"""Batch handlers and reads for retention: purges, tombstones, WAL checkpoints.
 
-Each handler runs inside the store's group-commit transaction:
-`handler(store, conn, items, now, rings)` returns one outcome per item. The
-transaction holds the database's write lock (BEGIN IMMEDIATE), so the ended
-tasks a purge selects cannot change before it deletes them.
+The batch's transaction holds the database's write lock (BEGIN IMMEDIATE), so
+the ended tasks a purge selects cannot change before it deletes them.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
 from shepherd.store.rows import unix_instant
 
 if TYPE_CHECKING:
-    from shepherd.store.sqlite import SQLiteStore
+    from shepherd.store.sqlite.batch import Batch
 
-__all__ = ["HANDLERS", "checkpoint", "get_tombstone", "purged_key"]
-
-Handler = Callable[["SQLiteStore", sqlite3.Connection, list[Any], float, set[str]], list[object]]
+__all__ = ["checkpoint", "get_tombstone", "purge_tasks", "purge_tombstones", "purged_key"]
 
 log = logging.getLogger("shepherd.store.sqlite")
 
@@ -56,18 +51,13 @@ _PURGED_KEY = "SELECT task_id FROM tombstones WHERE workflow = ? AND key = ?"
 _CHUNK = 500
 
 
-def purge_tasks(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[float, int]],
-    now: float,
-    rings: set[str],
-) -> list[object]:
+def purge_tasks(batch: Batch, items: list[tuple[float, int]]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
+    conn, now = batch.conn, batch.now
     out: list[object] = []
     for ended_before, limit in items:
         rows = conn.execute(_ENDED, (ended_before, limit)).fetchall()
-        ids = [row[0] for row in rows]
+        ids = [row["id"] for row in rows]
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
@@ -77,27 +67,25 @@ def purge_tasks(
         conn.executemany(_DONE_KEYS, [(task_id + "/", task_id + "0") for task_id in ids])
         conn.executemany(
             _TOMBSTONE,
-            [(r[0], r[1], r[2], r[3], r[4], now) for r in rows if r[2] is not None],
+            [
+                (r["id"], r["workflow"], r["key"], r["process_state"], r["updated_at"], now)
+                for r in rows
+                if r["key"] is not None
+            ],
         )
         out.append(len(ids))
     return out
 
 
-def purge_tombstones(
-    store: SQLiteStore,
-    conn: sqlite3.Connection,
-    items: list[tuple[float, int]],
-    now: float,
-    rings: set[str],
-) -> list[object]:
+def purge_tombstones(batch: Batch, items: list[tuple[float, int]]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
-    return [conn.execute(_OLD_TOMBSTONES, item).rowcount for item in items]
+    return [batch.conn.execute(_OLD_TOMBSTONES, item).rowcount for item in items]
 
 
 def purged_key(conn: sqlite3.Connection, workflow: str, key: str) -> str | None:
     """The id of the purged task whose tombstone holds (workflow, key), if any."""
     row = conn.execute(_PURGED_KEY, (workflow, key)).fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None else str(row["task_id"])
 
 
 def get_tombstone(conn: sqlite3.Connection, task_id: str) -> Tombstone | None:
@@ -106,12 +94,12 @@ def get_tombstone(conn: sqlite3.Connection, task_id: str) -> Tombstone | None:
     if row is None:
         return None
     return Tombstone(
-        task_id=row[0],
-        workflow=row[1],
-        key=row[2],
-        process_state=ProcessState(row[3]),
-        ended_at=unix_instant(row[4]),
-        purged_at=unix_instant(row[5]),
+        task_id=row["task_id"],
+        workflow=row["workflow"],
+        key=row["key"],
+        process_state=ProcessState(row["process_state"]),
+        ended_at=unix_instant(row["ended_at"]),
+        purged_at=unix_instant(row["purged_at"]),
     )
 
 
@@ -135,10 +123,3 @@ def checkpoint(conn: sqlite3.Connection, busy_timeout: float) -> None:
         return
     if busy:
         log.debug("SQLite store: checkpoint copied %d of %d frames (in use)", copied, frames)
-
-
-#: Operation kind -> its batch handler.
-HANDLERS: dict[str, Handler] = {
-    "purge_tasks": purge_tasks,
-    "purge_tombstones": purge_tombstones,
-}

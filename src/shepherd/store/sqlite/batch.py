@@ -1,0 +1,60 @@
+"""One group-commit transaction: its connection, its instant, and what it announces.
+
+Handlers of every kind of operation write through a `Batch`, as the PostgreSQL
+store's handlers do through theirs. The transaction began with BEGIN IMMEDIATE,
+so it holds the database's write lock: no other process writes between a
+handler's reads (the fencing checks) and its writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, final
+
+from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
+from shepherd.store import signals as ch
+
+if TYPE_CHECKING:
+    from shepherd.core.records import JsonValue
+
+__all__ = ["Batch", "EventRow"]
+
+#: (task_id, key, reply_to, kind, detail as JSON text, at).
+EventRow = tuple[str, str | None, str | None, str, str, float]
+
+_INSERT_EVENTS = (
+    "INSERT INTO events (task_id, key, reply_to, kind, detail, at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+@final
+class Batch:
+    """The context every handler of one batch shares.
+
+    Attributes:
+        conn: The connection, inside the batch's transaction.
+        now: The instant of the whole batch (the store's clock), unix seconds.
+        payload_limit: The most bytes a payload may take as JSON text.
+        rings: Local channels to ring after commit.
+    """
+
+    __slots__ = ("conn", "now", "payload_limit", "rings")
+
+    def __init__(
+        self, conn: sqlite3.Connection, now: float, *, payload_limit: int = MAX_PAYLOAD_BYTES
+    ) -> None:
+        self.conn = conn
+        self.now = now
+        self.payload_limit = payload_limit
+        self.rings: set[str] = set()
+
+    def dumps(self, value: JsonValue) -> str:
+        """Encode a payload as JSON text, within the store's payload limit."""
+        return dumps(value, limit=self.payload_limit)
+
+    def events(self, rows: list[EventRow]) -> None:
+        """Insert events (their detail is JSON text) into the log, in order."""
+        if not rows:
+            return
+        self.conn.executemany(_INSERT_EVENTS, rows)
+        self.rings.add(ch.EVENTS)

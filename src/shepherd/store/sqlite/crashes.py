@@ -1,0 +1,146 @@
+"""Crash attribution: which tasks a dead process held, and the supervisor's verdicts.
+
+Verdicts are fenced like every supervisor decision: by the task's `lock_epoch`
+and by the supervisor's lease (`leases.leads`, under the write lock).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TYPE_CHECKING
+
+from shepherd.core.supervision import Escalate, Reset
+from shepherd.store import signals as ch
+from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.leases import leads
+from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
+from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
+
+if TYPE_CHECKING:
+    from shepherd.core.records import Lease, Task
+    from shepherd.core.workers import Worker
+    from shepherd.store.sqlite.batch import Batch, EventRow
+
+__all__ = ["apply", "crash_victims", "mark_died", "reap", "unreaped_workers"]
+
+#: Rows of processes not stopped and not yet attributed: the live and the newly dead.
+_UNREAPED = (
+    f"SELECT {WORKER_COLUMNS} FROM workers WHERE stopped_at IS NULL AND reaped_at IS NULL "
+    "ORDER BY instance"
+)
+_RUNNING = (
+    "SELECT task_id, min(seq) FROM requests WHERE taken_by = ? AND complete_by > ? GROUP BY task_id"
+)
+_VICTIMS = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE process_state IN ('processing', 'compensating') "
+    "AND locked_by IS NOT NULL AND (locked_by = ? OR id IN "
+    "(SELECT task_id FROM requests WHERE taken_by = ? AND complete_by > ?)) ORDER BY id"
+)
+_MARK_DIED = (
+    "UPDATE workers SET died_at = ? WHERE instance = ? AND stopped_at IS NULL AND died_at IS NULL"
+)
+_REAP = "UPDATE workers SET reaped_at = ? WHERE instance = ?"
+_CRASHED_AT = "UPDATE tasks SET crashes = ?, owner_deaths = ?, updated_at = ?"
+_RESET = (
+    _CRASHED_AT + ", locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
+    "process_state = ?, not_before = ? WHERE id = ? AND lock_epoch = ? "
+    "AND locked_by IS NOT NULL"
+)
+_ESCALATE = (
+    _CRASHED_AT + ", locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
+    "process_state = 'error', error = ? WHERE id = ? AND lock_epoch = ? "
+    "AND locked_by IS NOT NULL"
+)
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
+
+
+def mark_died(batch: Batch, items: list[str]) -> list[object]:
+    """Processes found gone on their host: dead from now, whatever their last beat."""
+    return [
+        batch.conn.execute(_MARK_DIED, (batch.now, instance)).rowcount == 1 for instance in items
+    ]
+
+
+def reap(batch: Batch, items: list[str]) -> list[object]:
+    """Record that a dead process's crash was attributed to the tasks it held."""
+    for instance in items:
+        batch.conn.execute(_REAP, (batch.now, instance))
+    return [None] * len(items)
+
+
+def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> list[object]:
+    """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    events: list[EventRow] = []
+    for task, decision, leader in items:
+        if not leads(conn, leader, now):
+            out.append(False)  # no longer the leader: fenced off
+            continue
+        fence = (task.id, task.lock_epoch)
+        crashes = json.dumps(list(decision.crashes or ()))
+        if isinstance(decision, Reset):
+            cursor = conn.execute(
+                _RESET,
+                (
+                    crashes,
+                    decision.owner_deaths or 0,
+                    now,
+                    str(decision.process_state),
+                    decision.not_before.timestamp(),
+                    *fence,
+                ),
+            )
+            kind = "reset"
+            detail = {
+                "reason": decision.reason,
+                "failure_count": decision.failure_count,
+                "crashes": list(decision.crashes or ()),
+            }
+            batch.rings.add(ch.TASKS)
+        else:
+            cursor = conn.execute(
+                _ESCALATE,
+                (
+                    crashes,
+                    decision.owner_deaths or 0,
+                    now,
+                    json.dumps(
+                        {"reason": decision.reason, "crashes": list(decision.crashes or ())}
+                    ),
+                    *fence,
+                ),
+            )
+            kind = "error"
+            detail = {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
+            batch.rings.add(ch.task_channel(task.id))
+            batch.rings.add(ch.TASKS)
+        if cursor.rowcount == 0:
+            out.append(False)
+            continue
+        conn.execute(_DROP_REQUESTS, (task.id,))
+        events.append((task.id, task.key, task.reply_to, kind, json.dumps(detail), now))
+        out.append(True)
+    batch.events(events)
+    return out
+
+
+# -- reads ---------------------------------------------------------------------
+def unreaped_workers(conn: sqlite3.Connection) -> list[Worker]:
+    """Processes neither stopped nor attributed yet (live ones, and the newly dead)."""
+    return [worker_from_row(row, unix_instant) for row in conn.execute(_UNREAPED)]
+
+
+def crash_victims(
+    conn: sqlite3.Connection, instance: str, beat_at: float
+) -> list[tuple[Task, bool, int | None]]:
+    """Tasks in a supervised state owned by `instance`, or with a request its agent held.
+
+    A request counts as running in `instance` if its agent took it and its
+    complete_by was still ahead at the process's last beat.
+    """
+    owner, agent = f"{instance}/s", f"{instance}/a"
+    running = dict(conn.execute(_RUNNING, (agent, beat_at)).fetchall())
+    rows = conn.execute(_VICTIMS, (owner, agent, beat_at)).fetchall()
+    return [(task_from_row(row), row["locked_by"] == owner, running.get(row["id"])) for row in rows]

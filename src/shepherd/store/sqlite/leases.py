@@ -1,0 +1,162 @@
+"""Batch handlers for leadership leases and the supervisor's fenced decisions.
+
+A lease row names its holder, an epoch bumped at every change of holder, and
+an expiry compared with the batch's clock. A supervisor decision applies only
+while its author still holds the lease with the same epoch (`leads`, read
+under the write lock, so no new leader can take over mid-transaction) and only
+if the task's `lock_epoch` has not moved on.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from shepherd.core.records import Lease, Task
+from shepherd.core.supervision import Compensate, Escalate, Reset
+from shepherd.store import signals as ch
+from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row, ts
+
+if TYPE_CHECKING:
+    from shepherd.core.supervision import Decision
+    from shepherd.store.sqlite.batch import Batch, EventRow
+
+__all__ = ["acquire", "expired_claims", "leads", "release", "supervise"]
+
+_ACQUIRE = (
+    "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?, ?, 1, ?) "
+    "ON CONFLICT (name) DO UPDATE SET "
+    "epoch = CASE WHEN leases.holder = excluded.holder THEN leases.epoch "
+    "ELSE leases.epoch + 1 END, holder = excluded.holder, "
+    "expires_at = excluded.expires_at "
+    "WHERE leases.holder = excluded.holder OR leases.expires_at <= ? "
+    "RETURNING name, holder, epoch, expires_at"
+)
+_RELEASE = "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?"
+_LEADS = "SELECT holder, epoch, expires_at FROM leases WHERE name = ?"
+# Each decision's UPDATE ends with the task's fence: (id, lock_epoch) and still claimed.
+_RESET = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
+    "complete_by = NULL, process_state = ?, failure_count = ?, not_before = ?, "
+    "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
+)
+_ESCALATE = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
+    "complete_by = NULL, process_state = 'error', failure_count = ?, error = ?, "
+    "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
+)
+_COMPENSATE = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
+    "complete_by = NULL, process_state = 'compensating', failure_count = ?, "
+    "error = ?, not_before = ?, updated_at = ? "
+    "WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
+)
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
+_EXPIRED = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
+    "AND complete_by < ? ORDER BY complete_by LIMIT ?"
+)
+
+
+def leads(conn: sqlite3.Connection, leader: Lease, now: float) -> bool:
+    """Whether `leader` still holds its lease, with the same epoch, unexpired at `now`."""
+    lease = conn.execute(_LEADS, (leader.name,)).fetchone()
+    return (
+        lease is not None
+        and (lease["holder"], lease["epoch"]) == (leader.holder, leader.epoch)
+        and (lease["expires_at"] > now)
+    )
+
+
+def acquire(batch: Batch, items: list[tuple[str, str, float]]) -> list[object]:
+    """Take or renew leases: a Lease, or None while another holder's is unexpired."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for name, holder, ttl in items:
+        row = conn.execute(_ACQUIRE, (name, holder, now + ttl, now)).fetchone()
+        out.append(
+            None
+            if row is None
+            else Lease(
+                name=row["name"],
+                holder=row["holder"],
+                epoch=row["epoch"],
+                expires_at=datetime.fromtimestamp(row["expires_at"], UTC),
+            )
+        )
+    return out
+
+
+def release(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
+    """Let leases expire now, if their holders still hold them."""
+    for name, holder in items:
+        batch.conn.execute(_RELEASE, (batch.now, name, holder))
+    return [None] * len(items)
+
+
+def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[object]:
+    """Apply supervisor decisions on expired claims: True where the task was changed."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    events: list[EventRow] = []
+    for task, decision, leader in items:
+        if not leads(conn, leader, now):
+            out.append(False)  # no longer the leader: fenced off
+            continue
+        fence = (task.id, task.lock_epoch)
+        if isinstance(decision, Reset):
+            cursor = conn.execute(
+                _RESET,
+                (
+                    str(decision.process_state),
+                    decision.failure_count,
+                    ts(decision.not_before),
+                    now,
+                    *fence,
+                ),
+            )
+            kind, detail = (
+                "reset",
+                {"reason": decision.reason, "failure_count": decision.failure_count},
+            )
+        elif isinstance(decision, Escalate):
+            cursor = conn.execute(
+                _ESCALATE,
+                (decision.failure_count, json.dumps({"reason": decision.reason}), now, *fence),
+            )
+            kind, detail = (
+                "error",
+                {"error": {"reason": decision.reason}, "failure_count": decision.failure_count},
+            )
+            batch.rings.add(ch.task_channel(task.id))
+        elif isinstance(decision, Compensate):
+            cursor = conn.execute(
+                _COMPENSATE,
+                (
+                    decision.failure_count,
+                    json.dumps({"reason": decision.reason}),
+                    now,
+                    now,
+                    *fence,
+                ),
+            )
+            kind, detail = "compensating", {"error": {"reason": decision.reason}}
+        else:  # pragma: no cover - the Decision union is closed
+            raise TypeError(f"unknown decision {decision!r}")
+        if cursor.rowcount == 0:
+            out.append(False)
+            continue
+        conn.execute(_DROP_REQUESTS, (task.id,))
+        events.append((task.id, task.key, task.reply_to, kind, json.dumps(detail), now))
+        batch.rings.add(ch.TASKS)
+        out.append(True)
+    batch.events(events)
+    return out
+
+
+# -- reads ---------------------------------------------------------------------
+def expired_claims(conn: sqlite3.Connection, now: float, limit: int) -> list[Task]:
+    """Claimed tasks whose complete_by has passed, earliest first."""
+    return [task_from_row(r) for r in conn.execute(_EXPIRED, (now, limit)).fetchall()]

@@ -1,0 +1,143 @@
+"""Batch handlers for the agents' request queue and the reply queue; the event log's reads.
+
+A request is taken by setting its `taken_by` and hiding it until its
+`complete_by` (one conditional UPDATE, under the write lock: two workers never
+take the same request). A reply is written and its request removed in one
+transaction; a request that was superseded or expired is not replied to.
+Events are the applications' queue (`reply_to`) and each task's timeline.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TYPE_CHECKING
+
+from shepherd.store import signals as ch
+from shepherd.store.sqlite.rows import (
+    EVENT_COLUMNS,
+    REQUEST_COLUMNS,
+    chunks,
+    event_from_row,
+    owners,
+    request_from_row,
+    tuples,
+)
+
+if TYPE_CHECKING:
+    from shepherd.core.records import Event, JsonValue, Request
+    from shepherd.store.sqlite.batch import Batch
+
+__all__ = ["note", "read_events", "reply", "take", "task_events"]
+
+# (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
+# tasks, and at most `suspects` of suspect ones (tasks that crashed a process before),
+# so that a suspect runs apart from others.
+_TAKE = (
+    "UPDATE requests SET taken_by = ?, visible_at = complete_by "
+    "WHERE id IN (SELECT id FROM requests WHERE agent IN ({marks}) "
+    "AND visible_at <= ? AND complete_by > ? AND (suspect = 0 OR id IN "
+    "(SELECT id FROM requests WHERE agent IN ({marks}) AND suspect = 1 "
+    "AND visible_at <= ? AND complete_by > ? ORDER BY id LIMIT ?)) "
+    "ORDER BY id LIMIT ?) "
+    f"RETURNING {REQUEST_COLUMNS}"
+)
+_LIVE = "SELECT id, taken_by FROM requests WHERE id IN ({marks}) AND complete_by > ?"
+_ACK = "DELETE FROM requests WHERE id = ?"
+_INSERT_REPLY = (
+    "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ? ORDER BY id"
+_ALL_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?"
+_EVENTS_FOR = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = ? AND id > ? ORDER BY id LIMIT ?"
+)
+
+
+def take(batch: Batch, items: list[tuple[tuple[str, ...], str, int, int]]) -> list[object]:
+    """Lease visible requests of the given agents to a worker, oldest first."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for agents, worker, limit, suspects in items:
+        marks = ",".join("?" * len(agents))
+        rows = (
+            tuples(conn)
+            .execute(
+                _TAKE.format(marks=marks),
+                (worker, *agents, now, now, *agents, now, now, max(suspects, 0), limit),
+            )
+            .fetchall()
+        )
+        rows.sort(key=lambda r: r[0])  # RETURNING order is unspecified
+        out.append([request_from_row(r) for r in rows])
+    return out
+
+
+def reply(batch: Batch, items: list[tuple[Request, str, bool, JsonValue]]) -> list[object]:
+    """Write replies and remove their requests; False for a request no longer this worker's."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    replies = []
+    live: set[tuple[int, str]] = set()
+    for chunk in chunks([item[0].id for item in items]):
+        marks = ",".join("?" * len(chunk))
+        live.update(tuples(conn).execute(_LIVE.format(marks=marks), (*chunk, now)).fetchall())
+    acked = []
+    for request, worker, ok, body in items:
+        if (request.id, worker) not in live:
+            out.append(False)
+            continue
+        try:
+            encoded = batch.dumps(body)
+        except Exception as exc:
+            # An unencodable result is the handler's permanent failure.
+            ok, encoded = False, json.dumps({"type": "PayloadError", "message": str(exc)})
+        acked.append((request.id,))
+        replies.append(
+            (
+                request.task_id,
+                request.seq,
+                request.attempt,
+                request.lock_epoch,
+                int(ok),
+                encoded,
+                now,
+            )
+        )
+        out.append(True)
+    conn.executemany(_ACK, acked)
+    if replies:
+        conn.executemany(_INSERT_REPLY, replies)
+        batch.rings.add(ch.REPLIES)
+    return out
+
+
+def note(batch: Batch, items: list[tuple[str, str, JsonValue]]) -> list[object]:
+    """Append events of the given kinds to tasks' timelines (unknown tasks are skipped)."""
+    found = owners(batch.conn, [item[0] for item in items])
+    batch.events(
+        [
+            (task_id, *found.meta[task_id], kind, json.dumps(detail), batch.now)
+            for task_id, kind, detail in items
+            if task_id in found.meta
+        ]
+    )
+    return [None] * len(items)
+
+
+# -- reads ---------------------------------------------------------------------
+def task_events(conn: sqlite3.Connection, task_id: str) -> list[Event]:
+    """A task's events, oldest first."""
+    return [event_from_row(r) for r in conn.execute(_TASK_EVENTS, (task_id,)).fetchall()]
+
+
+def read_events(
+    conn: sqlite3.Connection, *, reply_to: str | None, after_id: int, limit: int
+) -> list[Event]:
+    """Events after `after_id` in id order: all of them, or those for `reply_to`."""
+    if reply_to is None:
+        rows = conn.execute(_ALL_EVENTS, (after_id, limit)).fetchall()
+    else:
+        rows = conn.execute(_EVENTS_FOR, (reply_to, after_id, limit)).fetchall()
+    return [event_from_row(r) for r in rows]

@@ -1,0 +1,275 @@
+"""Batch handlers for a task's life: submit, claim, finish, fail, compensate, release; task reads.
+
+Each handler gets every operation of its kind in the batch and returns one
+outcome per operation, in order (a value, or an exception for that caller).
+The owner's writes are fenced by `(lock_epoch, locked_by)`: `finish` reads
+its tasks' fencing columns first (`owners`, under the write lock), `fail` and
+`start_compensation` update `WHERE lock_epoch = ? AND locked_by = ?`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.states import ProcessState
+from shepherd.errors import StaleEpochError
+from shepherd.store import signals as ch
+from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.ids import new_task_id
+from shepherd.store.sqlite import retention
+from shepherd.store.sqlite.rows import (
+    STEP_COLUMNS,
+    TASK_COLUMNS,
+    chunks,
+    owners,
+    step_from_row,
+    task_from_row,
+    tuples,
+)
+
+if TYPE_CHECKING:
+    from shepherd.store.sqlite.batch import Batch, EventRow
+
+__all__ = [
+    "claim",
+    "count_tasks",
+    "fail",
+    "finish",
+    "get_task",
+    "list_tasks",
+    "release",
+    "start_compensation",
+    "submit",
+]
+
+_INSERT = (
+    "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
+    "complete_within, failure_count, not_before, reply_to, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, 'pending', 0, ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+_BY_KEY = "SELECT id FROM tasks WHERE workflow = ? AND key = ?"
+_CLAIM = (
+    "UPDATE tasks SET locked_by = ?, lock_epoch = lock_epoch + 1, "
+    "complete_by = ? + complete_within, updated_at = ?, "
+    "process_state = CASE process_state WHEN 'pending' THEN 'processing' "
+    "ELSE process_state END "
+    "WHERE id IN (SELECT id FROM tasks WHERE locked_by IS NULL "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
+    f"ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
+)
+_FINISH = (
+    "UPDATE tasks SET process_state = 'processed', result = ?, locked_by = NULL, "
+    "complete_by = NULL, updated_at = ? WHERE id = ?"
+)
+_FAIL = (
+    "UPDATE tasks SET process_state = ?, error = ?, locked_by = NULL, "
+    "complete_by = NULL, updated_at = ? "
+    "WHERE id = ? AND lock_epoch = ? AND locked_by = ? RETURNING key, reply_to"
+)
+# failure_count restarts: compensation has its own budget (core.transitions).
+_COMPENSATE = (
+    "UPDATE tasks SET process_state = 'compensating', error = ?, failure_count = 0, "
+    "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by = ? "
+    "RETURNING key, reply_to"
+)
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
+_RELEASE = (
+    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
+    "complete_by = NULL, not_before = ?, updated_at = ?, "
+    "process_state = CASE process_state WHEN 'processing' THEN 'pending' "
+    "ELSE process_state END WHERE locked_by = ? AND id IN ({marks}) RETURNING id"
+)
+_GET_TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
+_STEPS_OF_TASK = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ? ORDER BY seq"
+_STEPS_OF = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id IN ({{marks}}) ORDER BY seq"
+_LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT ?"
+_COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
+
+
+def submit(batch: Batch, items: list[NewTask]) -> list[object]:
+    """Insert pending tasks; a key already used for the workflow returns that task."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    events: list[EventRow] = []
+    for item in items:
+        try:
+            encoded = batch.dumps(item.input)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        if item.key is not None:
+            purged = retention.purged_key(conn, item.workflow, item.key)
+            if purged is not None:  # the key's task was purged: it still answers for it
+                out.append(Submitted(task_id=purged, created=False))
+                continue
+        task_id = new_task_id()
+        cursor = conn.execute(
+            _INSERT,
+            (
+                task_id,
+                item.workflow,
+                item.key,
+                encoded,
+                item.complete_within,
+                now,
+                item.reply_to,
+                now,
+                now,
+            ),
+        )
+        if cursor.rowcount == 0:
+            row = conn.execute(_BY_KEY, (item.workflow, item.key)).fetchone()
+            out.append(Submitted(task_id=row["id"], created=False))
+            continue
+        detail = '{"workflow":' + json.dumps(item.workflow) + "}"
+        events.append((task_id, item.key, item.reply_to, "received", detail, now))
+        out.append(Submitted(task_id=task_id, created=True))
+    batch.events(events)
+    if events:
+        batch.rings.add(ch.TASKS)
+    return out
+
+
+def claim(batch: Batch, items: list[tuple[str, int]]) -> list[object]:
+    """Claim claimable tasks with one conditional UPDATE each (under the write lock)."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for owner, limit in items:
+        # Tuples read by position (a hot path): 0 id, 2 key, 8 lock_epoch, 12 not_before,
+        # 13 reply_to.
+        rows = tuples(conn).execute(_CLAIM, (owner, now, now, now, limit)).fetchall()
+        rows.sort(key=lambda r: r[12])  # RETURNING order is unspecified
+        # A task claimed for the first time (epoch 1) has no steps yet.
+        older = [r[0] for r in rows if r[8] > 1]
+        steps: dict[str, list[Step]] = defaultdict(list)
+        for chunk in chunks(older):
+            marks = ",".join("?" * len(chunk))
+            for s in tuples(conn).execute(_STEPS_OF.format(marks=marks), chunk):
+                steps[s[0]].append(step_from_row(s))
+        batch.events(
+            [
+                (
+                    r[0],
+                    r[2],
+                    r[13],
+                    "claimed",
+                    json.dumps({"owner": owner, "lock_epoch": r[8]}),
+                    now,
+                )
+                for r in rows
+            ]
+        )
+        out.append([task_from_row(r, tuple(steps.get(r[0], ()))) for r in rows])
+    return out
+
+
+def finish(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[object]:
+    """Tasks `processed` with their results (fenced by epoch and owner)."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    events: list[EventRow] = []
+    done = []
+    found = owners(conn, [item[0] for item in items])
+    for task_id, owner, epoch, result in items:
+        if found.get(task_id) != (epoch, owner):
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        try:
+            encoded = batch.dumps(result)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        done.append((encoded, now, task_id))
+        key, reply_to = found.meta[task_id]
+        events.append((task_id, key, reply_to, "processed", '{"result":' + encoded + "}", now))
+        batch.rings.add(ch.task_channel(task_id))
+        out.append(None)
+    conn.executemany(_FINISH, done)
+    batch.events(events)
+    return out
+
+
+def fail(batch: Batch, items: list[tuple[str, str, int, ProcessState, JsonValue]]) -> list[object]:
+    """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    events: list[EventRow] = []
+    for task_id, owner, epoch, state, error in items:
+        encoded = json.dumps(error)
+        row = conn.execute(_FAIL, (str(state), encoded, now, task_id, epoch, owner)).fetchone()
+        if row is None:
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        conn.execute(_DROP_REQUESTS, (task_id,))
+        detail = json.dumps({"error": error})
+        events.append((task_id, row["key"], row["reply_to"], str(state), detail, now))
+        batch.rings.add(ch.task_channel(task_id))
+        out.append(None)
+    batch.events(events)
+    return out
+
+
+def start_compensation(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[object]:
+    """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    events: list[EventRow] = []
+    for task_id, owner, epoch, error in items:
+        encoded = json.dumps(error)
+        row = conn.execute(_COMPENSATE, (encoded, now, task_id, epoch, owner)).fetchone()
+        if row is None:
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        detail = json.dumps({"error": error})
+        events.append((task_id, row["key"], row["reply_to"], "compensating", detail, now))
+        out.append(None)
+    batch.events(events)
+    return out
+
+
+def release(batch: Batch, items: list[tuple[list[str], str]]) -> list[object]:
+    """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for task_ids, owner in items:
+        count = 0
+        for chunk in chunks(task_ids):
+            marks = ",".join("?" * len(chunk))
+            released = conn.execute(
+                _RELEASE.format(marks=marks), (now, now, owner, *chunk)
+            ).fetchall()
+            count += len(released)
+            # Their queued requests go too: nobody wants those replies any more.
+            conn.executemany(_DROP_REQUESTS, [(r["id"],) for r in released])
+        if count:
+            batch.rings.add(ch.TASKS)
+        out.append(count)
+    return out
+
+
+# -- reads ---------------------------------------------------------------------
+def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
+    """The task with its steps in order, or None."""
+    row = conn.execute(_GET_TASK, (task_id,)).fetchone()
+    if row is None:
+        return None
+    steps = conn.execute(_STEPS_OF_TASK, (task_id,)).fetchall()
+    return task_from_row(row, tuple(step_from_row(s) for s in steps))
+
+
+def list_tasks(
+    conn: sqlite3.Connection, where: str, params: Sequence[object], limit: int
+) -> list[Task]:
+    """Tasks matching the filter `where` (from `task_filter`), newest first."""
+    rows = conn.execute(_LIST.format(where=where), (*params, limit)).fetchall()
+    return [task_from_row(r) for r in rows]
+
+
+def count_tasks(conn: sqlite3.Connection) -> dict[ProcessState, int]:
+    """How many tasks are in each state (states without tasks are absent)."""
+    return {ProcessState(state): count for state, count in conn.execute(_COUNT).fetchall()}

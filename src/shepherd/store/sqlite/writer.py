@@ -1,0 +1,138 @@
+"""The group-commit writer: every waiting operation in one transaction, one fsync.
+
+The group committer hands over every operation waiting at that moment; the
+writer runs them on the connection's thread, grouped by kind, in ONE
+transaction begun with BEGIN IMMEDIATE, each kind by its handler in
+`HANDLERS`. If one operation breaks the batch, the batch is rolled back and
+each operation runs alone, so only its caller sees the error; a condition of
+the whole store (a full disk, a damaged file, a lock held too long) fails the
+batch once for every caller instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from shepherd.payloads import MAX_PAYLOAD_BYTES
+from shepherd.store.sqlite import (
+    breakers,
+    crashes,
+    keys,
+    leases,
+    operator,
+    queues,
+    retention,
+    steps,
+    tasks,
+    workers,
+)
+from shepherd.store.sqlite.batch import Batch
+from shepherd.store.sqlite.connection import rollback
+from shepherd.store.sqlite.errors import is_store_wide, translate
+
+if TYPE_CHECKING:
+    from shepherd.clock import Clock
+    from shepherd.store.group_commit import Op
+
+__all__ = ["HANDLERS", "Handler", "Writer"]
+
+#: Runs every operation of one kind in the batch; returns one outcome per operation.
+Handler = Callable[[Batch, Any], list[object]]
+
+#: Operation kind -> its batch handler.
+HANDLERS: dict[str, Handler] = {
+    "submit": tasks.submit,
+    "claim": tasks.claim,
+    "start_step": steps.start_step,
+    "record_replies": steps.record_replies,
+    "finish": tasks.finish,
+    "fail": tasks.fail,
+    "start_compensation": tasks.start_compensation,
+    "release": tasks.release,
+    "take": queues.take,
+    "reply": queues.reply,
+    "note": queues.note,
+    "extend_step": keys.extend_step,
+    "begin_once": keys.begin_once,
+    "finish_once": keys.finish_once,
+    "abandon_once": keys.abandon_once,
+    "breaker_allow": breakers.allow,
+    "breaker_report": breakers.report,
+    "lease": leases.acquire,
+    "release_lease": leases.release,
+    "supervise": leases.supervise,
+    "retry": operator.retry,
+    "cancel": operator.cancel,
+    "register_worker": workers.register,
+    "beat_worker": workers.beat,
+    "stop_worker": workers.stop,
+    "mark_died": crashes.mark_died,
+    "reap_worker": crashes.reap,
+    "apply_crash": crashes.apply,
+    "purge_tasks": retention.purge_tasks,
+    "purge_tombstones": retention.purge_tombstones,
+}
+
+
+@final
+class Writer:
+    """Runs batches of operations on the store's connection, one transaction each.
+
+    Args:
+        url: The store's URL, for messages.
+        clock: The store's clock: each transaction's `now`.
+        payload_limit: The most bytes a payload may take as JSON text.
+    """
+
+    def __init__(self, url: str, clock: Clock, *, payload_limit: int = MAX_PAYLOAD_BYTES) -> None:
+        self.url = url
+        self.clock = clock
+        self.payload_limit = payload_limit
+        self.commits = 0
+
+    def run(self, conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[object], set[str]]:
+        """Run `ops` on `conn` (on its thread); return their outcomes and the channels to ring."""
+        batch = Batch(conn, self.clock.now().timestamp(), payload_limit=self.payload_limit)
+        grouped: dict[str, list[int]] = defaultdict(list)
+        for index, op in enumerate(ops):
+            grouped[op.kind].append(index)
+        outcomes: list[object] = [None] * len(ops)
+        if conn.in_transaction:  # a rollback that failed earlier: start clean
+            rollback(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for kind, indexes in grouped.items():
+                results = HANDLERS[kind](batch, [ops[i].args for i in indexes])
+                for i, result in zip(indexes, results, strict=True):
+                    outcomes[i] = result
+            conn.execute("COMMIT")
+            self.commits += 1
+        except BaseException as exc:
+            rollback(conn)
+            if len(ops) == 1 or not isinstance(exc, Exception) or is_store_wide(exc):
+                # A full disk, a damaged file, a lock: every op would meet it alike.
+                raise
+            return self._one_by_one(conn, ops)
+        return outcomes, batch.rings
+
+    def _one_by_one(
+        self, conn: sqlite3.Connection, ops: Sequence[Op]
+    ) -> tuple[list[object], set[str]]:
+        """One op broke the batch: run each alone so only that caller sees it."""
+        outcomes: list[object] = []
+        rings: set[str] = set()
+        for index, op in enumerate(ops):
+            try:
+                single, single_rings = self.run(conn, [op])
+                outcomes.append(single[0])
+                rings |= single_rings
+            except Exception as err:
+                error = translate(err, self.url)
+                if is_store_wide(err):  # the store failed meanwhile: the rest would too
+                    outcomes.extend([error] * (len(ops) - index))
+                    break
+                outcomes.append(error)
+        return outcomes, rings
