@@ -13,6 +13,7 @@ import traceback
 from typing import TYPE_CHECKING, Any, Literal
 
 from shepherd.errors import PermanentError, StoreUnavailableError, TransientError
+from shepherd.payloads import ERROR_FIELD_CHARS
 
 if TYPE_CHECKING:
     import logging
@@ -36,10 +37,12 @@ FailureKind = Literal["transient", "permanent", "bug"]
 
 #: Frames kept in a stored traceback: the innermost ones, where the exception was raised.
 TRACEBACK_FRAMES = 8
+# Both fit in what a store keeps of an error cut to size (`payloads.dumps_error`), so
+# that an error too large to keep whole still has its message and traceback whole.
 #: Characters kept in a stored traceback (its end, which names the exception).
-TRACEBACK_LIMIT = 4000
+TRACEBACK_LIMIT = 2 * ERROR_FIELD_CHARS - len("...\n")
 #: Characters kept of an exception's message (its beginning).
-MESSAGE_LIMIT = 2000
+MESSAGE_LIMIT = ERROR_FIELD_CHARS - len("...")
 
 
 def classify(exc: BaseException) -> FailureKind:
@@ -67,7 +70,11 @@ def classify(exc: BaseException) -> FailureKind:
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:
-    """The JSON error of a failed try: `type`, `message`, and `detail` if the exception has one."""
+    """The JSON error of a failed try: `type`, `message`, and `detail` if the exception has one.
+
+    The message is cut here; a `detail` too large to keep, or one JSON cannot
+    carry, is the store's to cut or repair (`payloads.dumps_error`), never to refuse.
+    """
     message = str(exc)
     if len(message) > MESSAGE_LIMIT:
         message = message[:MESSAGE_LIMIT] + "..."

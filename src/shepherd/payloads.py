@@ -2,24 +2,43 @@
 
 Payloads are JSON, never pickle: a queue row must not be able to run code. Both
 backends get the same checks, so a payload SQLite accepts PostgreSQL accepts too.
+Every JSON value a store writes is encoded here: payloads with `dumps` (refused
+when too large), errors with `dumps_error` (cut when too large, never refused: a
+task must always be able to fail), the store's own details with `dumps_detail`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from collections.abc import Collection
 from typing import Any
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import PayloadError
 
-__all__ = ["MAX_DEPTH", "MAX_PAYLOAD_BYTES", "JsonValue", "check_text", "dumps", "loads"]
+__all__ = [
+    "ERROR_FIELD_CHARS",
+    "MAX_DEPTH",
+    "MAX_PAYLOAD_BYTES",
+    "JsonValue",
+    "check_text",
+    "dumps",
+    "dumps_detail",
+    "dumps_error",
+    "load_stored",
+    "loads",
+]
 
 #: Default limit on an encoded payload, in bytes of UTF-8.
 MAX_PAYLOAD_BYTES = 1024 * 1024
 #: Deepest nesting of arrays and objects accepted (a scalar has depth 0).
 MAX_DEPTH = 64
+
+#: Characters kept of each main field (reason, type, message...) of an error cut to size.
+ERROR_FIELD_CHARS = 2000
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -133,11 +152,82 @@ def loads(text: str | bytes, *, limit: int = MAX_PAYLOAD_BYTES) -> JsonValue:
         raise PayloadError(f"malformed JSON: {exc}") from None
 
 
+def dumps_error(value: JsonValue, *, limit: int = MAX_PAYLOAD_BYTES) -> str:
+    """Encode an error body as JSON text: cut to fit `limit`, never refused.
+
+    A task must always be able to fail, so an error that `dumps` would refuse
+    is repaired instead. A NUL character or a lone surrogate becomes U+FFFD; a
+    value JSON cannot carry (NaN, a set, an object) becomes its repr; a
+    circular reference or nesting deeper than MAX_DEPTH becomes a string. If
+    the encoding is still over `limit`, the main fields (`reason`, `type`,
+    `message`, `seq`, `agent`) are kept, cut to at most ERROR_FIELD_CHARS
+    characters each; the others (a `traceback`, a `detail`) become text cut to
+    twice that (a traceback keeps its end, which names the exception); the
+    cuts shrink until the body fits, and `"truncated": true` is added. A value
+    that is not an object is kept as the `message` of such a body.
+
+    Args:
+        value: The error: usually a dict such as `{"type": ..., "message": ...}`.
+        limit: The largest encoding wanted, in bytes of UTF-8. Below a few dozen
+            bytes even `{"truncated":true}` is over it, and is returned anyway.
+
+    Returns:
+        The JSON text.
+    """
+    try:
+        return dumps(value, limit=limit)
+    except PayloadError:
+        pass
+    clean = _repaired(value, 0, set())
+    text = _ENCODER.encode(clean)
+    if _utf8_size(text) <= limit:
+        return text
+    return _cut_error(clean if isinstance(clean, dict) else {"message": clean}, limit)
+
+
+def dumps_detail(value: JsonValue, /, **embedded: str) -> str:
+    """Encode a value the store writes of its own: an event's detail, a crash list, names.
+
+    Checked like a payload (JSON only, no NUL) but with no size limit: it is
+    made of names and numbers, and of values already encoded within theirs.
+
+    Args:
+        value: The value; a dict if `embedded` is given.
+        **embedded: Members to add to the object, whose values are JSON text
+            already encoded by this module (a result by `dumps`, an error by
+            `dumps_error`): they are spliced in, not encoded again.
+
+    Returns:
+        The JSON text.
+
+    Raises:
+        PayloadError: `value` is not JSON, or holds a NUL or a lone surrogate.
+        TypeError: `embedded` is given but `value` is not a dict.
+    """
+    text = dumps(value, limit=sys.maxsize)
+    if not embedded:
+        return text
+    if not isinstance(value, dict):
+        raise TypeError("only an object can embed members")
+    members = ",".join(f"{_ENCODER.encode(key)}:{json_text}" for key, json_text in embedded.items())
+    return f"{text[:-1]}{',' if value else ''}{members}}}"
+
+
+def load_stored(text: str | None) -> JsonValue:
+    """Decode JSON text a store wrote through this module; None stays None.
+
+    It was checked when it was written, and may be over the payload limit (an
+    event's detail that embeds a payload at the limit), so no limit applies.
+    """
+    return None if text is None else _STORED_DECODER.decode(text)
+
+
 def _reject_constant(name: str) -> JsonValue:
     raise PayloadError(f"malformed JSON: {name} is not a JSON value")
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_STORED_DECODER = json.JSONDecoder()
 
 
 def _check_size(text: str, limit: int) -> None:
@@ -267,3 +357,114 @@ def _human(size: int) -> str:
             text = f"{size / scale:.1f}".removesuffix(".0")
             return f"{text} {unit}"
     return f"{size} bytes"
+
+
+# -- error bodies ----------------------------------------------------------------
+#: The fields of an error kept first, and cut the least, when it is too large.
+_MAIN_FIELDS = ("reason", "type", "message", "seq", "agent")
+#: Fields whose end matters more than their beginning.
+_TAIL_FIELDS = frozenset({"traceback"})
+#: Other fields kept in a cut error, at most (the others are counted, not kept).
+_OTHER_FIELDS = 16
+_REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _repaired(value: object, depth: int, path: set[int]) -> JsonValue:
+    """`value` made encodable: what JSON cannot carry becomes text."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str):
+        return _clean_text(str.__str__(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        # Python refuses to write an integer of more than 4300 digits.
+        bits = value.bit_length()
+        return int(value) if bits < 4000 else f"<an integer of {bits} bits>"
+    if isinstance(value, dict | list | tuple):
+        if depth >= MAX_DEPTH - 1:
+            return _clean_text(_cut_text(_repr(value), ERROR_FIELD_CHARS, tail=False))
+        if id(value) in path:
+            return "<circular reference>"
+        path.add(id(value))
+        try:
+            if isinstance(value, dict):
+                out: dict[str, JsonValue] = {}
+                for key, item in value.items():
+                    name = _clean_text(_key_text(key)) if _is_key(key) else _clean_text(_repr(key))
+                    while name in out:  # two keys JSON writes alike: keep both values
+                        name += "'"
+                    out[name] = _repaired(item, depth + 1, path)
+                return out
+            return [_repaired(item, depth + 1, path) for item in value]
+        finally:
+            path.discard(id(value))
+    return _clean_text(_cut_text(_repr(value), ERROR_FIELD_CHARS, tail=False))
+
+
+def _repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:  # an error body is never refused, even for a broken __repr__
+        return f"<unprintable {type(value).__name__}>"
+
+
+def _is_key(key: object) -> bool:
+    return isinstance(key, str | int | float) or key is None
+
+
+def _clean_text(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", _REPLACEMENT)
+    if not text.isascii():
+        # A str holds a pair as one code point: any surrogate in it is alone.
+        text = _SURROGATE.sub(_REPLACEMENT, text)
+    return text
+
+
+def _cut_error(error: dict[str, JsonValue], limit: int) -> str:
+    main = [key for key in _MAIN_FIELDS if key in error]
+    others = [key for key in error if key not in _MAIN_FIELDS and key != "truncated"]
+    dropped = len(others) - _OTHER_FIELDS
+    others = others[:_OTHER_FIELDS]
+    chars = ERROR_FIELD_CHARS
+    while True:
+        body: dict[str, JsonValue] = {key: _cut_field(error[key], chars, key) for key in main}
+        for key in others:
+            body[key] = _cut_field(error[key], 2 * chars, key)
+        if dropped > 0:
+            body["dropped_fields"] = dropped
+        body["truncated"] = True
+        text = _ENCODER.encode(body)
+        if _utf8_size(text) <= limit:
+            return text
+        if chars == 0:
+            break
+        chars //= 2
+    if others or dropped > 0:  # too many fields for the limit: the main ones only
+        return _cut_error({key: error[key] for key in main}, limit)
+    return '{"truncated":true}'
+
+
+def _cut_field(value: JsonValue, chars: int, key: str) -> JsonValue:
+    """A field of an error within about `chars` characters: as it is, or cut as text."""
+    if isinstance(value, str):
+        return _cut_text(value, chars, tail=key in _TAIL_FIELDS)
+    if not isinstance(value, dict | list):
+        return value
+    text = _ENCODER.encode(value)
+    return value if len(text) <= chars else _cut_text(text, chars, tail=key in _TAIL_FIELDS)
+
+
+def _cut_text(text: str, chars: int, *, tail: bool) -> str:
+    cut = len(text) - chars
+    if cut <= 0:
+        return text
+    if tail:
+        return f"[{cut} characters cut] ..." + text[cut:]
+    return text[:chars] + f"... [{cut} characters cut]"
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))

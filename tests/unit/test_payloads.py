@@ -6,7 +6,17 @@ from collections import defaultdict
 import pytest
 
 from shepherd.errors import PayloadError
-from shepherd.payloads import MAX_DEPTH, MAX_PAYLOAD_BYTES, check_text, dumps, loads
+from shepherd.payloads import (
+    ERROR_FIELD_CHARS,
+    MAX_DEPTH,
+    MAX_PAYLOAD_BYTES,
+    check_text,
+    dumps,
+    dumps_detail,
+    dumps_error,
+    load_stored,
+    loads,
+)
 
 
 def _nested(depth: int) -> object:
@@ -248,3 +258,145 @@ def test_quadratic_input_is_handled_quickly() -> None:
     text = '"' + '\\"' * 200_000 + "[" * 100
     with pytest.raises(PayloadError, match="malformed JSON"):
         loads(text)
+
+
+# -- error bodies: cut to size, never refused ------------------------------------
+LIMIT = 64 * 1024
+
+
+def _cut(error: object, limit: int = LIMIT) -> dict[str, object]:
+    text = dumps_error(error, limit=limit)
+    assert len(text.encode()) <= limit
+    value = loads(text, limit=limit)  # valid JSON that every check accepts
+    assert isinstance(value, dict)
+    return value
+
+
+def test_an_error_within_the_limit_is_kept_as_it_is() -> None:
+    error = {"type": "ValueError", "message": "no", "detail": {"code": 7}}
+    assert dumps_error(error, limit=LIMIT) == dumps(error)
+
+
+def test_a_huge_message_is_cut_and_marked() -> None:
+    body = _cut({"type": "ValueError", "message": "m" * (10 * 1024 * 1024), "seq": 3})
+    assert body["truncated"] is True
+    assert body["type"] == "ValueError"
+    assert body["seq"] == 3
+    message = str(body["message"])
+    assert message.startswith("m" * ERROR_FIELD_CHARS)
+    assert message.endswith(f"... [{10 * 1024 * 1024 - ERROR_FIELD_CHARS} characters cut]")
+
+
+def test_a_huge_traceback_keeps_its_end() -> None:
+    traceback = "frame\n" * 1_000_000 + "ValueError: the cause"
+    body = _cut({"type": "ValueError", "message": "bad", "traceback": traceback, "bug": True})
+    assert body["truncated"] is True
+    assert (body["type"], body["message"], body["bug"]) == ("ValueError", "bad", True)
+    assert str(body["traceback"]).startswith("[")
+    assert str(body["traceback"]).endswith("ValueError: the cause")
+    assert len(str(body["traceback"])) < 3 * ERROR_FIELD_CHARS
+
+
+def test_a_huge_nested_detail_becomes_cut_text() -> None:
+    detail = {"rows": [{"id": i, "text": "x" * 100} for i in range(100_000)]}
+    body = _cut({"reason": "refused", "agent": "charge", "detail": detail})
+    assert (body["reason"], body["agent"], body["truncated"]) == ("refused", "charge", True)
+    assert isinstance(body["detail"], str)
+    assert body["detail"].startswith('{"rows":[{"id":0,')
+    assert body["detail"].endswith("characters cut]")
+
+
+def test_cuts_shrink_until_the_body_fits_a_small_limit() -> None:
+    body = _cut({"type": "E" * 5000, "message": "m" * 5000, "traceback": "t" * 5000}, limit=300)
+    assert body["truncated"] is True
+    assert set(body) == {"type", "message", "traceback", "truncated"}
+
+
+def test_many_fields_are_dropped_before_the_main_ones() -> None:
+    error: dict[str, object] = {f"field{i}": "v" * 1000 for i in range(1000)}
+    error["message"] = "kept"
+    body = _cut(error, limit=2000)
+    assert body["message"] == "kept"
+    assert body["truncated"] is True
+
+
+def test_an_error_that_is_not_an_object_becomes_a_message() -> None:
+    body = _cut("boom " * 1_000_000)
+    assert str(body["message"]).startswith("boom boom")
+    assert body["truncated"] is True
+
+
+def test_a_limit_too_small_for_anything_still_gives_the_marker() -> None:
+    assert dumps_error({"message": "x" * 100}, limit=5) == '{"truncated":true}'
+
+
+def test_nul_in_an_error_is_replaced_not_refused() -> None:
+    body = _cut({"type": "E\x00", "message": "a\x00b", "k\x00": ["\x00"]})
+    assert body == {"type": "E\ufffd", "message": "a\ufffdb", "k\ufffd": ["\ufffd"]}
+
+
+def test_nul_in_a_huge_error_is_replaced_and_the_error_cut() -> None:
+    body = _cut({"message": "\x00" * (2 * LIMIT)})
+    assert str(body["message"]).startswith("\ufffd" * 10)
+    assert body["truncated"] is True
+
+
+def test_non_ascii_is_counted_in_bytes_and_kept() -> None:
+    body = _cut({"type": "Ошибка", "message": "☃𝄞é" * 100_000}, limit=4000)
+    assert body["type"] == "Ошибка"
+    assert str(body["message"]).startswith("☃𝄞é☃𝄞é")
+    assert body["truncated"] is True
+
+
+def test_lone_surrogates_are_replaced() -> None:
+    assert _cut({"message": "a\ud800b"}) == {"message": "a\ufffdb"}
+
+
+def test_what_json_cannot_carry_becomes_text() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    body = _cut(
+        {
+            "nan": float("nan"),
+            "set": {1},
+            "loop": loop,
+            "deep": _nested(200),
+            1: "one",
+            "1": "other one",
+            "broken": Broken(),
+            "big": 10**5000,
+        }
+    )
+    assert body["nan"] == "nan"
+    assert body["set"] == "{1}"
+    assert body["loop"] == ["<circular reference>"]
+    assert isinstance(body["deep"], list)  # kept down to MAX_DEPTH, then text
+    assert {body["1"], body["1'"]} == {"one", "other one"}
+    assert body["broken"] == "<unprintable Broken>"
+    assert str(body["big"]).startswith("<an integer of")
+
+
+def test_dumps_detail_embeds_encoded_values_without_encoding_them_again() -> None:
+    error = dumps_error({"message": "x" * 100}, limit=60)
+    text = dumps_detail({"seq": 1}, error=error)
+    assert loads(text) == {"seq": 1, "error": loads(error)}
+    assert dumps_detail({}, result="[1,2]") == '{"result":[1,2]}'
+    assert dumps_detail(["a", "b"]) == '["a","b"]'
+
+
+def test_dumps_detail_checks_like_dumps_but_has_no_size_limit() -> None:
+    assert len(dumps_detail("x" * (2 * MAX_PAYLOAD_BYTES))) == 2 * MAX_PAYLOAD_BYTES + 2
+    with pytest.raises(PayloadError, match="NUL"):
+        dumps_detail({"owner": "a\x00"})
+    with pytest.raises(TypeError):
+        dumps_detail([1], error="{}")
+
+
+def test_load_stored_has_no_limit() -> None:
+    assert load_stored(None) is None
+    assert load_stored(dumps_detail("x" * (2 * MAX_PAYLOAD_BYTES))) == "x" * (2 * MAX_PAYLOAD_BYTES)

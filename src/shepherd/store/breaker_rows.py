@@ -8,7 +8,6 @@ transaction.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from shepherd.core.breaker import (
     record_failure,
     record_success,
 )
+from shepherd.payloads import dumps_detail
 from shepherd.store.rows import Instant, load
 
 if TYPE_CHECKING:
@@ -108,4 +108,4 @@ def report_step(old: Breaker, policy: BreakerPolicy, now: datetime, *, failed: b
 
 def _step(old: Breaker, new: Breaker, policy: BreakerPolicy) -> Step:
     detail = change_detail(old, new, policy)
-    return Step(old=old, new=new, event=None if detail is None else json.dumps(detail))
+    return Step(old=old, new=new, event=None if detail is None else dumps_detail(detail))

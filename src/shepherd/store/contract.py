@@ -19,7 +19,12 @@ suite (tests/contract) checks these guarantees on every backend:
   running step, exactly once; other replies are discarded.
 * `apply_supervision` is fenced twice: by the task's `lock_epoch` and by the
   supervisor's leadership epoch.
-* Payloads are JSON values; the backend never unpickles anything.
+* Payloads are JSON values; the backend never unpickles anything. Every
+  JSON value is encoded by `shepherd.payloads`: a payload or a result over the
+  limit is refused with `PayloadError`; an error body (`fail_task`,
+  `start_compensation`, a reply with `ok=False`, `note`, a supervisor's or
+  crash verdict's reason) is cut to the limit and marked `"truncated": true`,
+  never refused, so that a task can always fail.
 * `extend_step` (a heartbeat) moves a step's deadlines only for the current
   execution (request taken by that worker, step running at that attempt, task
   at that epoch); a superseded execution gets None and changes nothing.

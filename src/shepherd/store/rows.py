@@ -6,16 +6,15 @@ for SQLite, timestamptz for PostgreSQL) into an aware UTC datetime.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from shepherd.core.records import Event, JsonValue, Reply, Request, Step, Task
 from shepherd.core.states import ProcessState, StepKind, StepState
+from shepherd.payloads import dumps_detail, load_stored
 
 Instant = Callable[[Any], datetime]
-_LOADS = json.loads
 
 
 def unix_instant(value: float) -> datetime:
@@ -25,7 +24,7 @@ def unix_instant(value: float) -> datetime:
 
 def load(text: str | None) -> JsonValue:
     """Decode a stored JSON column (None stays None)."""
-    return None if text is None else _LOADS(text)
+    return load_stored(text)
 
 
 def task_from_row(row: tuple[Any, ...], instant: Instant, steps: tuple[Step, ...] = ()) -> Task:
@@ -48,7 +47,7 @@ def task_from_row(row: tuple[Any, ...], instant: Instant, steps: tuple[Step, ...
         created_at=instant(row[15]),
         updated_at=instant(row[16]),
         steps=steps,
-        crashes=tuple(_LOADS(row[17])) if len(row) > 17 else (),
+        crashes=tuple(load_stored(row[17])) if len(row) > 17 else (),
         owner_deaths=row[18] if len(row) > 18 else 0,
     )
 
@@ -83,10 +82,10 @@ def request_from_row(row: tuple[Any, ...], instant: Instant) -> Request:
         attempt=row[4],
         lock_epoch=row[5],
         kind=StepKind(row[6]),
-        payload=_LOADS(row[7]),
+        payload=load_stored(row[7]),
         complete_by=instant(row[8]),
         within=row[9],
-        retry=None if row[10] is None else _LOADS(row[10]),
+        retry=None if row[10] is None else load_stored(row[10]),
         suspect=bool(row[11]) if len(row) > 11 else False,
     )
 
@@ -99,7 +98,7 @@ def event_from_row(row: tuple[Any, ...], instant: Instant) -> Event:
         key=row[2],
         reply_to=row[3],
         kind=row[4],
-        detail=_LOADS(row[5]),
+        detail=load_stored(row[5]),
         at=instant(row[6]),
     )
 
@@ -126,7 +125,8 @@ def taken_reply(row: tuple[Any, ...]) -> tuple[Reply, bool]:
 
 def reply_event(row: tuple[Any, ...], reply: Reply) -> tuple[str, str]:
     """The event (kind, JSON detail) recording `reply` for the step in `row`."""
-    detail: dict[str, Any] = {"seq": reply.seq, "agent": row[12], "attempt": reply.attempt}
-    if not reply.ok:
-        detail["error"] = reply.body
-    return ("step_completed" if reply.ok else "step_failed"), json.dumps(detail)
+    detail: dict[str, JsonValue] = {"seq": reply.seq, "agent": row[12], "attempt": reply.attempt}
+    if reply.ok:
+        return "step_completed", dumps_detail(detail)
+    # The body as stored (cut to size when it was written), not encoded again.
+    return "step_failed", dumps_detail(detail, error=row[6])

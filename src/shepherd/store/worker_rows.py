@@ -6,11 +6,11 @@ Roles and agents are stored as JSON arrays of names; each backend passes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from shepherd.core.workers import Worker
+from shepherd.payloads import dumps_detail, load_stored
 from shepherd.store.rows import Instant
 
 __all__ = ["WORKER_COLUMNS", "names", "worker_from_row"]
@@ -20,7 +20,12 @@ WORKER_COLUMNS = "instance, host, pid, roles, agents, started_at, beat_at, stopp
 
 def names(values: Sequence[str]) -> str:
     """Roles or agent names as the JSON array stored in their column."""
-    return json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
+    return dumps_detail(list(values))
+
+
+def _names(text: str) -> list[str]:
+    value = load_stored(text)
+    return [str(name) for name in value] if isinstance(value, list) else []
 
 
 def worker_from_row(row: tuple[Any, ...], instant: Instant) -> Worker:
@@ -29,8 +34,8 @@ def worker_from_row(row: tuple[Any, ...], instant: Instant) -> Worker:
         instance=row[0],
         host=row[1],
         pid=row[2],
-        roles=tuple(json.loads(row[3])),
-        agents=tuple(json.loads(row[4])),
+        roles=tuple(_names(row[3])),
+        agents=tuple(_names(row[4])),
         started_at=instant(row[5]),
         beat_at=instant(row[6]),
         stopped_at=None if row[7] is None else instant(row[7]),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, final
 from psycopg.rows import tuple_row
 
 from shepherd.core.records import JsonValue
-from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
+from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps, dumps_error
 from shepherd.store import signals as ch
 from shepherd.store.postgres.listener import notifications
 
@@ -60,6 +60,10 @@ class Batch:
     def dumps(self, value: JsonValue) -> str:
         """Encode a payload as JSON text, within the store's payload limit."""
         return dumps(value, limit=self.payload_limit)
+
+    def dumps_error(self, value: JsonValue) -> str:
+        """Encode an error as JSON text, cut (never refused) to the store's payload limit."""
+        return dumps_error(value, limit=self.payload_limit)
 
     async def send(self, query: str, params: Sequence[object] = ()) -> AsyncCursor[TupleRow]:
         """Queue one statement; its results are read later from the cursor.

@@ -7,11 +7,11 @@ the next scan) and by the supervisor's lease (`FOR SHARE`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.supervision import Escalate, Reset
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.postgres.rows import TASK_COLUMNS
 from shepherd.store.worker_rows import WORKER_COLUMNS
@@ -84,7 +84,7 @@ async def apply(
     sent = []
     for task, decision, leader in items:
         fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
-        crashes = json.dumps(list(decision.crashes or ()))
+        crashes = dumps_detail(list(decision.crashes or ()))
         detail: dict[str, Any]
         if isinstance(decision, Reset):
             cursor = await batch.send(
@@ -105,7 +105,9 @@ async def apply(
                 "crashes": list(decision.crashes or ()),
             }
         else:
-            error = json.dumps({"reason": decision.reason, "crashes": list(decision.crashes or ())})
+            error = batch.dumps_error(
+                {"reason": decision.reason, "crashes": list(decision.crashes or ())}
+            )
             cursor = await batch.send(
                 _ESCALATE, (crashes, decision.owner_deaths or 0, now, error, *fence)
             )
@@ -122,7 +124,7 @@ async def apply(
         batch.rings.add(ch.TASKS)
         if kind == "error":
             batch.rings.add(ch.task_channel(task.id))
-        batch.event(task.id, task.key, task.reply_to, kind, json.dumps(detail))
+        batch.event(task.id, task.key, task.reply_to, kind, batch.dumps_error(detail))
         out.append(True)
     if dropped:
         await batch.send(_DROP_REQUESTS, (dropped,))

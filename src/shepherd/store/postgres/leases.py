@@ -9,7 +9,6 @@ and only if the task's `lock_epoch` has not moved on.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -107,7 +106,7 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
             kind = "reset"
             detail = {"reason": decision.reason, "failure_count": decision.failure_count}
         elif isinstance(decision, Escalate):
-            error = json.dumps({"reason": decision.reason})
+            error = batch.dumps_error({"reason": decision.reason})
             cursor = await batch.send(_ESCALATE, (decision.failure_count, error, now, *fence))
             kind = "error"
             detail = {
@@ -115,7 +114,7 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
                 "failure_count": decision.failure_count,
             }
         elif isinstance(decision, Compensate):
-            error = json.dumps({"reason": decision.reason})
+            error = batch.dumps_error({"reason": decision.reason})
             cursor = await batch.send(
                 _COMPENSATE, (decision.failure_count, error, now, now, *fence)
             )
@@ -130,7 +129,7 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
             out.append(False)  # the task moved on, or we are no longer the leader
             continue
         applied.append(task.id)
-        batch.event(task.id, task.key, task.reply_to, kind, json.dumps(detail))
+        batch.event(task.id, task.key, task.reply_to, kind, batch.dumps_error(detail))
         batch.rings.add(ch.TASKS)
         if kind == "error":
             batch.rings.add(ch.task_channel(task.id))

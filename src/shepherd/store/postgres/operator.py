@@ -7,12 +7,12 @@ epoch fenced off.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.postgres import keys
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
@@ -80,7 +80,9 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
         target = "compensating" if in_undo or row[14] else "pending"
         updated = await (await batch.send(_RETRY, (target, now, now, task_id))).fetchone()
         assert updated is not None  # the row is locked: it cannot have gone
-        batch.event(task_id, row[2], row[13], "retried", json.dumps({"seq": seq, "state": target}))
+        batch.event(
+            task_id, row[2], row[13], "retried", dumps_detail({"seq": seq, "state": target})
+        )
         batch.rings.add(ch.TASKS)
         out.append(task_from_row(updated))
     return out
@@ -101,7 +103,7 @@ async def cancel(batch: Batch, items: Sequence[str]) -> list[object]:
         updated = await (await batch.send(_CANCEL, (now, now, task_id))).fetchone()
         assert updated is not None  # the row is locked: it cannot have gone
         await batch.send(_DROP_REQUESTS, (task_id,))
-        batch.event(task_id, row[2], row[13], "cancel_requested", "{}")
+        batch.event(task_id, row[2], row[13], "cancel_requested", dumps_detail({}))
         batch.rings.add(ch.TASKS)
         out.append(task_from_row(updated))
     return out

@@ -8,11 +8,11 @@ replied to.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import JsonValue, Request
+from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
 from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, request_from_row
 from shepherd.store.postgres.tasks import limit_of
@@ -73,11 +73,15 @@ async def reply(
     """Write replies and remove their requests; False where the request moved on."""
     encoded: list[tuple[bool, str]] = []
     for _, _, ok, body in items:
+        if not ok:
+            encoded.append((False, batch.dumps_error(body)))  # cut to size, never refused
+            continue
         try:
-            encoded.append((ok, batch.dumps(body)))
-        except Exception as exc:
+            encoded.append((True, batch.dumps(body)))
+        except PayloadError as exc:
             # An unencodable result is the handler's permanent failure.
-            encoded.append((False, json.dumps({"type": "PayloadError", "message": str(exc)})))
+            refusal = {"type": "PayloadError", "message": str(exc)}
+            encoded.append((False, batch.dumps_error(refusal)))
     cursor = await batch.send(
         _ACK, ([r.id for r, _, _, _ in items], [w for _, w, _, _ in items], batch.now)
     )
@@ -105,5 +109,5 @@ async def note(batch: Batch, items: Sequence[tuple[str, str, JsonValue]]) -> lis
         cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %b", (task_id,))
         row = await cursor.fetchone()
         if row is not None:
-            batch.event(task_id, row[0], row[1], kind, json.dumps(detail))
+            batch.event(task_id, row[0], row[1], kind, batch.dumps_error(detail))
     return [None] * len(items)

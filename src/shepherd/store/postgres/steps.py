@@ -10,13 +10,13 @@ supervisor's reset cannot slip between reading a reply and recording it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
@@ -149,7 +149,7 @@ async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
                 payload,
                 complete_by,
                 float(s.within),
-                None if s.retry is None else json.dumps(s.retry),
+                None if s.retry is None else dumps_detail(s.retry),
                 int(s.suspect),
             )
         )

@@ -12,7 +12,6 @@ decides them.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd.core.records import JsonValue, Step
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError, StoreUnavailableError
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.ids import new_task_id
@@ -203,7 +203,7 @@ async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
             existing = {(r[0], r[1]): r[2] for r in await cursor.fetchall() if r[2] is not None}
         for i, task_id, item, _ in fresh:
             if task_id in created:
-                detail = '{"workflow":' + json.dumps(item.workflow) + "}"
+                detail = dumps_detail({"workflow": item.workflow})
                 batch.event(task_id, item.key, item.reply_to, "received", detail)
                 out[i] = Submitted(task_id=task_id, created=True)
             elif (found := existing.get((item.workflow, str(item.key)))) is not None:
@@ -241,7 +241,7 @@ async def claim(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
             for s in await found.fetchall():
                 steps[s[0]].append(step_from_row(s))
         for r in rows:
-            detail = json.dumps({"owner": owner, "lock_epoch": r[8]})
+            detail = dumps_detail({"owner": owner, "lock_epoch": r[8]})
             batch.event(r[0], r[2], r[13], "claimed", detail)
         out.append([task_from_row(r, tuple(steps.get(r[0], ()))) for r in rows])
     return out
@@ -263,7 +263,7 @@ async def finish(batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]])
             continue
         done[task_id] = (epoch, owner, encoded)  # the last one wins, as one by one
         key, reply_to = owners.meta[task_id]
-        batch.event(task_id, key, reply_to, "processed", '{"result":' + encoded + "}")
+        batch.event(task_id, key, reply_to, "processed", dumps_detail({}, result=encoded))
         batch.rings.add(ch.task_channel(task_id))
         out.append(None)
     if done:
@@ -278,19 +278,18 @@ async def fail(
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
     sent = []
     for task_id, owner, epoch, state, error in items:
-        cursor = await batch.send(
-            _FAIL, (str(state), json.dumps(error), batch.now, task_id, epoch, owner)
-        )
-        sent.append((task_id, epoch, state, error, cursor))
+        encoded = batch.dumps_error(error)
+        cursor = await batch.send(_FAIL, (str(state), encoded, batch.now, task_id, epoch, owner))
+        sent.append((task_id, epoch, state, encoded, cursor))
     out: list[object] = []
     ended: list[str] = []
-    for task_id, epoch, state, error, cursor in sent:
+    for task_id, epoch, state, encoded, cursor in sent:
         row = await cursor.fetchone()
         if row is None:
             out.append(StaleEpochError(task_id, epoch))
             continue
         ended.append(task_id)
-        batch.event(task_id, row[0], row[1], str(state), json.dumps({"error": error}))
+        batch.event(task_id, row[0], row[1], str(state), dumps_detail({}, error=encoded))
         batch.rings.add(ch.task_channel(task_id))
         out.append(None)
     if ended:
@@ -304,17 +303,16 @@ async def start_compensation(
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     sent = []
     for task_id, owner, epoch, error in items:
-        cursor = await batch.send(
-            _COMPENSATE, (json.dumps(error), batch.now, task_id, epoch, owner)
-        )
-        sent.append((task_id, epoch, error, cursor))
+        encoded = batch.dumps_error(error)
+        cursor = await batch.send(_COMPENSATE, (encoded, batch.now, task_id, epoch, owner))
+        sent.append((task_id, epoch, encoded, cursor))
     out: list[object] = []
-    for task_id, epoch, error, cursor in sent:
+    for task_id, epoch, encoded, cursor in sent:
         row = await cursor.fetchone()
         if row is None:
             out.append(StaleEpochError(task_id, epoch))
             continue
-        batch.event(task_id, row[0], row[1], "compensating", json.dumps({"error": error}))
+        batch.event(task_id, row[0], row[1], "compensating", dumps_detail({}, error=encoded))
         out.append(None)
     return out
 

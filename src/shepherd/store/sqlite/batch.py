@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, final
 
-from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
+from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps, dumps_error
 from shepherd.store import signals as ch
 
 if TYPE_CHECKING:
@@ -51,6 +51,10 @@ class Batch:
     def dumps(self, value: JsonValue) -> str:
         """Encode a payload as JSON text, within the store's payload limit."""
         return dumps(value, limit=self.payload_limit)
+
+    def dumps_error(self, value: JsonValue) -> str:
+        """Encode an error as JSON text, cut (never refused) to the store's payload limit."""
+        return dumps_error(value, limit=self.payload_limit)
 
     def events(self, rows: list[EventRow]) -> None:
         """Insert events (their detail is JSON text) into the log, in order."""

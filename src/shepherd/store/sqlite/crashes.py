@@ -6,11 +6,11 @@ and by the supervisor's lease (`leases.leads`, under the write lock).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import TYPE_CHECKING
 
 from shepherd.core.supervision import Escalate, Reset
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.leases import leads
@@ -79,7 +79,7 @@ def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> li
             out.append(False)  # no longer the leader: fenced off
             continue
         fence = (task.id, task.lock_epoch)
-        crashes = json.dumps(list(decision.crashes or ()))
+        crashes = dumps_detail(list(decision.crashes or ()))
         if isinstance(decision, Reset):
             cursor = conn.execute(
                 _RESET,
@@ -106,7 +106,7 @@ def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> li
                     crashes,
                     decision.owner_deaths or 0,
                     now,
-                    json.dumps(
+                    batch.dumps_error(
                         {"reason": decision.reason, "crashes": list(decision.crashes or ())}
                     ),
                     *fence,
@@ -120,7 +120,7 @@ def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> li
             out.append(False)
             continue
         conn.execute(_DROP_REQUESTS, (task.id,))
-        events.append((task.id, task.key, task.reply_to, kind, json.dumps(detail), now))
+        events.append((task.id, task.key, task.reply_to, kind, batch.dumps_error(detail), now))
         out.append(True)
     batch.events(events)
     return out

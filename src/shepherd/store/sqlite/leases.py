@@ -9,7 +9,6 @@ if the task's `lock_epoch` has not moved on.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -124,7 +123,12 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
         elif isinstance(decision, Escalate):
             cursor = conn.execute(
                 _ESCALATE,
-                (decision.failure_count, json.dumps({"reason": decision.reason}), now, *fence),
+                (
+                    decision.failure_count,
+                    batch.dumps_error({"reason": decision.reason}),
+                    now,
+                    *fence,
+                ),
             )
             kind, detail = (
                 "error",
@@ -136,7 +140,7 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
                 _COMPENSATE,
                 (
                     decision.failure_count,
-                    json.dumps({"reason": decision.reason}),
+                    batch.dumps_error({"reason": decision.reason}),
                     now,
                     now,
                     *fence,
@@ -149,7 +153,7 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
             out.append(False)
             continue
         conn.execute(_DROP_REQUESTS, (task.id,))
-        events.append((task.id, task.key, task.reply_to, kind, json.dumps(detail), now))
+        events.append((task.id, task.key, task.reply_to, kind, batch.dumps_error(detail), now))
         batch.rings.add(ch.TASKS)
         out.append(True)
     batch.events(events)

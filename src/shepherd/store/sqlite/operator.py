@@ -7,11 +7,11 @@ off.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.sqlite.keys import clear_started
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
@@ -77,7 +77,7 @@ def retry(batch: Batch, items: list[tuple[str, int | None, JsonValue]]) -> list[
         in_undo = conn.execute(_IN_UNDO, (task_id,)).fetchone()
         state = "compensating" if in_undo or row["cancel_requested"] else "pending"
         updated = conn.execute(_RETRY, (state, now, now, task_id)).fetchone()
-        detail = json.dumps({"seq": seq, "state": state})
+        detail = dumps_detail({"seq": seq, "state": state})
         batch.events([(task_id, row["key"], row["reply_to"], "retried", detail, now)])
         batch.rings.add(ch.TASKS)
         out.append(task_from_row(updated))
@@ -98,7 +98,9 @@ def cancel(batch: Batch, items: list[str]) -> list[object]:
             continue
         updated = conn.execute(_CANCEL, (now, now, task_id)).fetchone()
         conn.execute(_DROP_REQUESTS, (task_id,))
-        batch.events([(task_id, row["key"], row["reply_to"], "cancel_requested", "{}", now)])
+        batch.events(
+            [(task_id, row["key"], row["reply_to"], "cancel_requested", dumps_detail({}), now)]
+        )
         batch.rings.add(ch.TASKS)
         out.append(task_from_row(updated))
     return out

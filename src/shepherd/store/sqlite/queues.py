@@ -9,10 +9,10 @@ Events are the applications' queue (`reply_to`) and each task's timeline.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import TYPE_CHECKING
 
+from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
 from shepherd.store.sqlite.rows import (
     EVENT_COLUMNS,
@@ -88,11 +88,17 @@ def reply(batch: Batch, items: list[tuple[Request, str, bool, JsonValue]]) -> li
         if (request.id, worker) not in live:
             out.append(False)
             continue
-        try:
-            encoded = batch.dumps(body)
-        except Exception as exc:
-            # An unencodable result is the handler's permanent failure.
-            ok, encoded = False, json.dumps({"type": "PayloadError", "message": str(exc)})
+        if ok:
+            try:
+                encoded = batch.dumps(body)
+            except PayloadError as exc:
+                # An unencodable result is the handler's permanent failure.
+                ok, encoded = (
+                    False,
+                    batch.dumps_error({"type": "PayloadError", "message": str(exc)}),
+                )
+        else:
+            encoded = batch.dumps_error(body)  # an error is cut to size, never refused
         acked.append((request.id,))
         replies.append(
             (
@@ -118,7 +124,7 @@ def note(batch: Batch, items: list[tuple[str, str, JsonValue]]) -> list[object]:
     found = owners(batch.conn, [item[0] for item in items])
     batch.events(
         [
-            (task_id, *found.meta[task_id], kind, json.dumps(detail), batch.now)
+            (task_id, *found.meta[task_id], kind, batch.dumps_error(detail), batch.now)
             for task_id, kind, detail in items
             if task_id in found.meta
         ]

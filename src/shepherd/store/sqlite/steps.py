@@ -9,12 +9,12 @@ attempt; the others are dropped.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.store.rows import reply_event, taken_reply
@@ -108,7 +108,7 @@ def start_step(batch: Batch, items: list[StepStart]) -> list[object]:
                 payload,
                 complete_by,
                 float(s.within),
-                None if s.retry is None else json.dumps(s.retry),
+                None if s.retry is None else dumps_detail(s.retry),
                 int(s.suspect),
                 now,
                 now,

@@ -9,7 +9,6 @@ its tasks' fencing columns first (`owners`, under the write lock), `fail` and
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError
+from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.ids import new_task_id
@@ -126,7 +126,7 @@ def submit(batch: Batch, items: list[NewTask]) -> list[object]:
             row = conn.execute(_BY_KEY, (item.workflow, item.key)).fetchone()
             out.append(Submitted(task_id=row["id"], created=False))
             continue
-        detail = '{"workflow":' + json.dumps(item.workflow) + "}"
+        detail = dumps_detail({"workflow": item.workflow})
         events.append((task_id, item.key, item.reply_to, "received", detail, now))
         out.append(Submitted(task_id=task_id, created=True))
     batch.events(events)
@@ -158,7 +158,7 @@ def claim(batch: Batch, items: list[tuple[str, int]]) -> list[object]:
                     r[2],
                     r[13],
                     "claimed",
-                    json.dumps({"owner": owner, "lock_epoch": r[8]}),
+                    dumps_detail({"owner": owner, "lock_epoch": r[8]}),
                     now,
                 )
                 for r in rows
@@ -186,7 +186,7 @@ def finish(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[o
             continue
         done.append((encoded, now, task_id))
         key, reply_to = found.meta[task_id]
-        events.append((task_id, key, reply_to, "processed", '{"result":' + encoded + "}", now))
+        events.append((task_id, key, reply_to, "processed", dumps_detail({}, result=encoded), now))
         batch.rings.add(ch.task_channel(task_id))
         out.append(None)
     conn.executemany(_FINISH, done)
@@ -200,13 +200,13 @@ def fail(batch: Batch, items: list[tuple[str, str, int, ProcessState, JsonValue]
     out: list[object] = []
     events: list[EventRow] = []
     for task_id, owner, epoch, state, error in items:
-        encoded = json.dumps(error)
+        encoded = batch.dumps_error(error)
         row = conn.execute(_FAIL, (str(state), encoded, now, task_id, epoch, owner)).fetchone()
         if row is None:
             out.append(StaleEpochError(task_id, epoch))
             continue
         conn.execute(_DROP_REQUESTS, (task_id,))
-        detail = json.dumps({"error": error})
+        detail = dumps_detail({}, error=encoded)
         events.append((task_id, row["key"], row["reply_to"], str(state), detail, now))
         batch.rings.add(ch.task_channel(task_id))
         out.append(None)
@@ -220,12 +220,12 @@ def start_compensation(batch: Batch, items: list[tuple[str, str, int, JsonValue]
     out: list[object] = []
     events: list[EventRow] = []
     for task_id, owner, epoch, error in items:
-        encoded = json.dumps(error)
+        encoded = batch.dumps_error(error)
         row = conn.execute(_COMPENSATE, (encoded, now, task_id, epoch, owner)).fetchone()
         if row is None:
             out.append(StaleEpochError(task_id, epoch))
             continue
-        detail = json.dumps({"error": error})
+        detail = dumps_detail({}, error=encoded)
         events.append((task_id, row["key"], row["reply_to"], "compensating", detail, now))
         out.append(None)
     batch.events(events)
