@@ -27,6 +27,7 @@ from shepherd.agent_threads import check_handler as check_handler
 from shepherd.breakers import BreakerGate
 from shepherd.clock import Deadline
 from shepherd.core.breaker import BreakerPolicy
+from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Request
 from shepherd.core.retry import RetryPolicy, next_retry
 from shepherd.errors import (
@@ -344,7 +345,9 @@ class AgentWorker:
                 tries,
                 failure,
             )
-            await self._note(request, "step_gave_up", tries=tries, error=error_body(failure))
+            await self._note(
+                request, EventKind.STEP_GAVE_UP, tries=tries, error=error_body(failure)
+            )
             return
         finally:
             self.helpers.scopes.pop(request.id, None)
@@ -361,7 +364,7 @@ class AgentWorker:
             )
             await self._note(
                 request,
-                "step_timed_out",
+                EventKind.STEP_TIMED_OUT,
                 tries=tries,
                 error={
                     "type": "BreakerOpen",
@@ -377,7 +380,7 @@ class AgentWorker:
         error: JsonValue = None
         if failure is not None:
             error = bug_body(failure, tries=tries) if kind == "bug" else error_body(failure)
-        await self._note(request, "step_timed_out", tries=tries, error=error)
+        await self._note(request, EventKind.STEP_TIMED_OUT, tries=tries, error=error)
 
     def _counters(self, agent: str) -> AgentCounters:
         counters = self._agent_counters.get(agent)
@@ -385,7 +388,9 @@ class AgentWorker:
             counters = self._agent_counters[agent] = AgentCounters.of(self.metrics, agent)
         return counters
 
-    async def _note(self, request: Request, kind: str, *, tries: int, error: JsonValue) -> None:
+    async def _note(
+        self, request: Request, kind: EventKind, *, tries: int, error: JsonValue
+    ) -> None:
         """Leave the reason in the task's history, for the operator and the alert."""
         detail = {
             "seq": request.seq,

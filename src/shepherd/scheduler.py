@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from shepherd.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.core import compensation, replay
+from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import (
@@ -326,7 +327,7 @@ class Scheduler:
             await self.store.start_compensation(
                 task.id, owner=self.owner, epoch=ctx.epoch, error=error
             )
-            task_event(task.id, task.workflow, "compensating", error["reason"])
+            task_event(task.id, task.workflow, EventKind.COMPENSATING, error["reason"])
             await self._compensate(ctx, error)
         except (NonDeterminismError, UnknownAgentError) as exc:
             await self._error(ctx, {"reason": exc.message, "type": type(exc).__name__})
@@ -351,7 +352,7 @@ class Scheduler:
             )
         else:
             await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
-            task_event(task.id, task.workflow, "processed")
+            task_event(task.id, task.workflow, EventKind.PROCESSED)
 
     async def _compensate(self, ctx: WorkflowContext, reason: JsonValue) -> None:
         """Run the undo agents of the task's completed steps, newest first."""
@@ -401,7 +402,7 @@ class Scheduler:
         await self.store.fail_task(
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
         )
-        task_event(ctx.task_id, ctx.task.workflow, "error", error.get("reason"))
+        task_event(ctx.task_id, ctx.task.workflow, EventKind.ERROR, error.get("reason"))
         self.raise_alert(ctx.task, reason=str(error.get("reason")))
 
 

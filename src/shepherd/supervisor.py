@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, final
 
+from shepherd.core.events import EventKind
 from shepherd.core.retention import cutoff, due
 from shepherd.core.supervision import (
     CrashPolicy,
@@ -245,15 +246,15 @@ class Supervisor:
         for event in reversed(await self.store.task_events(task.id)):
             detail = event.detail if isinstance(event.detail, dict) else {}
             where = f"step {detail.get('seq')} ({detail.get('agent')})"
-            if event.kind == "step_timed_out":
+            if event.kind == EventKind.STEP_TIMED_OUT:
                 return f"; last: {where} was cancelled at complete_by"
-            if event.kind == "step_gave_up":
+            if event.kind == EventKind.STEP_GAVE_UP:
                 error = detail.get("error") or {}
                 return (
                     f"; last: {where} gave up after {detail.get('tries')} tries: "
                     f"{error.get('type')}: {error.get('message')}"
                 )
-            if event.kind in ("claimed", "retried"):
+            if event.kind in (EventKind.CLAIMED, EventKind.RETRIED):
                 break
         return ""
 
@@ -409,11 +410,11 @@ class Supervisor:
         return sum(applied)
 
 
-def _decided(decision: object) -> str:
+def _decided(decision: object) -> EventKind:
     """What a supervisor decision did to its task, for the task log."""
     if isinstance(decision, Reset):
-        return "reset"
-    return "error" if isinstance(decision, Escalate) else "compensating"
+        return EventKind.RESET
+    return EventKind.ERROR if isinstance(decision, Escalate) else EventKind.COMPENSATING
 
 
 def _owner_note(task: Task, dead: set[str]) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from shepherd.core.events import EventKind
 from shepherd.core.states import TERMINAL_STATES, ProcessState
 
 if TYPE_CHECKING:
@@ -88,13 +89,13 @@ async def timeline(store: Store, task_ids: Collection[str]) -> Timeline:
         for ev in batch:
             if ev.task_id not in wanted:
                 continue
-            if ev.kind == "received":
+            if ev.kind == EventKind.RECEIVED:
                 received[ev.task_id] = ev.at
-            elif ev.kind == "claimed":
+            elif ev.kind == EventKind.CLAIMED:
                 claimed.setdefault(ev.task_id, ev.at)
-            elif ev.kind == "processed":
+            elif ev.kind == EventKind.PROCESSED:
                 processed[ev.task_id] = ev.at
-            elif ev.kind == "reset":
+            elif ev.kind == EventKind.RESET:
                 reset[ev.task_id] = ev.at
                 resets += 1
     return Timeline(received, claimed, processed, reset, resets)

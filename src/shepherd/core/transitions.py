@@ -3,7 +3,7 @@
 Each function returns the new record or raises: `IllegalTransition` when the move
 does not apply to the task's state, `StaleEpoch` when an owner's write is fenced
 off. Stores implement the same rules in their conditional updates; this module is
-their model in property tests, and validates operator actions.
+their model in property tests. Operator actions follow the rules of `operator`.
 
 Every claim and every supervisor or operator takeover bumps `lock_epoch`; an
 owner's writes carry the epoch it claimed with, so a zombie owner changes nothing.
@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from shepherd.core import operator as rules
 from shepherd.core.states import CLAIMABLE_STATES, ProcessState, StepKind, can_move
 from shepherd.core.supervision import Escalate, Reset, is_expired
 
@@ -233,20 +234,13 @@ def operator_retry(task: Task, *, now: datetime) -> Task:
     Raises:
         IllegalTransition: The task is not in `error`.
     """
-    undoing = task.cancel_requested or any(s.kind is StepKind.UNDO for s in task.steps)
-    target = ProcessState.COMPENSATING if undoing else ProcessState.PENDING
-    _require(task, target, {ProcessState.ERROR})
-    return replace(
-        task,
-        process_state=target,
-        locked_by=None,
-        lock_epoch=task.lock_epoch + 1,
-        complete_by=None,
-        failure_count=0,
-        not_before=now,
-        error=None,
-        updated_at=now,
+    effect = rules.on_retry(
+        seq=None,
+        cancel_requested=task.cancel_requested,
+        undoing=any(s.kind is StepKind.UNDO for s in task.steps),
     )
+    _require(task, effect.process_state, {s for s in ProcessState if rules.may_retry(s)})
+    return _operator(task, effect, now=now)
 
 
 def operator_cancel(task: Task, *, now: datetime) -> Task:
@@ -259,24 +253,22 @@ def operator_cancel(task: Task, *, now: datetime) -> Task:
     Raises:
         IllegalTransition: The task has already ended.
     """
-    _require(
-        task,
-        ProcessState.COMPENSATING,
-        {
-            ProcessState.PENDING,
-            ProcessState.PROCESSING,
-            ProcessState.ERROR,
-            ProcessState.COMPENSATING,
-        },
-    )
+    effect = rules.on_cancel()
+    _require(task, effect.process_state, {s for s in ProcessState if rules.may_cancel(s)})
+    return _operator(task, effect, now=now)
+
+
+def _operator(task: Task, effect: rules.OperatorEffect, *, now: datetime) -> Task:
+    """`effect` applied to `task`: unowned, fenced off, claimable now (as the stores write it)."""
     return replace(
         task,
-        process_state=ProcessState.COMPENSATING,
+        process_state=effect.process_state,
         locked_by=None,
         lock_epoch=task.lock_epoch + 1,
         complete_by=None,
-        failure_count=0,
+        failure_count=effect.failure_count,
         not_before=now,
-        cancel_requested=True,
+        cancel_requested=effect.cancel_requested,
+        error=None if effect.clear_error else task.error,
         updated_at=now,
     )

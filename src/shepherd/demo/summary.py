@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from rich.table import Table
 
+from shepherd.core.events import EventKind
 from shepherd.core.states import TERMINAL_STATES, ProcessState
 from shepherd.demo.services import Fault, Ledger
 
@@ -42,7 +43,7 @@ async def _event_kinds(app: App) -> tuple[Counter[str], int]:
     while batch := await app.store.read_events(reply_to=None, after_id=cursor, limit=1000):
         for event in batch:
             kinds[event.kind] += 1
-            if event.kind == "compensating" and "complete_by expired" in _reason(
+            if event.kind == EventKind.COMPENSATING and "complete_by expired" in _reason(
                 (event.detail or {}).get("error")
             ):
                 by_supervisor += 1
@@ -121,7 +122,7 @@ async def collect(
     finally:
         ledger.close()
     terminal = sum(counts.get(s, 0) for s in TERMINAL_STATES)
-    steps = kinds["step_completed"]
+    steps = kinds[EventKind.STEP_COMPLETED]
     return {
         "orders": options.orders,
         "terminal": terminal,
@@ -135,7 +136,7 @@ async def collect(
         "agent_retries": counters.get("agent_retries", 0),
         "agent_timeouts": counters.get("timeouts", 0),
         "step_reexecutions": counters.get("reexecutions", 0),
-        "supervisor_recoveries": kinds["reset"],
+        "supervisor_recoveries": kinds[EventKind.RESET],
         "supervisor_compensations": by_supervisor,
         "duplicates_prevented": counters.get("duplicates_prevented", 0),
         "consistent": not problems,

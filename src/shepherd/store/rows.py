@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from shepherd.core.events import EventKind
 from shepherd.core.records import Event, JsonValue, Reply, Request, Step, Task
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.payloads import dumps_detail, load_stored
@@ -127,6 +128,6 @@ def reply_event(row: tuple[Any, ...], reply: Reply) -> tuple[str, str]:
     """The event (kind, JSON detail) recording `reply` for the step in `row`."""
     detail: dict[str, JsonValue] = {"seq": reply.seq, "agent": row[12], "attempt": reply.attempt}
     if reply.ok:
-        return "step_completed", dumps_detail(detail)
+        return EventKind.STEP_COMPLETED, dumps_detail(detail)
     # The body as stored (cut to size when it was written), not encoded again.
-    return "step_failed", dumps_detail(detail, error=row[6])
+    return EventKind.STEP_FAILED, dumps_detail(detail, error=row[6])

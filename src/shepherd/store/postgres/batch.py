@@ -77,7 +77,7 @@ class Batch:
         self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str
     ) -> None:
         """Append an event (detail is JSON text) to the log, at commit, in call order."""
-        self._events.append((task_id, key, reply_to, kind, detail))
+        self._events.append((task_id, key, reply_to, str(kind), detail))
 
     async def finish(self) -> None:
         """Write the queued events and the NOTIFYs (still inside the transaction)."""

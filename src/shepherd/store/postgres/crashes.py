@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from shepherd.core.events import EventKind
 from shepherd.core.supervision import Escalate, Reset
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
@@ -98,7 +99,7 @@ async def apply(
                     *fence,
                 ),
             )
-            kind = "reset"
+            kind = EventKind.RESET
             detail = {
                 "reason": decision.reason,
                 "failure_count": decision.failure_count,
@@ -111,7 +112,7 @@ async def apply(
             cursor = await batch.send(
                 _ESCALATE, (crashes, decision.owner_deaths or 0, now, error, *fence)
             )
-            kind = "error"
+            kind = EventKind.ERROR
             detail = {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
         sent.append((task, kind, detail, cursor))
     out: list[object] = []
@@ -122,7 +123,7 @@ async def apply(
             continue
         dropped.append(task.id)
         batch.rings.add(ch.TASKS)
-        if kind == "error":
+        if kind == EventKind.ERROR:
             batch.rings.add(ch.task_channel(task.id))
         batch.event(task.id, task.key, task.reply_to, kind, batch.dumps_error(detail))
         out.append(True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from shepherd.core.events import EventKind
 from shepherd.core.records import Lease, Task
 from shepherd.store import signals as ch
 from shepherd.store.postgres.rows import lease_from_row
@@ -103,12 +104,12 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
                     *fence,
                 ),
             )
-            kind = "reset"
+            kind = EventKind.RESET
             detail = {"reason": decision.reason, "failure_count": decision.failure_count}
         elif isinstance(decision, Escalate):
             error = batch.dumps_error({"reason": decision.reason})
             cursor = await batch.send(_ESCALATE, (decision.failure_count, error, now, *fence))
-            kind = "error"
+            kind = EventKind.ERROR
             detail = {
                 "error": {"reason": decision.reason},
                 "failure_count": decision.failure_count,
@@ -118,7 +119,7 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
             cursor = await batch.send(
                 _COMPENSATE, (decision.failure_count, error, now, now, *fence)
             )
-            kind, detail = "compensating", {"error": {"reason": decision.reason}}
+            kind, detail = EventKind.COMPENSATING, {"error": {"reason": decision.reason}}
         else:  # pragma: no cover - the Decision union is closed
             raise TypeError(f"unknown decision {decision!r}")
         sent.append((task, kind, detail, cursor))
@@ -131,7 +132,7 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
         applied.append(task.id)
         batch.event(task.id, task.key, task.reply_to, kind, batch.dumps_error(detail))
         batch.rings.add(ch.TASKS)
-        if kind == "error":
+        if kind == EventKind.ERROR:
             batch.rings.add(ch.task_channel(task.id))
         out.append(True)
     if applied:

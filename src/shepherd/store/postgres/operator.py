@@ -8,8 +8,9 @@ epoch fenced off.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from shepherd.core import operator as rules
 from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.payloads import dumps_detail
@@ -18,6 +19,7 @@ from shepherd.store.postgres import keys
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
+    from shepherd.core.records import Task
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["cancel", "retry"]
@@ -32,24 +34,18 @@ _RESET_FAILED = (
     "UPDATE steps SET state = 'not_started', error = NULL WHERE task_id = %s AND state = 'failed'"
 )
 _IN_UNDO = "SELECT 1 FROM steps WHERE task_id = %s AND kind = 'undo' LIMIT 1"
-_RETRY = (
-    "UPDATE tasks SET process_state = %s, locked_by = NULL, lock_epoch = lock_epoch + 1, "
-    "complete_by = NULL, failure_count = 0, not_before = %s, updated_at = %s, "
-    f"error = NULL WHERE id = %s RETURNING {TASK_COLUMNS}"
-)
-_CANCEL = (
-    "UPDATE tasks SET process_state = 'compensating', cancel_requested = true, "
-    "locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "failure_count = 0, not_before = %s, updated_at = %s "
+# An `OperatorEffect`, applied: the lock released, the epoch bumped, claimable now.
+_APPLY = (
+    "UPDATE tasks SET process_state = %s, cancel_requested = %s, failure_count = %s, "
+    "error = CASE WHEN %s THEN NULL ELSE error END, locked_by = NULL, "
+    "lock_epoch = lock_epoch + 1, complete_by = NULL, not_before = %s, updated_at = %s "
     f"WHERE id = %s RETURNING {TASK_COLUMNS}"
 )
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = %s"
-_ENDED = ("processed", "compensated", "cancelled")
 
 
 async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]) -> list[object]:
     """Put `error` tasks back to work from their failed step (or step `seq`)."""
-    now = batch.now
     out: list[object] = []
     for task_id, seq, payload in items:
         found = await batch.send(_LOCK_TASK, (task_id,))
@@ -57,7 +53,7 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
         if row is None:
             out.append(UnknownTaskError(task_id))
             continue
-        if row[6] != "error":
+        if not rules.may_retry(row[6]):
             out.append(InvalidStateError(task_id, row[6], "retry"))
             continue
         try:
@@ -68,42 +64,54 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
         if seq is not None:
             state = await batch.send(_STEP_STATE, (task_id, seq))
             step = await state.fetchone()
-            if step is None or step[0] == "completed":
-                problem = "missing" if step is None else "completed"
-                out.append(InvalidStateError(task_id, f"step {seq} {problem}", "resubmit step of"))
+            refusal = rules.resubmit_refusal(seq, None if step is None else step[0])
+            if refusal is not None:
+                out.append(InvalidStateError(task_id, refusal, "resubmit step of"))
                 continue
             await batch.send(_RESUBMIT_STEP, (override, task_id, seq))
             # The operator checked the step's unknown side effects: run them again.
             await keys.clear_started(batch, task_id, seq)
         await batch.send(_RESET_FAILED, (task_id,))
         in_undo = await (await batch.send(_IN_UNDO, (task_id,))).fetchone()
-        target = "compensating" if in_undo or row[14] else "pending"
-        updated = await (await batch.send(_RETRY, (target, now, now, task_id))).fetchone()
-        assert updated is not None  # the row is locked: it cannot have gone
-        batch.event(
-            task_id, row[2], row[13], "retried", dumps_detail({"seq": seq, "state": target})
+        effect = rules.on_retry(
+            seq=seq, cancel_requested=bool(row[14]), undoing=in_undo is not None
         )
-        batch.rings.add(ch.TASKS)
-        out.append(task_from_row(updated))
+        out.append(await _apply(batch, task_id, row, effect))
     return out
 
 
 async def cancel(batch: Batch, items: Sequence[str]) -> list[object]:
     """Ask for compensation of tasks that have not ended; they end `cancelled`."""
-    now = batch.now
     out: list[object] = []
     for task_id in items:
         row = await (await batch.send(_LOCK_TASK, (task_id,))).fetchone()
         if row is None:
             out.append(UnknownTaskError(task_id))
             continue
-        if row[6] in _ENDED:
+        if not rules.may_cancel(row[6]):
             out.append(InvalidStateError(task_id, row[6], "cancel"))
             continue
-        updated = await (await batch.send(_CANCEL, (now, now, task_id))).fetchone()
-        assert updated is not None  # the row is locked: it cannot have gone
+        task = await _apply(batch, task_id, row, rules.on_cancel())
         await batch.send(_DROP_REQUESTS, (task_id,))
-        batch.event(task_id, row[2], row[13], "cancel_requested", dumps_detail({}))
-        batch.rings.add(ch.TASKS)
-        out.append(task_from_row(updated))
+        out.append(task)
     return out
+
+
+async def _apply(
+    batch: Batch, task_id: str, row: tuple[Any, ...], effect: rules.OperatorEffect
+) -> Task:
+    """Write `effect` to the task locked as `row`, with its event; return the task."""
+    params = (
+        str(effect.process_state),
+        effect.cancel_requested,
+        effect.failure_count,
+        effect.clear_error,
+        batch.now,
+        batch.now,
+        task_id,
+    )
+    updated = await (await batch.send(_APPLY, params)).fetchone()
+    assert updated is not None  # the row is locked: it cannot have gone
+    batch.event(task_id, row[2], row[13], effect.event, dumps_detail(effect.detail))
+    batch.rings.add(ch.TASKS)
+    return task_from_row(updated)

@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Step
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError, StoreUnavailableError
@@ -204,7 +205,7 @@ async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
         for i, task_id, item, _ in fresh:
             if task_id in created:
                 detail = dumps_detail({"workflow": item.workflow})
-                batch.event(task_id, item.key, item.reply_to, "received", detail)
+                batch.event(task_id, item.key, item.reply_to, EventKind.RECEIVED, detail)
                 out[i] = Submitted(task_id=task_id, created=True)
             elif (found := existing.get((item.workflow, str(item.key)))) is not None:
                 out[i] = Submitted(task_id=found, created=False)
@@ -242,7 +243,7 @@ async def claim(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
                 steps[s[0]].append(step_from_row(s))
         for r in rows:
             detail = dumps_detail({"owner": owner, "lock_epoch": r[8]})
-            batch.event(r[0], r[2], r[13], "claimed", detail)
+            batch.event(r[0], r[2], r[13], EventKind.CLAIMED, detail)
         out.append([task_from_row(r, tuple(steps.get(r[0], ()))) for r in rows])
     return out
 
@@ -263,7 +264,7 @@ async def finish(batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]])
             continue
         done[task_id] = (epoch, owner, encoded)  # the last one wins, as one by one
         key, reply_to = owners.meta[task_id]
-        batch.event(task_id, key, reply_to, "processed", dumps_detail({}, result=encoded))
+        batch.event(task_id, key, reply_to, EventKind.PROCESSED, dumps_detail({}, result=encoded))
         batch.rings.add(ch.task_channel(task_id))
         out.append(None)
     if done:
@@ -312,7 +313,9 @@ async def start_compensation(
         if row is None:
             out.append(StaleEpochError(task_id, epoch))
             continue
-        batch.event(task_id, row[0], row[1], "compensating", dumps_detail({}, error=encoded))
+        batch.event(
+            task_id, row[0], row[1], EventKind.COMPENSATING, dumps_detail({}, error=encoded)
+        )
         out.append(None)
     return out
 

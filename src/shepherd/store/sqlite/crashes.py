@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
+from shepherd.core.events import EventKind
 from shepherd.core.supervision import Escalate, Reset
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
@@ -92,7 +93,7 @@ def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> li
                     *fence,
                 ),
             )
-            kind = "reset"
+            kind = EventKind.RESET
             detail = {
                 "reason": decision.reason,
                 "failure_count": decision.failure_count,
@@ -112,7 +113,7 @@ def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> li
                     *fence,
                 ),
             )
-            kind = "error"
+            kind = EventKind.ERROR
             detail = {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
             batch.rings.add(ch.task_channel(task.id))
             batch.rings.add(ch.TASKS)

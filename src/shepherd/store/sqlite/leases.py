@@ -13,6 +13,7 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from shepherd.core.events import EventKind
 from shepherd.core.records import Lease, Task
 from shepherd.core.supervision import Compensate, Escalate, Reset
 from shepherd.store import signals as ch
@@ -117,7 +118,7 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
                 ),
             )
             kind, detail = (
-                "reset",
+                EventKind.RESET,
                 {"reason": decision.reason, "failure_count": decision.failure_count},
             )
         elif isinstance(decision, Escalate):
@@ -131,7 +132,7 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
                 ),
             )
             kind, detail = (
-                "error",
+                EventKind.ERROR,
                 {"error": {"reason": decision.reason}, "failure_count": decision.failure_count},
             )
             batch.rings.add(ch.task_channel(task.id))
@@ -146,7 +147,7 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
                     *fence,
                 ),
             )
-            kind, detail = "compensating", {"error": {"reason": decision.reason}}
+            kind, detail = EventKind.COMPENSATING, {"error": {"reason": decision.reason}}
         else:  # pragma: no cover - the Decision union is closed
             raise TypeError(f"unknown decision {decision!r}")
         if cursor.rowcount == 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shepherd.core import operator as rules
 from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.payloads import dumps_detail
@@ -17,6 +18,9 @@ from shepherd.store.sqlite.keys import clear_started
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
+    import sqlite3
+
+    from shepherd.core.records import Task
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["cancel", "retry"]
@@ -31,76 +35,80 @@ _RESET_FAILED = (
     "UPDATE steps SET state = 'not_started', error = NULL WHERE task_id = ? AND state = 'failed'"
 )
 _IN_UNDO = "SELECT 1 FROM steps WHERE task_id = ? AND kind = 'undo' LIMIT 1"
-_RETRY = (
-    "UPDATE tasks SET process_state = ?, locked_by = NULL, lock_epoch = lock_epoch + 1, "
-    "complete_by = NULL, failure_count = 0, not_before = ?, updated_at = ?, "
-    f"error = NULL WHERE id = ? RETURNING {TASK_COLUMNS}"
-)
-_CANCEL_STATE = "SELECT process_state, key, reply_to FROM tasks WHERE id = ?"
-_CANCEL = (
-    "UPDATE tasks SET process_state = 'compensating', cancel_requested = 1, "
-    "locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "failure_count = 0, not_before = ?, updated_at = ? "
+# An `OperatorEffect`, applied: the lock released, the epoch bumped, claimable now.
+_APPLY = (
+    "UPDATE tasks SET process_state = ?, cancel_requested = ?, failure_count = ?, "
+    "error = CASE WHEN ? THEN NULL ELSE error END, locked_by = NULL, "
+    "lock_epoch = lock_epoch + 1, complete_by = NULL, not_before = ?, updated_at = ? "
     f"WHERE id = ? RETURNING {TASK_COLUMNS}"
 )
+_CANCEL_STATE = "SELECT process_state, key, reply_to FROM tasks WHERE id = ?"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
 def retry(batch: Batch, items: list[tuple[str, int | None, JsonValue]]) -> list[object]:
     """Put tasks in `error` back to work (and resubmit one step, with a new payload)."""
-    conn, now = batch.conn, batch.now
+    conn = batch.conn
     out: list[object] = []
     for task_id, seq, payload in items:
         row = conn.execute(_GET_TASK, (task_id,)).fetchone()
         if row is None:
             out.append(UnknownTaskError(task_id))
             continue
-        if row["process_state"] != "error":
+        if not rules.may_retry(row["process_state"]):
             out.append(InvalidStateError(task_id, row["process_state"], "retry"))
             continue
         override = None if payload is None else batch.dumps(payload)
         if seq is not None:
             found = conn.execute(_STEP_STATE, (task_id, seq)).fetchone()
-            if found is None or found["state"] == "completed":
-                out.append(
-                    InvalidStateError(
-                        task_id,
-                        f"step {seq} {'missing' if found is None else 'completed'}",
-                        "resubmit step of",
-                    )
-                )
+            refusal = rules.resubmit_refusal(seq, None if found is None else found["state"])
+            if refusal is not None:
+                out.append(InvalidStateError(task_id, refusal, "resubmit step of"))
                 continue
             conn.execute(_RESUBMIT_STEP, (override, task_id, seq))
             # The operator checked the step's unknown side effects: run them again.
             clear_started(conn, task_id, seq)
         conn.execute(_RESET_FAILED, (task_id,))
         in_undo = conn.execute(_IN_UNDO, (task_id,)).fetchone()
-        state = "compensating" if in_undo or row["cancel_requested"] else "pending"
-        updated = conn.execute(_RETRY, (state, now, now, task_id)).fetchone()
-        detail = dumps_detail({"seq": seq, "state": state})
-        batch.events([(task_id, row["key"], row["reply_to"], "retried", detail, now)])
-        batch.rings.add(ch.TASKS)
-        out.append(task_from_row(updated))
+        effect = rules.on_retry(
+            seq=seq, cancel_requested=bool(row["cancel_requested"]), undoing=in_undo is not None
+        )
+        out.append(_apply(batch, task_id, row, effect))
     return out
 
 
 def cancel(batch: Batch, items: list[str]) -> list[object]:
     """Request cancellation: unended tasks turn `compensating`, their requests go."""
-    conn, now = batch.conn, batch.now
+    conn = batch.conn
     out: list[object] = []
     for task_id in items:
         row = conn.execute(_CANCEL_STATE, (task_id,)).fetchone()
         if row is None:
             out.append(UnknownTaskError(task_id))
             continue
-        if row["process_state"] in ("processed", "compensated", "cancelled"):
+        if not rules.may_cancel(row["process_state"]):
             out.append(InvalidStateError(task_id, row["process_state"], "cancel"))
             continue
-        updated = conn.execute(_CANCEL, (now, now, task_id)).fetchone()
+        task = _apply(batch, task_id, row, rules.on_cancel())
         conn.execute(_DROP_REQUESTS, (task_id,))
-        batch.events(
-            [(task_id, row["key"], row["reply_to"], "cancel_requested", dumps_detail({}), now)]
-        )
-        batch.rings.add(ch.TASKS)
-        out.append(task_from_row(updated))
+        out.append(task)
     return out
+
+
+def _apply(batch: Batch, task_id: str, row: sqlite3.Row, effect: rules.OperatorEffect) -> Task:
+    """Write `effect` to the task read as `row`, with its event; return the task."""
+    now = batch.now
+    params = (
+        str(effect.process_state),
+        effect.cancel_requested,
+        effect.failure_count,
+        effect.clear_error,
+        now,
+        now,
+        task_id,
+    )
+    updated = batch.conn.execute(_APPLY, params).fetchone()
+    detail = dumps_detail(effect.detail)
+    batch.events([(task_id, row["key"], row["reply_to"], effect.event, detail, now)])
+    batch.rings.add(ch.TASKS)
+    return task_from_row(updated)

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError
@@ -127,7 +128,7 @@ def submit(batch: Batch, items: list[NewTask]) -> list[object]:
             out.append(Submitted(task_id=row["id"], created=False))
             continue
         detail = dumps_detail({"workflow": item.workflow})
-        events.append((task_id, item.key, item.reply_to, "received", detail, now))
+        events.append((task_id, item.key, item.reply_to, EventKind.RECEIVED, detail, now))
         out.append(Submitted(task_id=task_id, created=True))
     batch.events(events)
     if events:
@@ -157,7 +158,7 @@ def claim(batch: Batch, items: list[tuple[str, int]]) -> list[object]:
                     r[0],
                     r[2],
                     r[13],
-                    "claimed",
+                    EventKind.CLAIMED,
                     dumps_detail({"owner": owner, "lock_epoch": r[8]}),
                     now,
                 )
@@ -186,7 +187,9 @@ def finish(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[o
             continue
         done.append((encoded, now, task_id))
         key, reply_to = found.meta[task_id]
-        events.append((task_id, key, reply_to, "processed", dumps_detail({}, result=encoded), now))
+        events.append(
+            (task_id, key, reply_to, EventKind.PROCESSED, dumps_detail({}, result=encoded), now)
+        )
         batch.rings.add(ch.task_channel(task_id))
         out.append(None)
     conn.executemany(_FINISH, done)
@@ -226,7 +229,7 @@ def start_compensation(batch: Batch, items: list[tuple[str, str, int, JsonValue]
             out.append(StaleEpochError(task_id, epoch))
             continue
         detail = dumps_detail({}, error=encoded)
-        events.append((task_id, row["key"], row["reply_to"], "compensating", detail, now))
+        events.append((task_id, row["key"], row["reply_to"], EventKind.COMPENSATING, detail, now))
         out.append(None)
     batch.events(events)
     return out

@@ -1,0 +1,40 @@
+"""The kinds of event the store writes to a task's history, as stored."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["EventKind"]
+
+
+class EventKind(StrEnum):
+    """What happened to a task: one entry of its append-only history."""
+
+    #: The task was submitted.
+    RECEIVED = "received"
+    #: A scheduler claimed it (a compensating task too).
+    CLAIMED = "claimed"
+    #: An agent's reply to a step: the step succeeded.
+    STEP_COMPLETED = "step_completed"
+    #: An agent's reply to a step: the step failed.
+    STEP_FAILED = "step_failed"
+    #: An agent ran out of tries and replied nothing (noted by the agent).
+    STEP_GAVE_UP = "step_gave_up"
+    #: An agent was cancelled at `complete_by` and replied nothing (noted by the agent).
+    STEP_TIMED_OUT = "step_timed_out"
+    #: The workflow returned its result.
+    PROCESSED = "processed"
+    #: The task turned to compensation (its owner, or the supervisor).
+    COMPENSATING = "compensating"
+    #: Compensation finished: every undo ran.
+    COMPENSATED = "compensated"
+    #: Compensation of an operator's cancel finished.
+    CANCELLED = "cancelled"
+    #: The task ended in `error` (its owner, or the supervisor's escalation).
+    ERROR = "error"
+    #: The supervisor released an expired claim: the task is claimable again.
+    RESET = "reset"
+    #: An operator retried a task in `error`.
+    RETRIED = "retried"
+    #: An operator asked for the task's cancellation.
+    CANCEL_REQUESTED = "cancel_requested"
