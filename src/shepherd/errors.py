@@ -186,8 +186,8 @@ class TransientError(AgentError):
     """A transient failure: the agent retries within complete_by."""
 
 
-class PermanentError(AgentError):
-    """A permanent failure: the step fails and the workflow sees this error."""
+class _StepFailure(AgentError):
+    """A step that failed, as `ctx.call` raises it: which agent, which seq, its stored error."""
 
     def __init__(
         self,
@@ -203,7 +203,11 @@ class PermanentError(AgentError):
         super().__init__(message)
 
 
-class StepBugError(AgentError):
+class PermanentError(_StepFailure):
+    """A permanent failure: the step fails and the workflow sees this error."""
+
+
+class StepBugError(_StepFailure):
     """A step's handler raised an unexpected exception (a bug), again and again.
 
     Raised by `ctx.call` when the agent replied its failure as a bug: an
@@ -232,9 +236,6 @@ class StepBugError(AgentError):
         seq: int | None = None,
         detail: Any = None,
     ) -> None:
-        self.agent = agent
-        self.seq = seq
-        self.detail = detail
         body = detail if isinstance(detail, dict) else {}
         self.error_type = str(body.get("type") or "Exception")
         tries = body.get("tries")
@@ -245,7 +246,7 @@ class StepBugError(AgentError):
             what = f"{self.error_type}: {told}" if told else self.error_type
             count = "" if self.tries is None else f", {self.tries} tries"
             message = f"step {seq} ({agent}) raised {what} (a bug in agent {agent!r}{count})"
-        super().__init__(message)
+        super().__init__(message, agent=agent, seq=seq, detail=detail)
 
 
 class StepSupersededError(ShepherdError):
