@@ -2,8 +2,9 @@
 
 Each function returns the new record or raises: `IllegalTransition` when the move
 does not apply to the task's state, `StaleEpoch` when an owner's write is fenced
-off. Stores implement the same rules in their conditional updates; this module is
-their model in property tests. Operator actions follow the rules of `operator`.
+off. What a move writes is decided once, in `effects` (operator actions in
+`operator`): stores execute those effects in their conditional updates, and this
+module applies them to records, as their model in property tests.
 
 Every claim and every supervisor or operator takeover bumps `lock_epoch`; an
 owner's writes carry the epoch it claimed with, so a zombie owner changes nothing.
@@ -16,9 +17,11 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from shepherd.core import effects
 from shepherd.core import operator as rules
+from shepherd.core.effects import FAIL_STATES
 from shepherd.core.states import CLAIMABLE_STATES, ProcessState, StepKind, can_move
-from shepherd.core.supervision import Escalate, Reset, is_expired
+from shepherd.core.supervision import SUPERVISED_STATES, Compensate, Escalate, Reset, is_expired
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -27,10 +30,20 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Task
     from shepherd.core.supervision import Decision
 
-#: The states an owner may end a task in with `fail`.
-FAIL_STATES: frozenset[ProcessState] = frozenset(
-    {ProcessState.ERROR, ProcessState.COMPENSATED, ProcessState.CANCELLED}
-)
+__all__ = [
+    "FAIL_STATES",
+    "IllegalTransition",
+    "StaleEpoch",
+    "apply",
+    "apply_crash",
+    "check_owner",
+    "claim",
+    "fail",
+    "finish",
+    "operator_cancel",
+    "operator_retry",
+    "start_compensation",
+]
 
 
 class IllegalTransition(ValueError):
@@ -113,14 +126,7 @@ def finish(task: Task, *, owner: str, epoch: int, result: JsonValue, now: dateti
     """
     check_owner(task, owner=owner, epoch=epoch)
     _require(task, ProcessState.PROCESSED, {ProcessState.PROCESSING})
-    return replace(
-        task,
-        process_state=ProcessState.PROCESSED,
-        locked_by=None,
-        complete_by=None,
-        result=result,
-        updated_at=now,
-    )
+    return effects.apply_effect(task, effects.on_finish(result), now=now)
 
 
 def fail(
@@ -145,14 +151,7 @@ def fail(
     if state not in FAIL_STATES:
         raise IllegalTransition(task, state, "fail ends a task in error, compensated or cancelled")
     _require(task, state, {ProcessState.PROCESSING, ProcessState.COMPENSATING})
-    return replace(
-        task,
-        process_state=state,
-        locked_by=None,
-        complete_by=None,
-        error=error,
-        updated_at=now,
-    )
+    return effects.apply_effect(task, effects.on_fail(state, error), now=now)
 
 
 def start_compensation(
@@ -168,13 +167,7 @@ def start_compensation(
     """
     check_owner(task, owner=owner, epoch=epoch)
     _require(task, ProcessState.COMPENSATING, {ProcessState.PROCESSING})
-    return replace(
-        task,
-        process_state=ProcessState.COMPENSATING,
-        failure_count=0,
-        error=error,
-        updated_at=now,
-    )
+    return effects.apply_effect(task, effects.on_start_compensation(error), now=now)
 
 
 def apply(task: Task, decision: Decision, *, now: datetime) -> Task:
@@ -190,38 +183,49 @@ def apply(task: Task, decision: Decision, *, now: datetime) -> Task:
         IllegalTransition: The task's claim has not expired (see
             `supervision.is_expired`), or the decision does not fit its state.
     """
+    effect = effects.on_supervision(decision, now=now)
+    target = effect.process_state
     if isinstance(decision, Reset):
-        target = decision.process_state
-        expected = (
-            ProcessState.COMPENSATING
-            if task.process_state is ProcessState.COMPENSATING
-            else ProcessState.PENDING
-        )
-        if target is not expected:
-            raise IllegalTransition(task, target, f"a reset leads to {expected}")
-        not_before, error = decision.not_before, task.error
-    elif isinstance(decision, Escalate):
-        target = ProcessState.ERROR
-        not_before, error = task.not_before, {"reason": decision.reason}
-    else:
-        target = ProcessState.COMPENSATING
-        if task.process_state is not ProcessState.PROCESSING:
-            raise IllegalTransition(task, target, "only a processing task is compensated")
-        not_before, error = now, {"reason": decision.reason}
+        _require_reset(task, target)
+    elif isinstance(decision, Compensate) and task.process_state is not ProcessState.PROCESSING:
+        raise IllegalTransition(task, target, "only a processing task is compensated")
     if not is_expired(task, now=now):
         raise IllegalTransition(task, target, "its claim has not expired")
-    _require(task, target, {ProcessState.PROCESSING, ProcessState.COMPENSATING})
-    return replace(
-        task,
-        process_state=target,
-        locked_by=None,
-        lock_epoch=task.lock_epoch + 1,
-        complete_by=None,
-        failure_count=decision.failure_count,
-        not_before=not_before,
-        error=error,
-        updated_at=now,
+    _require(task, target, SUPERVISED_STATES)
+    return effects.apply_effect(task, effect, now=now)
+
+
+def apply_crash(task: Task, verdict: Reset | Escalate, *, now: datetime) -> Task:
+    """The supervisor applies its verdict about a crash (`supervision.on_crash`).
+
+    The task must still be claimed, in a supervised state; its claim need not
+    have expired. The verdict revokes the claim and records the task's crashes
+    and owner deaths, leaving `failure_count` as it is: `Reset` makes the task
+    claimable after `not_before` (`pending`, or still `compensating`),
+    `Escalate` moves it to `error`.
+
+    Raises:
+        IllegalTransition: The task is not claimed, or the verdict does not fit its state.
+    """
+    effect = effects.on_crash(verdict)
+    target = effect.process_state
+    if isinstance(verdict, Reset):
+        _require_reset(task, target)
+    if task.locked_by is None:
+        raise IllegalTransition(task, target, "it is not claimed")
+    _require(task, target, SUPERVISED_STATES)
+    return effects.apply_effect(task, effect, now=now)
+
+
+def _require_reset(task: Task, target: ProcessState) -> None:
+    """A reset keeps a compensating task `compensating`, and makes any other `pending`."""
+    expected = (
+        ProcessState.COMPENSATING
+        if task.process_state is ProcessState.COMPENSATING
+        else ProcessState.PENDING
     )
+    if target is not expected:
+        raise IllegalTransition(task, target, f"a reset leads to {expected}")
 
 
 def operator_retry(task: Task, *, now: datetime) -> Task:
