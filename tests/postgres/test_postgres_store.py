@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -701,17 +702,18 @@ async def test_the_store_survives_its_connections_being_cut(
 async def test_a_deadlock_victim_batch_is_retried_unseen(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shepherd.store.postgres import writer
+    from shepherd.store.ops import SubmitTask
+    from shepherd.store.postgres import handlers
 
-    real = writer.HANDLERS["submit"]
+    real = handlers.WRITES[SubmitTask]
     failures = [psycopg.errors.DeadlockDetected("deadlock detected")]
 
-    async def deadlocking(batch: object, items: object) -> list[object]:
+    async def deadlocking(batch: Any, ops: Any) -> list[object]:
         if failures:
             raise failures.pop()
-        return await real(batch, items)  # type: ignore[arg-type]
+        return await real(batch, ops)
 
-    monkeypatch.setitem(writer.HANDLERS, "submit", deadlocking)
+    monkeypatch.setitem(handlers.WRITES, SubmitTask, deadlocking)
     outcomes = await asyncio.gather(*(submit(store, i) for i in range(3)))
     assert len(set(outcomes)) == 3
     assert store.statistics()["batch_retries"] == 1

@@ -1,12 +1,12 @@
 """Group commit: many callers' operations, one transaction.
 
-Callers `await submit(kind, args)`; a single flusher takes every operation
-waiting at that moment and hands them to the backend's `run_batch`, which
-executes them in ONE transaction and returns one outcome per operation (a
-value, or an exception for that caller alone). While a batch commits, new
-operations queue up for the next one, so under load the number of commits
-stays small however many callers there are. Each caller's await ends only
-after its own operation is durable.
+Callers `await submit(op)`; a single flusher takes every operation waiting at
+that moment and hands them to the backend's `run_batch`, which executes them
+in ONE transaction and returns one outcome per operation (a value, or an
+exception for that caller alone). While a batch commits, new operations queue
+up for the next one, so under load the number of commits stays small however
+many callers there are. Each caller's await ends only after its own operation
+is durable.
 """
 
 from __future__ import annotations
@@ -14,20 +14,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any, TypeVar, final
+
+from shepherd.store.ops import Write
+
+__all__ = ["BatchRunner", "GroupCommitter", "Pending"]
+
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
-class Op:
-    """One operation waiting for the next batch."""
+class Pending:
+    """One operation waiting for the next batch, and its caller's future."""
 
-    kind: str
-    args: Any
+    op: Write[Any]
     future: asyncio.Future[Any] = field(repr=False)
 
 
 #: Executes operations in one transaction; returns one outcome per operation.
-BatchRunner = Callable[[Sequence[Op]], Awaitable[Sequence[object]]]
+BatchRunner = Callable[[Sequence[Write[Any]]], Awaitable[Sequence[object]]]
 
 
 @final
@@ -37,16 +42,16 @@ class GroupCommitter:
     def __init__(self, runner: BatchRunner, *, max_batch: int = 4096) -> None:
         self._runner = runner
         self._max_batch = max_batch
-        self._pending: list[Op] = []
+        self._pending: list[Pending] = []
         self._flusher: asyncio.Task[None] | None = None
         self.batches = 0
         self.operations = 0
 
-    async def submit(self, kind: str, args: Any) -> Any:
+    async def submit(self, op: Write[R]) -> R:
         """Queue one operation and wait until its batch has committed."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._pending.append(Op(kind, args, future))
+        future: asyncio.Future[R] = loop.create_future()
+        self._pending.append(Pending(op, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
         return await future
@@ -58,23 +63,23 @@ class GroupCommitter:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             try:
-                outcomes = await self._runner(batch)
+                outcomes = await self._runner([p.op for p in batch])
             except BaseException as exc:  # the whole batch failed: tell every caller
-                for op in batch:
-                    if not op.future.done():
-                        op.future.set_exception(exc)
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
             self.batches += 1
             self.operations += len(batch)
-            for op, outcome in zip(batch, outcomes, strict=True):
-                if op.future.done():
+            for pending, outcome in zip(batch, outcomes, strict=True):
+                if pending.future.done():
                     continue
                 if isinstance(outcome, BaseException):
-                    op.future.set_exception(outcome)
+                    pending.future.set_exception(outcome)
                 else:
-                    op.future.set_result(outcome)
+                    pending.future.set_result(outcome)
 
     def statistics(self) -> dict[str, float]:
         """Batches committed, operations carried, and their mean per batch."""

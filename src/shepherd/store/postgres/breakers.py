@@ -15,16 +15,27 @@ from typing import TYPE_CHECKING
 from shepherd.store import signals as ch
 from shepherd.store.breaker_rows import (
     BREAKER_COLUMNS,
+    BREAKER_EVENT_COLUMNS,
     Step,
     allow_step,
+    breaker_event_from_row,
     breaker_from_row,
     report_step,
 )
 from shepherd.store.postgres.rows import utc
+from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
-    from shepherd.core.breaker import Breaker, BreakerPolicy
+    from shepherd.core.breaker import Breaker, BreakerEvent
+    from shepherd.store.ops import (
+        BreakerAllow,
+        BreakerEvents,
+        BreakerReport,
+        GetBreaker,
+        ListBreakers,
+    )
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = ["allow", "report"]
 
@@ -80,23 +91,53 @@ def _by_service(services: Sequence[str]) -> list[int]:
     return sorted(range(len(services)), key=lambda i: services[i])
 
 
-async def allow(batch: Batch, items: Sequence[tuple[str, BreakerPolicy]]) -> list[object]:
+async def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     """Apply `allow` to each locked breaker: one probe per cool-down in the cluster."""
-    out: list[object] = [None] * len(items)
-    for i in _by_service([service for service, _ in items]):
-        service, policy = items[i]
+    out: list[object] = [None] * len(ops)
+    for i in _by_service([op.service for op in ops]):
+        service, policy = ops[i].service, ops[i].policy
         step, decision = allow_step(await _locked(batch, service), policy, batch.now)
         await _save(batch, step)
         out[i] = (step.new, decision)
     return out
 
 
-async def report(batch: Batch, items: Sequence[tuple[str, BreakerPolicy, bool]]) -> list[object]:
+async def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
     """Count each call's outcome on its locked breaker."""
-    out: list[object] = [None] * len(items)
-    for i in _by_service([service for service, _, _ in items]):
-        service, policy, failed = items[i]
+    out: list[object] = [None] * len(ops)
+    for i in _by_service([op.service for op in ops]):
+        service, policy, failed = ops[i].service, ops[i].policy, ops[i].failed
         step = report_step(await _locked(batch, service), policy, batch.now, failed=failed)
         await _save(batch, step)
         out[i] = (step.old, step.new)
     return out
+
+
+# -- reads ---------------------------------------------------------------------
+_GET = f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = %s"
+_LIST = f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service"
+_ALL_EVENTS = f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events ORDER BY id DESC LIMIT %s"
+_EVENTS_FOR = (
+    f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE service = %s "
+    "ORDER BY id DESC LIMIT %s"
+)
+
+
+async def get_breaker(reader: Reader, op: GetBreaker) -> Breaker | None:
+    """The stored breaker of `service`, or None if it was never used."""
+    rows = await reader.fetch(_GET, (op.service,))
+    return breaker_from_row(rows[0], op.service, utc) if rows else None
+
+
+async def list_breakers(reader: Reader, op: ListBreakers) -> list[Breaker]:
+    """Every stored breaker, by service name."""
+    return [breaker_from_row(r, r[0], utc) for r in await reader.fetch(_LIST)]
+
+
+async def breaker_events(reader: Reader, op: BreakerEvents) -> list[BreakerEvent]:
+    """The latest breaker changes, newest first: of every service, or of `service`."""
+    if op.service is None:
+        rows = await reader.fetch(_ALL_EVENTS, (limit_of(op.limit),))
+    else:
+        rows = await reader.fetch(_EVENTS_FOR, (op.service, limit_of(op.limit)))
+    return [breaker_event_from_row(r, utc) for r in rows]

@@ -11,15 +11,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.events import EventKind
-from shepherd.core.supervision import Escalate, Reset
+from shepherd.core.supervision import Reset
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.postgres.rows import TASK_COLUMNS
-from shepherd.store.worker_rows import WORKER_COLUMNS
+from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row, utc
+from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Lease, Task
+    from shepherd.core.records import Task
+    from shepherd.core.workers import Worker
+    from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = ["RUNNING", "UNREAPED", "VICTIMS", "apply", "mark_died", "reap"]
 
@@ -64,26 +67,25 @@ _DROP_REQUESTS = (
 )
 
 
-async def mark_died(batch: Batch, items: Sequence[str]) -> list[object]:
+async def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
     """Processes found gone on their host: dead from now, whatever their last beat."""
-    cursors = [await batch.send(_MARK_DIED, (batch.now, instance)) for instance in items]
+    cursors = [await batch.send(_MARK_DIED, (batch.now, op.instance)) for op in ops]
     return [await cursor.fetchone() is not None for cursor in cursors]
 
 
-async def reap(batch: Batch, items: Sequence[str]) -> list[object]:
+async def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
-    for instance in items:
+    for instance in (op.instance for op in ops):
         await batch.send(_REAP, (batch.now, instance))
-    return [None] * len(items)
+    return [None] * len(ops)
 
 
-async def apply(
-    batch: Batch, items: Sequence[tuple[Task, Reset | Escalate, Lease]]
-) -> list[object]:
+async def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
     now = batch.now
     sent = []
-    for task, decision, leader in items:
+    for op in ops:
+        task, decision, leader = op.task, op.decision, op.leader
         fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
         crashes = dumps_detail(list(decision.crashes or ()))
         detail: dict[str, Any]
@@ -130,3 +132,21 @@ async def apply(
     if dropped:
         await batch.send(_DROP_REQUESTS, (dropped,))
     return out
+
+
+# -- reads ---------------------------------------------------------------------
+async def unreaped_workers(reader: Reader, op: UnreapedWorkers) -> list[Worker]:
+    """Processes neither stopped nor attributed yet (live ones, and the newly dead)."""
+    return [worker_from_row(r, utc) for r in await reader.fetch(UNREAPED)]
+
+
+async def crash_victims(reader: Reader, op: CrashVictims) -> list[tuple[Task, bool, int | None]]:
+    """Tasks in a supervised state owned by `instance`, or with a request its agent held.
+
+    A request counts as running in `instance` if its agent took it and its
+    complete_by was still ahead at the process's last beat.
+    """
+    owner, agent = f"{op.instance}/s", f"{op.instance}/a"
+    running = {r[0]: int(r[1]) for r in await reader.fetch(RUNNING, (agent, op.beat_at))}
+    rows = await reader.fetch(VICTIMS, (owner, agent, op.beat_at))
+    return [(task_from_row(r), r[7] == owner, running.get(r[0])) for r in rows]

@@ -16,7 +16,7 @@ from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.rows import load
 
 if TYPE_CHECKING:
-    from shepherd.core.records import JsonValue, Request
+    from shepherd.store.ops import AbandonOnce, BeginOnce, ExtendStep, FinishOnce
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
@@ -56,11 +56,12 @@ _CLEAR_STARTED = (
 )
 
 
-async def extend_step(batch: Batch, items: Sequence[tuple[Request, str]]) -> list[object]:
+async def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
     now = batch.now
     out: list[object] = []
-    for request, worker in items:
+    for op in ops:
+        request, worker = op.request, op.worker
         if request.within is None:
             out.append(None)
             continue
@@ -90,10 +91,11 @@ async def extend_step(batch: Batch, items: Sequence[tuple[Request, str]]) -> lis
     return out
 
 
-async def begin_once(batch: Batch, items: Sequence[tuple[str, str]]) -> list[object]:
+async def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
     out: list[object] = []
-    for key, holder in items:
+    for op in ops:
+        key, holder = op.key, op.holder
         while True:
             inserted = await batch.send(_MARK, (key, holder, batch.now))
             if await inserted.fetchone() is not None:
@@ -107,10 +109,11 @@ async def begin_once(batch: Batch, items: Sequence[tuple[str, str]]) -> list[obj
     return out
 
 
-async def finish_once(batch: Batch, items: Sequence[tuple[str, str, JsonValue]]) -> list[object]:
+async def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
     out: list[object] = []
-    for key, holder, result in items:
+    for op in ops:
+        key, holder, result = op.key, op.holder, op.result
         try:
             encoded = batch.dumps(result)
         except Exception as exc:
@@ -121,10 +124,11 @@ async def finish_once(batch: Batch, items: Sequence[tuple[str, str, JsonValue]])
     return out
 
 
-async def abandon_once(batch: Batch, items: Sequence[tuple[str, str]]) -> list[object]:
+async def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
     out: list[object] = []
-    for key, holder in items:
+    for op in ops:
+        key, holder = op.key, op.holder
         cursor = await batch.send(_ABANDON, (key, holder))
         out.append(await cursor.fetchone() is not None)
     return out

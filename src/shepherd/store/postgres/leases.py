@@ -14,13 +14,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shepherd.core.events import EventKind
-from shepherd.core.records import Lease, Task
+from shepherd.core.records import Task
 from shepherd.store import signals as ch
-from shepherd.store.postgres.rows import lease_from_row
+from shepherd.store.postgres.rows import TASK_COLUMNS, lease_from_row, task_from_row
+from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
-    from shepherd.core.supervision import Decision
+    from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = ["acquire", "release", "supervise"]
 
@@ -64,12 +66,12 @@ _DROP_REQUESTS = (
 )
 
 
-async def acquire(batch: Batch, items: Sequence[tuple[str, str, float]]) -> list[object]:
+async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases; None where someone else holds an unexpired one."""
     now = batch.now
     cursors = [
-        await batch.send(_ACQUIRE, (name, holder, now + timedelta(seconds=ttl), now))
-        for name, holder, ttl in items
+        await batch.send(_ACQUIRE, (op.name, op.holder, now + timedelta(seconds=op.ttl), now))
+        for op in ops
     ]
     out: list[object] = []
     for cursor in cursors:
@@ -78,20 +80,22 @@ async def acquire(batch: Batch, items: Sequence[tuple[str, str, float]]) -> list
     return out
 
 
-async def release(batch: Batch, items: Sequence[tuple[str, str]]) -> list[object]:
+async def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
     """Expire leases now, if the caller still holds them."""
-    for name, holder in items:
+    for op in ops:
+        name, holder = op.name, op.holder
         await batch.send(_RELEASE, (batch.now, name, holder))
-    return [None] * len(items)
+    return [None] * len(ops)
 
 
-async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]]) -> list[object]:
+async def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions, fenced by task epoch and leadership."""
     from shepherd.core.supervision import Compensate, Escalate, Reset
 
     now = batch.now
     sent = []
-    for task, decision, leader in items:
+    for op in ops:
+        task, decision, leader = op.task, op.decision, op.leader
         fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
         if isinstance(decision, Reset):
             cursor = await batch.send(
@@ -138,3 +142,17 @@ async def supervise(batch: Batch, items: Sequence[tuple[Task, Decision, Lease]])
     if applied:
         await batch.send(_DROP_REQUESTS, (applied,))
     return out
+
+
+# -- reads ---------------------------------------------------------------------
+# NULL means "the database's clock"; a test clock passes its own instant.
+_EXPIRED = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
+    "AND complete_by < coalesce(%s::timestamptz, now()) ORDER BY complete_by LIMIT %s"
+)
+
+
+async def expired_claims(reader: Reader, op: ExpiredClaims) -> list[Task]:
+    """Claimed tasks whose complete_by has passed, earliest first."""
+    rows = await reader.fetch(_EXPIRED, (reader.clock_param(), limit_of(op.limit)))
+    return [task_from_row(r) for r in rows]

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core import operator as rules
-from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
@@ -20,6 +19,7 @@ from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
+    from shepherd.store.ops import CancelTask, RetryTask
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["cancel", "retry"]
@@ -44,10 +44,11 @@ _APPLY = (
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = %s"
 
 
-async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]) -> list[object]:
+async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     """Put `error` tasks back to work from their failed step (or step `seq`)."""
     out: list[object] = []
-    for task_id, seq, payload in items:
+    for op in ops:
+        task_id, seq, payload = op.task_id, op.seq, op.payload
         found = await batch.send(_LOCK_TASK, (task_id,))
         row = await found.fetchone()
         if row is None:
@@ -80,10 +81,11 @@ async def retry(batch: Batch, items: Sequence[tuple[str, int | None, JsonValue]]
     return out
 
 
-async def cancel(batch: Batch, items: Sequence[str]) -> list[object]:
+async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     """Ask for compensation of tasks that have not ended; they end `cancelled`."""
     out: list[object] = []
-    for task_id in items:
+    for op in ops:
+        task_id = op.task_id
         row = await (await batch.send(_LOCK_TASK, (task_id,))).fetchone()
         if row is None:
             out.append(UnknownTaskError(task_id))

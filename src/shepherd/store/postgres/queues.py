@@ -11,14 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from shepherd.core.records import JsonValue, Request
+from shepherd.core.records import Event
 from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
-from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, request_from_row
+from shepherd.store.postgres.rows import (
+    EVENT_COLUMNS,
+    REQUEST_COLUMNS_R,
+    event_from_row,
+    request_from_row,
+)
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
+    from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = ["reply", "take"]
 
@@ -45,9 +52,7 @@ _INSERT_REPLIES = (
 )
 
 
-async def take(
-    batch: Batch, items: Sequence[tuple[tuple[str, ...], str, int, int]]
-) -> list[object]:
+async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible, unexpired requests until their complete_by.
 
     At most `suspects` of each take are requests of suspect tasks, so that an
@@ -55,7 +60,8 @@ async def take(
     """
     now = batch.now
     cursors = []
-    for agents, worker, limit, suspects in items:
+    for op in ops:
+        agents, worker, limit, suspects = op.agents, op.worker, op.limit, op.suspects
         names = list(agents)
         params = (worker, names, now, now, names, now, now, max(suspects, 0), limit_of(limit))
         cursors.append(await batch.send(_TAKE, params))
@@ -67,12 +73,10 @@ async def take(
     return out
 
 
-async def reply(
-    batch: Batch, items: Sequence[tuple[Request, str, bool, JsonValue]]
-) -> list[object]:
+async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Write replies and remove their requests; False where the request moved on."""
     encoded: list[tuple[bool, str]] = []
-    for _, _, ok, body in items:
+    for ok, body in ((op.ok, op.body) for op in ops):
         if not ok:
             encoded.append((False, batch.dumps_error(body)))  # cut to size, never refused
             continue
@@ -83,12 +87,13 @@ async def reply(
             refusal = {"type": "PayloadError", "message": str(exc)}
             encoded.append((False, batch.dumps_error(refusal)))
     cursor = await batch.send(
-        _ACK, ([r.id for r, _, _, _ in items], [w for _, w, _, _ in items], batch.now)
+        _ACK, ([op.request.id for op in ops], [op.worker for op in ops], batch.now)
     )
     acked = {(row[0], row[1]) for row in await cursor.fetchall()}
     out: list[object] = []
     replies: list[tuple[Any, ...]] = []
-    for (request, worker, _, _), (ok, body) in zip(items, encoded, strict=True):
+    for op, (ok, body) in zip(ops, encoded, strict=True):
+        request, worker = op.request, op.worker
         if (request.id, worker) not in acked:
             out.append(False)
             continue
@@ -103,11 +108,65 @@ async def reply(
     return out
 
 
-async def note(batch: Batch, items: Sequence[tuple[str, str, JsonValue]]) -> list[object]:
+async def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
     """Append events to tasks' histories (an agent that timed out or gave up)."""
-    for task_id, kind, detail in items:
+    for op in ops:
+        task_id, kind, detail = op.task_id, op.kind, op.detail
         cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %b", (task_id,))
         row = await cursor.fetchone()
         if row is not None:
             batch.event(task_id, row[0], row[1], kind, batch.dumps_error(detail))
-    return [None] * len(items)
+    return [None] * len(ops)
+
+
+# -- reads ---------------------------------------------------------------------
+_TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY id"
+# Event ids are taken at insert time but become visible at commit, so event 8
+# can be visible before event 7, and a transaction's id (xid) says nothing of
+# the order of its inserts either. What is final is this: once every
+# transaction older than xid X has ended (X <= the snapshot's xmin), no event
+# with an xid below X can ever appear. So readers deliver events in (xid, id)
+# order, only below the snapshot's xmin, and a cursor (the last event's xid and
+# id) never skips one. No lock is held across a round trip for this: a
+# cluster-wide one would let one host cut off mid-transaction stall every writer.
+_HORIZON = "xid < pg_snapshot_xmin(pg_current_snapshot())"
+_CURSOR_XID = "SELECT xid::text FROM events WHERE id = %s"
+# Just below the oldest xid among the events kept after a purged cursor (some of
+# them may be delivered again; none is skipped).
+_NEXT_XID = "SELECT (min(xid::text::numeric) - 1)::text FROM events WHERE id > %s"
+_ALL_EVENTS = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE (xid, id) > (%s::xid8, %s) AND {_HORIZON} "
+    "ORDER BY xid, id LIMIT %s"
+)
+_EVENTS_FOR = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = %s AND (xid, id) > (%s::xid8, %s) "
+    f"AND {_HORIZON} ORDER BY xid, id LIMIT %s"
+)
+
+
+async def task_events(reader: Reader, op: TaskEvents) -> list[Event]:
+    """A task's events, oldest first."""
+    return [event_from_row(r) for r in await reader.fetch(_TASK_EVENTS, (op.task_id,))]
+
+
+async def read_events(reader: Reader, op: ReadEvents) -> list[Event]:
+    """Events after event `after_id`, in the order they became final (see `_HORIZON`).
+
+    Within one task that is the order they happened in; across tasks, ids
+    may come out of numeric order. A cursor whose event is gone (deleted by
+    retention) goes on from the events with a higher id (a few of them may
+    be delivered again; none is skipped).
+    """
+    xid = "0"
+    if op.after_id > 0:
+        rows = await reader.fetch(_CURSOR_XID, (op.after_id,))
+        if not rows:  # the cursor's event was purged: go on from the higher ids
+            rows = await reader.fetch(_NEXT_XID, (op.after_id,))
+        value = rows[0][0] if rows else None
+        xid = "0" if value is None else str(value)
+    n = limit_of(op.limit)
+    if op.reply_to is None:
+        rows = await reader.fetch(_ALL_EVENTS, (xid, op.after_id, n))
+    else:
+        rows = await reader.fetch(_EVENTS_FOR, (op.reply_to, xid, op.after_id, n))
+    return [event_from_row(r) for r in rows]

@@ -10,7 +10,6 @@ keeps returning its task.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.retention import Tombstone
@@ -21,7 +20,9 @@ if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
+    from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = [
     "GET_TOMBSTONE",
@@ -71,21 +72,19 @@ GET_TOMBSTONE = (
 )
 
 
-async def purge_tasks(batch: Batch, items: Sequence[tuple[datetime, int]]) -> list[object]:
+async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     # The planner cannot estimate the done keys' ranges, overestimates the
     # statement's cost and would JIT-compile it: a second instead of milliseconds.
     await batch.send("SET LOCAL jit = off")
-    cursors = [
-        await batch.send(_PURGE, (ended_before, limit, batch.now)) for ended_before, limit in items
-    ]
+    cursors = [await batch.send(_PURGE, (op.ended_before, op.limit, batch.now)) for op in ops]
     await batch.send("SET LOCAL jit TO DEFAULT")
     return [await _count(cursor) for cursor in cursors]
 
 
-async def purge_tombstones(batch: Batch, items: Sequence[tuple[datetime, int]]) -> list[object]:
+async def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
-    cursors = [await batch.send(_PURGE_TOMBSTONES, item) for item in items]
+    cursors = [await batch.send(_PURGE_TOMBSTONES, (op.purged_before, op.limit)) for op in ops]
     return [await _count(cursor) for cursor in cursors]
 
 
@@ -109,3 +108,10 @@ def tombstone_from_row(row: Sequence[Any]) -> Tombstone:
 async def _count(cursor: AsyncCursor[TupleRow]) -> int:
     row = await cursor.fetchone()
     return 0 if row is None else int(row[0])
+
+
+# -- reads ---------------------------------------------------------------------
+async def get_tombstone(reader: Reader, op: GetTombstone) -> Tombstone | None:
+    """The tombstone of a purged task, or None."""
+    rows = await reader.fetch(GET_TOMBSTONE, (op.task_id,))
+    return tombstone_from_row(rows[0]) if rows else None

@@ -18,11 +18,12 @@ from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.contract import REPLY_GRACE, StepStart
+from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
 from shepherd.store.rows import reply_event, taken_reply
 
 if TYPE_CHECKING:
+    from shepherd.store.ops import RecordReplies, StartStep
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["record_replies", "start_step"]
@@ -102,17 +103,17 @@ _TOUCH = (
 _DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%b::bigint[])"
 
 
-async def start_step(batch: Batch, items: Sequence[StepStart]) -> list[object]:
+async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
     now = batch.now
-    owners = await lock_owners(batch, [s.task_id for s in items])
+    owners = await lock_owners(batch, [op.start.task_id for op in ops])
     out: list[object] = []
     # The claim's new deadline per task: the last step's wins, as one by one.
     touched: dict[str, tuple[int, str, datetime]] = {}
     superseded: list[tuple[str, int]] = []
     steps: list[tuple[Any, ...]] = []
     requests: list[tuple[Any, ...]] = []
-    for s in items:
+    for s in (op.start for op in ops):
         if owners.get(s.task_id) != (s.epoch, s.owner):
             out.append(StaleEpochError(s.task_id, s.epoch))
             continue
@@ -175,11 +176,12 @@ def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str
     return list({(row[0], row[1]): row for row in rows}.values())
 
 
-async def record_replies(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
+async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the owner's replies; record those for the current epoch and attempt."""
     now = batch.now
     out: list[object] = []
-    for owner, limit in items:
+    for op in ops:
+        owner, limit = op.owner, op.limit
         cursor = await batch.send(_TAKE_REPLIES, (owner, limit_of(limit)))
         rows = await cursor.fetchall()
         taken: list[tuple[Reply, bool]] = []

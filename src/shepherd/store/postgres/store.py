@@ -14,25 +14,19 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast, final
+from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
 import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from shepherd.clock import Clock, SystemClock
-from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
-from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, ShepherdError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
-from shepherd.store.breaker_rows import (
-    BREAKER_COLUMNS,
-    BREAKER_EVENT_COLUMNS,
-    breaker_event_from_row,
-    breaker_from_row,
-)
-from shepherd.store.contract import NewTask, StepStart, Submitted
-from shepherd.store.postgres import crashes, retention, tasks, workers
+from shepherd.store import ops
+from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.facade import Facade
+from shepherd.store.postgres import tasks
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
     Connection,
@@ -42,79 +36,22 @@ from shepherd.store.postgres.connection import (
     migrate,
     reason,
 )
+from shepherd.store.postgres.handlers import READS
 from shepherd.store.postgres.listener import Listener
-from shepherd.store.postgres.rows import (
-    EVENT_COLUMNS,
-    STEP_COLUMNS_S,
-    TASK_COLUMNS,
-    TASK_COLUMNS_T,
-    TASK_WIDTH,
-    event_from_row,
-    step_from_row,
-    task_from_row,
-    utc,
-)
+from shepherd.store.postgres.rows import utc
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
-from shepherd.store.task_filters import task_filter
-from shepherd.store.worker_rows import worker_from_row
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
-    from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
-    from shepherd.core.breaker import Decision as BreakerDecision
-    from shepherd.core.retention import Tombstone
-    from shepherd.core.supervision import Decision, Escalate, Reset
-    from shepherd.core.workers import Worker
-
 __all__ = ["PostgresStore"]
 
-_GET_TASK = (
-    f"SELECT {TASK_COLUMNS_T}, {STEP_COLUMNS_S} FROM tasks t "
-    "LEFT JOIN steps s ON s.task_id = t.id WHERE t.id = %s ORDER BY s.seq"
-)
-_COUNT_TASKS = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
-_TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY id"
-# Event ids are taken at insert time but become visible at commit, so event 8
-# can be visible before event 7, and a transaction's id (xid) says nothing of
-# the order of its inserts either. What is final is this: once every
-# transaction older than xid X has ended (X <= the snapshot's xmin), no event
-# with an xid below X can ever appear. So readers deliver events in (xid, id)
-# order, only below the snapshot's xmin, and a cursor (the last event's xid and
-# id) never skips one. No lock is held across a round trip for this: a
-# cluster-wide one would let one host cut off mid-transaction stall every writer.
-_HORIZON = "xid < pg_snapshot_xmin(pg_current_snapshot())"
-_CURSOR_XID = "SELECT xid::text FROM events WHERE id = %s"
-# Just below the oldest xid among the events kept after a purged cursor (some of
-# them may be delivered again; none is skipped).
-_NEXT_XID = "SELECT (min(xid::text::numeric) - 1)::text FROM events WHERE id > %s"
-_ALL_EVENTS = (
-    f"SELECT {EVENT_COLUMNS} FROM events WHERE (xid, id) > (%s::xid8, %s) AND {_HORIZON} "
-    "ORDER BY xid, id LIMIT %s"
-)
-_EVENTS_FOR = (
-    f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = %s AND (xid, id) > (%s::xid8, %s) "
-    f"AND {_HORIZON} ORDER BY xid, id LIMIT %s"
-)
-# NULL means "the database's clock"; a test clock passes its own instant.
-_EXPIRED = (
-    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
-    "AND complete_by < coalesce(%s::timestamptz, now()) ORDER BY complete_by LIMIT %s"
-)
-_GET_BREAKER = f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = %s"
-_LIST_BREAKERS = f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service"
-_ALL_BREAKER_EVENTS = (
-    f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events ORDER BY id DESC LIMIT %s"
-)
-_BREAKER_EVENTS_FOR = (
-    f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE service = %s "
-    "ORDER BY id DESC LIMIT %s"
-)
+R = TypeVar("R")
 
 
 @final
-class PostgresStore:
+class PostgresStore(Facade):
     """The state store in a PostgreSQL database, shared by many processes and machines.
 
     Args:
@@ -259,13 +196,21 @@ class PostgresStore:
         stats.update(self.listener.statistics())
         return stats
 
-    async def _write(self, kind: str, args: Any) -> Any:
+    # -- operations --------------------------------------------------------
+    async def write(self, op: ops.Write[R]) -> R:
         if self._pool is None:
             await self.open()
-        return await self._writer.submit(kind, args)
+        return await self._writer.submit(op)
 
-    # -- reads -------------------------------------------------------------
-    async def _fetch(self, query: Any, params: Sequence[object] = ()) -> list[TupleRow]:
+    async def read(self, op: ops.Read[R]) -> R:
+        # The table is the one untyped seam: READS files each handler under the
+        # operation it takes (checked by mypy), and the conformance suite checks
+        # what it returns.
+        outcome: R = await READS[type(op)](self, op)
+        return outcome
+
+    async def fetch(self, query: Any, params: Sequence[object] = ()) -> list[TupleRow]:
+        """Run one read on a pooled connection (a `Reader` for the read handlers)."""
         pool = self._pool
         if pool is None:
             await self.open()
@@ -291,12 +236,9 @@ class PostgresStore:
                 f"{reason(exc, self.url)}"
             ) from None
 
-    def _db_now_param(self) -> datetime | None:
+    def clock_param(self) -> datetime | None:
+        """None to compare with the database's `now()`; the test clock's instant otherwise."""
         return None if self.database_clock else self.clock.now()
-
-    # -- application -------------------------------------------------------
-    async def submit_task(self, task: NewTask) -> Submitted:
-        return await self._write("submit", task)  # type: ignore[no-any-return]
 
     async def submit_task_in(self, task: NewTask, connection: object) -> Submitted:
         """Insert the task and its `received` event in the caller's transaction.
@@ -334,7 +276,7 @@ class PostgresStore:
         now = utc(row[0]) if self.database_clock and row is not None else utc(self.clock.now())
         async with conn.transaction():
             batch = Batch(conn, now, payload_limit=self._writer.payload_limit)
-            (outcome,) = await tasks.submit(batch, [task])
+            (outcome,) = await tasks.submit(batch, [ops.SubmitTask(task=task)])
             if isinstance(outcome, BaseException):
                 raise outcome
             await batch.finish()
@@ -345,250 +287,8 @@ class PostgresStore:
         assert isinstance(outcome, Submitted)
         return outcome
 
-    async def get_task(self, task_id: str) -> Task | None:
-        rows = await self._fetch(_GET_TASK, (task_id,))
-        if not rows:
-            return None
-        found = tuple(step_from_row(r[TASK_WIDTH:]) for r in rows if r[TASK_WIDTH] is not None)
-        return task_from_row(rows[0][:TASK_WIDTH], found)
-
-    async def list_tasks(
-        self,
-        *,
-        states: Sequence[ProcessState] = (),
-        limit: int = 100,
-        workflow: str | None = None,
-        key: str | None = None,
-        id_prefix: str | None = None,
-        updated_since: datetime | None = None,
-    ) -> list[Task]:
-        where, params = task_filter(
-            mark="%s",
-            states=states,
-            workflow=workflow,
-            key=key,
-            id_prefix=id_prefix,
-            updated_since=updated_since,
-        )
-        query = (
-            f"SELECT {TASK_COLUMNS} FROM tasks{where} ORDER BY created_at DESC, id DESC LIMIT %s"
-        )
-        rows = await self._fetch(query, (*params, tasks.limit_of(limit)))
-        return [task_from_row(r) for r in rows]
-
-    async def count_tasks(self) -> dict[ProcessState, int]:
-        rows = await self._fetch(_COUNT_TASKS)
-        return {ProcessState(r[0]): int(r[1]) for r in rows}
-
-    async def task_events(self, task_id: str) -> list[Event]:
-        return [event_from_row(r) for r in await self._fetch(_TASK_EVENTS, (task_id,))]
-
-    async def read_events(
-        self, *, reply_to: str | None, after_id: int, limit: int = 1000
-    ) -> list[Event]:
-        """Events after event `after_id`, in the order they became final (see `_HORIZON`).
-
-        Within one task that is the order they happened in; across tasks, ids
-        may come out of numeric order. A cursor whose event is gone (deleted by
-        retention) goes on from the events with a higher id (a few of them may
-        be delivered again; none is skipped).
-        """
-        xid = "0"
-        if after_id > 0:
-            rows = await self._fetch(_CURSOR_XID, (after_id,))
-            if rows:
-                xid = str(rows[0][0])
-            else:  # the cursor's event was purged: go on from the higher ids
-                xid = await self._xid_after(after_id)
-        n = tasks.limit_of(limit)
-        if reply_to is None:
-            rows = await self._fetch(_ALL_EVENTS, (xid, after_id, n))
-        else:
-            rows = await self._fetch(_EVENTS_FOR, (reply_to, xid, after_id, n))
-        return [event_from_row(r) for r in rows]
-
-    async def _xid_after(self, after_id: int) -> str:
-        """Where a cursor whose event is gone resumes: just before the next event kept."""
-        rows = await self._fetch(_NEXT_XID, (after_id,))
-        value = rows[0][0] if rows else None
-        return "0" if value is None else str(value)
-
-    # -- scheduler ---------------------------------------------------------
-    async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
-        return await self._write("claim", (owner, limit))  # type: ignore[no-any-return]
-
-    async def start_step(self, start: StepStart) -> datetime:
-        return await self._write("start_step", start)  # type: ignore[no-any-return]
-
-    async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
-        return await self._write("record_replies", (owner, limit))  # type: ignore[no-any-return]
-
-    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
-        await self._write("finish", (task_id, owner, epoch, result))
-
-    async def fail_task(
-        self,
-        task_id: str,
-        *,
-        owner: str,
-        epoch: int,
-        state: ProcessState,
-        error: JsonValue,
-    ) -> None:
-        await self._write("fail", (task_id, owner, epoch, state, error))
-
-    async def start_compensation(
-        self, task_id: str, *, owner: str, epoch: int, error: JsonValue
-    ) -> None:
-        await self._write("start_compensation", (task_id, owner, epoch, error))
-
-    async def release_tasks(self, task_ids: Sequence[str], *, owner: str) -> int:
-        return await self._write("release", (list(task_ids), owner))  # type: ignore[no-any-return]
-
-    # -- agent -------------------------------------------------------------
-    async def take_requests(
-        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
-    ) -> list[Request]:
-        return await self._write("take", (tuple(agents), worker, limit, suspects))  # type: ignore[no-any-return]
-
-    async def reply_and_ack(
-        self, request: Request, *, worker: str, ok: bool, body: JsonValue
-    ) -> bool:
-        return await self._write("reply", (request, worker, ok, body))  # type: ignore[no-any-return]
-
-    # -- agent: circuit breakers -------------------------------------------
-    async def breaker_allow(
-        self, service: str, policy: BreakerPolicy
-    ) -> tuple[Breaker, BreakerDecision]:
-        return await self._write("breaker_allow", (service, policy))  # type: ignore[no-any-return]
-
-    async def breaker_report(
-        self, service: str, policy: BreakerPolicy, *, failed: bool
-    ) -> tuple[Breaker, Breaker]:
-        return await self._write("breaker_report", (service, policy, failed))  # type: ignore[no-any-return]
-
-    async def get_breaker(self, service: str) -> Breaker | None:
-        rows = await self._fetch(_GET_BREAKER, (service,))
-        return breaker_from_row(rows[0], service, utc) if rows else None
-
-    async def list_breakers(self) -> list[Breaker]:
-        return [breaker_from_row(r, r[0], utc) for r in await self._fetch(_LIST_BREAKERS)]
-
-    async def breaker_events(
-        self, *, service: str | None = None, limit: int = 50
-    ) -> list[BreakerEvent]:
-        if service is None:
-            rows = await self._fetch(_ALL_BREAKER_EVENTS, (tasks.limit_of(limit),))
-        else:
-            rows = await self._fetch(_BREAKER_EVENTS_FOR, (service, tasks.limit_of(limit)))
-        return [breaker_event_from_row(r, utc) for r in rows]
-
-    # -- supervisor --------------------------------------------------------
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
-        return await self._write("lease", (name, holder, ttl))  # type: ignore[no-any-return]
-
-    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
-        await self._write("note", (task_id, kind, detail))
-
-    # -- agent: heartbeats and done keys -----------------------------------
-    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
-        return await self._write("extend_step", (request, worker))  # type: ignore[no-any-return]
-
-    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
-        return await self._write("begin_once", (key, holder))  # type: ignore[no-any-return]
-
-    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
-        return await self._write("finish_once", (key, holder, result))  # type: ignore[no-any-return]
-
-    async def abandon_once(self, key: str, *, holder: str) -> bool:
-        return await self._write("abandon_once", (key, holder))  # type: ignore[no-any-return]
-
-    async def release_lease(self, name: str, *, holder: str) -> None:
-        await self._write("release_lease", (name, holder))
-
-    async def expired_claims(self, *, limit: int) -> list[Task]:
-        rows = await self._fetch(_EXPIRED, (self._db_now_param(), tasks.limit_of(limit)))
-        return [task_from_row(r) for r in rows]
-
-    async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
-        return await self._write("supervise", (task, decision, leader))  # type: ignore[no-any-return]
-
-    # -- worker registry ---------------------------------------------------
-    async def register_worker(
-        self,
-        instance: str,
-        *,
-        host: str,
-        pid: int,
-        roles: Sequence[str],
-        agents: Sequence[str],
-    ) -> Worker:
-        args = (instance, host, pid, tuple(roles), tuple(agents))
-        return await self._write("register_worker", args)  # type: ignore[no-any-return]
-
-    async def beat_worker(self, instance: str) -> bool:
-        return await self._write("beat_worker", instance)  # type: ignore[no-any-return]
-
-    async def stop_worker(self, instance: str) -> None:
-        await self._write("stop_worker", instance)
-
-    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]:
-        if since is None:
-            rows = await self._fetch(workers.LIST)
-        else:
-            rows = await self._fetch(workers.LIST_SINCE, (since,))
-        return [worker_from_row(r, utc) for r in rows]
-
-    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
-        wanted = set(instances)
-        if not wanted:
-            return set()
-        rows = await self._fetch(workers.ALIVE, (list(wanted), self._db_now_param(), ttl))
-        return wanted - {r[0] for r in rows}
-
-    # -- supervisor: crash attribution --------------------------------------
-    async def unreaped_workers(self) -> list[Worker]:
-        return [worker_from_row(r, utc) for r in await self._fetch(crashes.UNREAPED)]
-
-    async def crash_victims(
-        self, instance: str, *, beat_at: datetime
-    ) -> list[tuple[Task, bool, int | None]]:
-        owner, agent = f"{instance}/s", f"{instance}/a"
-        running = {r[0]: int(r[1]) for r in await self._fetch(crashes.RUNNING, (agent, beat_at))}
-        rows = await self._fetch(crashes.VICTIMS, (owner, agent, beat_at))
-        return [(task_from_row(r), r[7] == owner, running.get(r[0])) for r in rows]
-
-    async def mark_died(self, instance: str) -> bool:
-        return await self._write("mark_died", instance)  # type: ignore[no-any-return]
-
-    async def reap_worker(self, instance: str) -> None:
-        await self._write("reap_worker", instance)
-
-    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
-        return await self._write("apply_crash", (task, decision, leader))  # type: ignore[no-any-return]
-
-    # -- retention ---------------------------------------------------------
-    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
-        return await self._write("purge_tasks", (ended_before, limit))  # type: ignore[no-any-return]
-
-    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
-        return await self._write("purge_tombstones", (purged_before, limit))  # type: ignore[no-any-return]
-
-    async def get_tombstone(self, task_id: str) -> Tombstone | None:
-        rows = await self._fetch(retention.GET_TOMBSTONE, (task_id,))
-        return retention.tombstone_from_row(rows[0]) if rows else None
-
     async def checkpoint(self) -> None:
         """Nothing to do: the server's checkpointer and autovacuum keep the files in shape."""
-
-    # -- operator ----------------------------------------------------------
-    async def retry_task(
-        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
-    ) -> Task:
-        return await self._write("retry", (task_id, seq, payload))  # type: ignore[no-any-return]
-
-    async def cancel_task(self, task_id: str) -> Task:
-        return await self._write("cancel", task_id)  # type: ignore[no-any-return]
 
 
 def _joinable(connection: object) -> Connection:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Step
+from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError, StoreUnavailableError
 from shepherd.payloads import dumps_detail
@@ -27,13 +27,29 @@ from shepherd.store.ids import new_task_id
 from shepherd.store.postgres import retention
 from shepherd.store.postgres.rows import (
     STEP_COLUMNS,
+    STEP_COLUMNS_S,
+    TASK_COLUMNS,
     TASK_COLUMNS_T,
+    TASK_WIDTH,
     step_from_row,
     task_from_row,
 )
+from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
+    from shepherd.store.ops import (
+        ClaimTasks,
+        CountTasks,
+        FailTask,
+        FinishTask,
+        GetTask,
+        ListTasks,
+        ReleaseTasks,
+        StartCompensation,
+        SubmitTask,
+    )
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = [
     "Owners",
@@ -146,8 +162,9 @@ def limit_of(limit: int) -> int | None:
     return None if limit < 0 else limit
 
 
-async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
+async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
+    items = [op.task for op in ops]
     out: list[object] = [None] * len(items)
     first: dict[tuple[str, str], int] = {}
     copies: dict[int, int] = {}
@@ -226,11 +243,12 @@ async def submit(batch: Batch, items: Sequence[NewTask]) -> list[object]:
     return out
 
 
-async def claim(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
+async def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
     out: list[object] = []
     now = batch.now
-    for owner, limit in items:
+    for op in ops:
+        owner, limit = op.owner, op.limit
         cursor = await batch.send(_CLAIM, (owner, now, now, now, limit_of(limit)))
         rows = await cursor.fetchall()
         rows.sort(key=lambda r: r[12])  # RETURNING order is unspecified
@@ -248,12 +266,13 @@ async def claim(batch: Batch, items: Sequence[tuple[str, int]]) -> list[object]:
     return out
 
 
-async def finish(batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]]) -> list[object]:
+async def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
-    owners = await lock_owners(batch, [item[0] for item in items])
+    owners = await lock_owners(batch, [op.task_id for op in ops])
     out: list[object] = []
     done: dict[str, tuple[int, str, str]] = {}
-    for task_id, owner, epoch, result in items:
+    for op in ops:
+        task_id, owner, epoch, result = op.task_id, op.owner, op.epoch, op.result
         if owners.get(task_id) != (epoch, owner):
             out.append(StaleEpochError(task_id, epoch))
             continue
@@ -273,12 +292,11 @@ async def finish(batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]])
     return out
 
 
-async def fail(
-    batch: Batch, items: Sequence[tuple[str, str, int, ProcessState, JsonValue]]
-) -> list[object]:
+async def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
     sent = []
-    for task_id, owner, epoch, state, error in items:
+    for op in ops:
+        task_id, owner, epoch, state, error = op.task_id, op.owner, op.epoch, op.state, op.error
         encoded = batch.dumps_error(error)
         cursor = await batch.send(_FAIL, (str(state), encoded, batch.now, task_id, epoch, owner))
         sent.append((task_id, epoch, state, encoded, cursor))
@@ -298,12 +316,11 @@ async def fail(
     return out
 
 
-async def start_compensation(
-    batch: Batch, items: Sequence[tuple[str, str, int, JsonValue]]
-) -> list[object]:
+async def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     sent = []
-    for task_id, owner, epoch, error in items:
+    for op in ops:
+        task_id, owner, epoch, error = op.task_id, op.owner, op.epoch, op.error
         encoded = batch.dumps_error(error)
         cursor = await batch.send(_COMPENSATE, (encoded, batch.now, task_id, epoch, owner))
         sent.append((task_id, epoch, encoded, cursor))
@@ -320,10 +337,10 @@ async def start_compensation(
     return out
 
 
-async def release(batch: Batch, items: Sequence[tuple[list[str], str]]) -> list[object]:
+async def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     now = batch.now
-    cursors = [await batch.send(_RELEASE, (now, now, owner, task_ids)) for task_ids, owner in items]
+    cursors = [await batch.send(_RELEASE, (now, now, op.owner, list(op.task_ids))) for op in ops]
     out: list[object] = []
     for cursor in cursors:
         row = await cursor.fetchone()
@@ -332,3 +349,40 @@ async def release(batch: Batch, items: Sequence[tuple[list[str], str]]) -> list[
             batch.rings.add(ch.TASKS)
         out.append(count)
     return out
+
+
+# -- reads ---------------------------------------------------------------------
+_GET_TASK = (
+    f"SELECT {TASK_COLUMNS_T}, {STEP_COLUMNS_S} FROM tasks t "
+    "LEFT JOIN steps s ON s.task_id = t.id WHERE t.id = %s ORDER BY s.seq"
+)
+_LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT %s"
+_COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
+
+
+async def get_task(reader: Reader, op: GetTask) -> Task | None:
+    """The task with its steps in order, or None."""
+    rows = await reader.fetch(_GET_TASK, (op.task_id,))
+    if not rows:
+        return None
+    found = tuple(step_from_row(r[TASK_WIDTH:]) for r in rows if r[TASK_WIDTH] is not None)
+    return task_from_row(rows[0][:TASK_WIDTH], found)
+
+
+async def list_tasks(reader: Reader, op: ListTasks) -> list[Task]:
+    """Tasks matching the operation's filters, newest first."""
+    where, params = task_filter(
+        mark="%s",
+        states=op.states,
+        workflow=op.workflow,
+        key=op.key,
+        id_prefix=op.id_prefix,
+        updated_since=op.updated_since,
+    )
+    rows = await reader.fetch(_LIST.format(where=where), (*params, limit_of(op.limit)))
+    return [task_from_row(r) for r in rows]
+
+
+async def count_tasks(reader: Reader, op: CountTasks) -> dict[ProcessState, int]:
+    """How many tasks are in each state (states without tasks are absent)."""
+    return {ProcessState(r[0]): int(r[1]) for r in await reader.fetch(_COUNT)}

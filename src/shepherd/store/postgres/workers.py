@@ -16,7 +16,10 @@ from shepherd.store.postgres.rows import utc
 from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
+    from shepherd.core.workers import Worker
+    from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.reader import Reader
 
 __all__ = ["ALIVE", "LIST", "LIST_SINCE", "beat", "register", "stop"]
 
@@ -45,15 +48,16 @@ ALIVE = (
 )
 
 
-async def register(
-    batch: Batch, items: Sequence[tuple[str, str, int, tuple[str, ...], tuple[str, ...]]]
-) -> list[object]:
+async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     now = batch.now
     await batch.send(_FORGET, (now - _RETENTION,))
     cursors = [
-        await batch.send(_REGISTER, (instance, host, pid, names(roles), names(agents), now, now))
-        for instance, host, pid, roles, agents in items
+        await batch.send(
+            _REGISTER,
+            (op.instance, op.host, op.pid, names(op.roles), names(op.agents), now, now),
+        )
+        for op in ops
     ]
     out: list[object] = []
     for cursor in cursors:
@@ -64,14 +68,31 @@ async def register(
     return out
 
 
-async def beat(batch: Batch, items: Sequence[str]) -> list[object]:
+async def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    cursors = [await batch.send(_BEAT, (batch.now, instance)) for instance in items]
+    cursors = [await batch.send(_BEAT, (batch.now, op.instance)) for op in ops]
     return [await cursor.fetchone() is not None for cursor in cursors]
 
 
-async def stop(batch: Batch, items: Sequence[str]) -> list[object]:
+async def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
-    for instance in items:
-        await batch.send(_STOP, (batch.now, instance))
-    return [None] * len(items)
+    for op in ops:
+        await batch.send(_STOP, (batch.now, op.instance))
+    return [None] * len(ops)
+
+
+# -- reads ---------------------------------------------------------------------
+async def list_workers(reader: Reader, op: ListWorkers) -> list[Worker]:
+    """Workers last heard from at or after `since` (all when None), newest started first."""
+    if op.since is None:
+        rows = await reader.fetch(LIST)
+    else:
+        rows = await reader.fetch(LIST_SINCE, (op.since,))
+    return [worker_from_row(r, utc) for r in rows]
+
+
+async def dead_workers(reader: Reader, op: DeadWorkers) -> set[str]:
+    """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
+    wanted = set(op.instances)
+    rows = await reader.fetch(ALIVE, (list(wanted), reader.clock_param(), op.ttl))
+    return wanted - {r[0] for r in rows}

@@ -19,70 +19,26 @@ import asyncio
 import contextlib
 import random
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, final
+from typing import Any, TypeVar, final
 
 import psycopg
 
 from shepherd.clock import Clock
 from shepherd.errors import CommitUnknownError, ShepherdError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
-from shepherd.store.group_commit import GroupCommitter, Op
-from shepherd.store.postgres import (
-    breakers,
-    crashes,
-    keys,
-    leases,
-    operator,
-    queues,
-    retention,
-    steps,
-    tasks,
-    workers,
-)
+from shepherd.store.group_commit import GroupCommitter
+from shepherd.store.ops import Write
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
+from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
 from shepherd.store.signals import Signals
 
 __all__ = ["Writer"]
 
-Handler = Callable[[Batch, Any], Awaitable[list[object]]]
-
-#: Operation kind -> its batch handler (each returns one outcome per operation).
-HANDLERS: dict[str, Handler] = {
-    "submit": tasks.submit,
-    "claim": tasks.claim,
-    "start_step": steps.start_step,
-    "record_replies": steps.record_replies,
-    "finish": tasks.finish,
-    "fail": tasks.fail,
-    "start_compensation": tasks.start_compensation,
-    "release": tasks.release,
-    "take": queues.take,
-    "reply": queues.reply,
-    "note": queues.note,
-    "extend_step": keys.extend_step,
-    "begin_once": keys.begin_once,
-    "finish_once": keys.finish_once,
-    "abandon_once": keys.abandon_once,
-    "breaker_allow": breakers.allow,
-    "breaker_report": breakers.report,
-    "lease": leases.acquire,
-    "release_lease": leases.release,
-    "supervise": leases.supervise,
-    "retry": operator.retry,
-    "cancel": operator.cancel,
-    "register_worker": workers.register,
-    "beat_worker": workers.beat,
-    "stop_worker": workers.stop,
-    "mark_died": crashes.mark_died,
-    "reap_worker": crashes.reap,
-    "apply_crash": crashes.apply,
-    "purge_tasks": retention.purge_tasks,
-    "purge_tombstones": retention.purge_tombstones,
-}
+R = TypeVar("R")
 
 #: Deadlock and serialization failures roll the whole transaction back: retry it.
 _RETRY_SQLSTATES = frozenset({"40P01", "40001"})
@@ -184,11 +140,11 @@ class Writer:
         async with self._guard():
             await self._drop()
 
-    async def submit(self, kind: str, args: Any) -> Any:
+    async def submit(self, op: Write[R]) -> R:
         """Queue one operation; return its outcome once its batch has committed."""
         self._inflight += 1
         try:
-            return await self._committer.submit(kind, args)
+            return await self._committer.submit(op)
         finally:
             self._inflight -= 1
             if not self._inflight and self._idle is not None:
@@ -227,7 +183,7 @@ class Writer:
         return self._lock
 
     # -- batches -------------------------------------------------------------
-    async def _run_batch(self, ops: Sequence[Op]) -> Sequence[object]:
+    async def _run_batch(self, ops: Sequence[Write[Any]]) -> Sequence[object]:
         async with self._guard():
             if not self._open:
                 # Queued by callers that gave up before close(): the store is closed.
@@ -274,7 +230,7 @@ class Writer:
             f"{reason(exc, self._url)}"
         )
 
-    async def _attempt(self, ops: Sequence[Op]) -> tuple[list[object], set[str]]:
+    async def _attempt(self, ops: Sequence[Write[Any]]) -> tuple[list[object], set[str]]:
         """Run `ops` in one transaction, retrying what certainly rolled back."""
         attempt = 0
         while True:
@@ -298,10 +254,10 @@ class Writer:
             self.retries += 1
             await asyncio.sleep(random.uniform(0.0, 0.01 * attempt))
 
-    async def _transaction(self, ops: Sequence[Op]) -> tuple[list[object], set[str]]:
-        grouped: dict[str, list[int]] = defaultdict(list)
+    async def _transaction(self, ops: Sequence[Write[Any]]) -> tuple[list[object], set[str]]:
+        grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
         for index, op in enumerate(ops):
-            grouped[op.kind].append(index)
+            grouped[type(op)].append(index)
         outcomes: list[object] = [None] * len(ops)
         conn = await self._connection()
         committing = False
@@ -309,7 +265,7 @@ class Writer:
             async with conn.pipeline(), conn.transaction():
                 batch = Batch(conn, await self._now(conn), payload_limit=self.payload_limit)
                 for kind, indexes in grouped.items():
-                    results = await HANDLERS[kind](batch, [ops[i].args for i in indexes])
+                    results = await WRITES[kind](batch, [ops[i] for i in indexes])
                     for i, result in zip(indexes, results, strict=True):
                         outcomes[i] = result
                 await batch.finish()

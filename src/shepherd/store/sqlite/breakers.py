@@ -9,6 +9,7 @@ core's breaker on the store's clock).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,14 @@ from shepherd.store.breaker_rows import (
 from shepherd.store.rows import unix_instant
 
 if TYPE_CHECKING:
-    from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
+    from shepherd.core.breaker import Breaker, BreakerEvent
+    from shepherd.store.ops import (
+        BreakerAllow,
+        BreakerEvents,
+        BreakerReport,
+        GetBreaker,
+        ListBreakers,
+    )
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["allow", "breaker_events", "get_breaker", "list_breakers", "report"]
@@ -83,10 +91,11 @@ def _save(batch: Batch, step: Step, *, stored: bool) -> None:
         batch.rings.add(ch.BREAKERS)
 
 
-def allow(batch: Batch, items: list[tuple[str, BreakerPolicy]]) -> list[object]:
+def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     """Apply `allow` to each stored breaker, in order: one probe per cool-down."""
     out: list[object] = []
-    for service, policy in items:
+    for op in ops:
+        service, policy = op.service, op.policy
         old, stored = _load(batch.conn, service)
         step, decision = allow_step(old, policy, unix_instant(batch.now))
         _save(batch, step, stored=stored)
@@ -94,10 +103,11 @@ def allow(batch: Batch, items: list[tuple[str, BreakerPolicy]]) -> list[object]:
     return out
 
 
-def report(batch: Batch, items: list[tuple[str, BreakerPolicy, bool]]) -> list[object]:
+def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
     """Count each call's outcome on its stored breaker, in order."""
     out: list[object] = []
-    for service, policy, failed in items:
+    for op in ops:
+        service, policy, failed = op.service, op.policy, op.failed
         old, stored = _load(batch.conn, service)
         step = report_step(old, policy, unix_instant(batch.now), failed=failed)
         _save(batch, step, stored=stored)
@@ -106,20 +116,22 @@ def report(batch: Batch, items: list[tuple[str, BreakerPolicy, bool]]) -> list[o
 
 
 # -- reads ---------------------------------------------------------------------
-def get_breaker(conn: sqlite3.Connection, service: str) -> Breaker | None:
+def get_breaker(conn: sqlite3.Connection, now: float, op: GetBreaker) -> Breaker | None:
     """The stored breaker of `service`, or None if it was never used."""
+    service = op.service
     row = conn.execute(_SELECT, (service,)).fetchone()
     return None if row is None else breaker_from_row(row, service, unix_instant)
 
 
-def list_breakers(conn: sqlite3.Connection) -> list[Breaker]:
+def list_breakers(conn: sqlite3.Connection, now: float, op: ListBreakers) -> list[Breaker]:
     """Every stored breaker, by service name."""
     rows = conn.execute(_LIST).fetchall()
     return [breaker_from_row(r, r["service"], unix_instant) for r in rows]
 
 
-def breaker_events(conn: sqlite3.Connection, service: str | None, limit: int) -> list[BreakerEvent]:
+def breaker_events(conn: sqlite3.Connection, now: float, op: BreakerEvents) -> list[BreakerEvent]:
     """The latest breaker changes, newest first: of every service, or of `service`."""
+    service, limit = op.service, op.limit
     where, params = ("", ()) if service is None else ("WHERE service = ? ", (service,))
     rows = conn.execute(_EVENTS.format(where=where), (*params, limit)).fetchall()
     return [breaker_event_from_row(r, unix_instant) for r in rows]

@@ -7,10 +7,11 @@ and by the supervisor's lease (`leases.leads`, under the write lock).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core.events import EventKind
-from shepherd.core.supervision import Escalate, Reset
+from shepherd.core.supervision import Reset
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.rows import unix_instant
@@ -19,8 +20,9 @@ from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Lease, Task
+    from shepherd.core.records import Task
     from shepherd.core.workers import Worker
+    from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = ["apply", "crash_victims", "mark_died", "reap", "unreaped_workers"]
@@ -56,26 +58,25 @@ _ESCALATE = (
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
-def mark_died(batch: Batch, items: list[str]) -> list[object]:
+def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
     """Processes found gone on their host: dead from now, whatever their last beat."""
-    return [
-        batch.conn.execute(_MARK_DIED, (batch.now, instance)).rowcount == 1 for instance in items
-    ]
+    return [batch.conn.execute(_MARK_DIED, (batch.now, op.instance)).rowcount == 1 for op in ops]
 
 
-def reap(batch: Batch, items: list[str]) -> list[object]:
+def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
-    for instance in items:
-        batch.conn.execute(_REAP, (batch.now, instance))
-    return [None] * len(items)
+    for op in ops:
+        batch.conn.execute(_REAP, (batch.now, op.instance))
+    return [None] * len(ops)
 
 
-def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> list[object]:
+def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for task, decision, leader in items:
+    for op in ops:
+        task, decision, leader = op.task, op.decision, op.leader
         if not leads(conn, leader, now):
             out.append(False)  # no longer the leader: fenced off
             continue
@@ -128,19 +129,20 @@ def apply(batch: Batch, items: list[tuple[Task, Reset | Escalate, Lease]]) -> li
 
 
 # -- reads ---------------------------------------------------------------------
-def unreaped_workers(conn: sqlite3.Connection) -> list[Worker]:
+def unreaped_workers(conn: sqlite3.Connection, now: float, op: UnreapedWorkers) -> list[Worker]:
     """Processes neither stopped nor attributed yet (live ones, and the newly dead)."""
     return [worker_from_row(row, unix_instant) for row in conn.execute(_UNREAPED)]
 
 
 def crash_victims(
-    conn: sqlite3.Connection, instance: str, beat_at: float
+    conn: sqlite3.Connection, now: float, op: CrashVictims
 ) -> list[tuple[Task, bool, int | None]]:
     """Tasks in a supervised state owned by `instance`, or with a request its agent held.
 
     A request counts as running in `instance` if its agent took it and its
     complete_by was still ahead at the process's last beat.
     """
+    instance, beat_at = op.instance, op.beat_at.timestamp()
     owner, agent = f"{instance}/s", f"{instance}/a"
     running = dict(conn.execute(_RUNNING, (agent, beat_at)).fetchall())
     rows = conn.execute(_VICTIMS, (owner, agent, beat_at)).fetchall()

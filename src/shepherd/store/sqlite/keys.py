@@ -9,13 +9,14 @@ one row: inserted `started` before the effect, updated `done` with its result.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.rows import load, unix_instant
 
 if TYPE_CHECKING:
-    from shepherd.core.records import JsonValue, Request
+    from shepherd.store.ops import AbandonOnce, BeginOnce, ExtendStep, FinishOnce
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
@@ -49,11 +50,12 @@ CLEAR_STARTED = (
 )
 
 
-def extend_step(batch: Batch, items: list[tuple[Request, str]]) -> list[object]:
+def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for request, worker in items:
+    for op in ops:
+        request, worker = op.request, op.worker
         if request.within is None:
             out.append(None)
             continue
@@ -80,11 +82,12 @@ def extend_step(batch: Batch, items: list[tuple[Request, str]]) -> list[object]:
     return out
 
 
-def begin_once(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
+def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for key, holder in items:
+    for op in ops:
+        key, holder = op.key, op.holder
         if conn.execute(_MARK, (key, holder, now)).rowcount == 1:
             out.append(("new", None))
             continue
@@ -93,11 +96,12 @@ def begin_once(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
     return out
 
 
-def finish_once(batch: Batch, items: list[tuple[str, str, JsonValue]]) -> list[object]:
+def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for key, holder, result in items:
+    for op in ops:
+        key, holder, result = op.key, op.holder, op.result
         try:
             encoded = batch.dumps(result)
         except Exception as exc:
@@ -107,9 +111,9 @@ def finish_once(batch: Batch, items: list[tuple[str, str, JsonValue]]) -> list[o
     return out
 
 
-def abandon_once(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
+def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
-    return [batch.conn.execute(_ABANDON, (key, holder)).rowcount == 1 for key, holder in items]
+    return [batch.conn.execute(_ABANDON, (op.key, op.holder)).rowcount == 1 for op in ops]
 
 
 def clear_started(conn: sqlite3.Connection, task_id: str, seq: int) -> None:

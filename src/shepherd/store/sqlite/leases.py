@@ -10,6 +10,7 @@ if the task's `lock_epoch` has not moved on.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from shepherd.store import signals as ch
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row, ts
 
 if TYPE_CHECKING:
-    from shepherd.core.supervision import Decision
+    from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = ["acquire", "expired_claims", "leads", "release", "supervise"]
@@ -70,11 +71,12 @@ def leads(conn: sqlite3.Connection, leader: Lease, now: float) -> bool:
     )
 
 
-def acquire(batch: Batch, items: list[tuple[str, str, float]]) -> list[object]:
+def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases: a Lease, or None while another holder's is unexpired."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for name, holder, ttl in items:
+    for op in ops:
+        name, holder, ttl = op.name, op.holder, op.ttl
         row = conn.execute(_ACQUIRE, (name, holder, now + ttl, now)).fetchone()
         out.append(
             None
@@ -89,19 +91,21 @@ def acquire(batch: Batch, items: list[tuple[str, str, float]]) -> list[object]:
     return out
 
 
-def release(batch: Batch, items: list[tuple[str, str]]) -> list[object]:
+def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
     """Let leases expire now, if their holders still hold them."""
-    for name, holder in items:
+    for op in ops:
+        name, holder = op.name, op.holder
         batch.conn.execute(_RELEASE, (batch.now, name, holder))
-    return [None] * len(items)
+    return [None] * len(ops)
 
 
-def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[object]:
+def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions on expired claims: True where the task was changed."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for task, decision, leader in items:
+    for op in ops:
+        task, decision, leader = op.task, op.decision, op.leader
         if not leads(conn, leader, now):
             out.append(False)  # no longer the leader: fenced off
             continue
@@ -162,6 +166,6 @@ def supervise(batch: Batch, items: list[tuple[Task, Decision, Lease]]) -> list[o
 
 
 # -- reads ---------------------------------------------------------------------
-def expired_claims(conn: sqlite3.Connection, now: float, limit: int) -> list[Task]:
+def expired_claims(conn: sqlite3.Connection, now: float, op: ExpiredClaims) -> list[Task]:
     """Claimed tasks whose complete_by has passed, earliest first."""
-    return [task_from_row(r) for r in conn.execute(_EXPIRED, (now, limit)).fetchall()]
+    return [task_from_row(r) for r in conn.execute(_EXPIRED, (now, op.limit)).fetchall()]

@@ -7,10 +7,10 @@ off.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core import operator as rules
-from shepherd.core.records import JsonValue
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from shepherd.core.records import Task
+    from shepherd.store.ops import CancelTask, RetryTask
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["cancel", "retry"]
@@ -46,11 +47,12 @@ _CANCEL_STATE = "SELECT process_state, key, reply_to FROM tasks WHERE id = ?"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
-def retry(batch: Batch, items: list[tuple[str, int | None, JsonValue]]) -> list[object]:
+def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     """Put tasks in `error` back to work (and resubmit one step, with a new payload)."""
     conn = batch.conn
     out: list[object] = []
-    for task_id, seq, payload in items:
+    for op in ops:
+        task_id, seq, payload = op.task_id, op.seq, op.payload
         row = conn.execute(_GET_TASK, (task_id,)).fetchone()
         if row is None:
             out.append(UnknownTaskError(task_id))
@@ -77,11 +79,12 @@ def retry(batch: Batch, items: list[tuple[str, int | None, JsonValue]]) -> list[
     return out
 
 
-def cancel(batch: Batch, items: list[str]) -> list[object]:
+def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     """Request cancellation: unended tasks turn `compensating`, their requests go."""
     conn = batch.conn
     out: list[object] = []
-    for task_id in items:
+    for op in ops:
+        task_id = op.task_id
         row = conn.execute(_CANCEL_STATE, (task_id,)).fetchone()
         if row is None:
             out.append(UnknownTaskError(task_id))

@@ -10,6 +10,7 @@ Events are the applications' queue (`reply_to`) and each task's timeline.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.errors import PayloadError
@@ -25,7 +26,8 @@ from shepherd.store.sqlite.rows import (
 )
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Event, JsonValue, Request
+    from shepherd.core.records import Event
+    from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["note", "read_events", "reply", "take", "task_events"]
@@ -55,11 +57,12 @@ _EVENTS_FOR = (
 )
 
 
-def take(batch: Batch, items: list[tuple[tuple[str, ...], str, int, int]]) -> list[object]:
+def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible requests of the given agents to a worker, oldest first."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for agents, worker, limit, suspects in items:
+    for op in ops:
+        agents, worker, limit, suspects = op.agents, op.worker, op.limit, op.suspects
         marks = ",".join("?" * len(agents))
         rows = (
             tuples(conn)
@@ -74,17 +77,18 @@ def take(batch: Batch, items: list[tuple[tuple[str, ...], str, int, int]]) -> li
     return out
 
 
-def reply(batch: Batch, items: list[tuple[Request, str, bool, JsonValue]]) -> list[object]:
+def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Write replies and remove their requests; False for a request no longer this worker's."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     replies = []
     live: set[tuple[int, str]] = set()
-    for chunk in chunks([item[0].id for item in items]):
+    for chunk in chunks([op.request.id for op in ops]):
         marks = ",".join("?" * len(chunk))
         live.update(tuples(conn).execute(_LIVE.format(marks=marks), (*chunk, now)).fetchall())
     acked = []
-    for request, worker, ok, body in items:
+    for op in ops:
+        request, worker, ok, body = op.request, op.worker, op.ok, op.body
         if (request.id, worker) not in live:
             out.append(False)
             continue
@@ -119,29 +123,28 @@ def reply(batch: Batch, items: list[tuple[Request, str, bool, JsonValue]]) -> li
     return out
 
 
-def note(batch: Batch, items: list[tuple[str, str, JsonValue]]) -> list[object]:
+def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
     """Append events of the given kinds to tasks' timelines (unknown tasks are skipped)."""
-    found = owners(batch.conn, [item[0] for item in items])
+    found = owners(batch.conn, [op.task_id for op in ops])
     batch.events(
         [
-            (task_id, *found.meta[task_id], kind, batch.dumps_error(detail), batch.now)
-            for task_id, kind, detail in items
-            if task_id in found.meta
+            (op.task_id, *found.meta[op.task_id], op.kind, batch.dumps_error(op.detail), batch.now)
+            for op in ops
+            if op.task_id in found.meta
         ]
     )
-    return [None] * len(items)
+    return [None] * len(ops)
 
 
 # -- reads ---------------------------------------------------------------------
-def task_events(conn: sqlite3.Connection, task_id: str) -> list[Event]:
+def task_events(conn: sqlite3.Connection, now: float, op: TaskEvents) -> list[Event]:
     """A task's events, oldest first."""
-    return [event_from_row(r) for r in conn.execute(_TASK_EVENTS, (task_id,)).fetchall()]
+    return [event_from_row(r) for r in conn.execute(_TASK_EVENTS, (op.task_id,)).fetchall()]
 
 
-def read_events(
-    conn: sqlite3.Connection, *, reply_to: str | None, after_id: int, limit: int
-) -> list[Event]:
+def read_events(conn: sqlite3.Connection, now: float, op: ReadEvents) -> list[Event]:
     """Events after `after_id` in id order: all of them, or those for `reply_to`."""
+    reply_to, after_id, limit = op.reply_to, op.after_id, op.limit
     if reply_to is None:
         rows = conn.execute(_ALL_EVENTS, (after_id, limit)).fetchall()
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core.retention import Tombstone
@@ -15,6 +16,7 @@ from shepherd.core.states import ProcessState
 from shepherd.store.rows import unix_instant
 
 if TYPE_CHECKING:
+    from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["checkpoint", "get_tombstone", "purge_tasks", "purge_tombstones", "purged_key"]
@@ -51,11 +53,12 @@ _PURGED_KEY = "SELECT task_id FROM tombstones WHERE workflow = ? AND key = ?"
 _CHUNK = 500
 
 
-def purge_tasks(batch: Batch, items: list[tuple[float, int]]) -> list[object]:
+def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for ended_before, limit in items:
+    for op in ops:
+        ended_before, limit = op.ended_before.timestamp(), op.limit
         rows = conn.execute(_ENDED, (ended_before, limit)).fetchall()
         ids = [row["id"] for row in rows]
         for start in range(0, len(ids), _CHUNK):
@@ -77,9 +80,12 @@ def purge_tasks(batch: Batch, items: list[tuple[float, int]]) -> list[object]:
     return out
 
 
-def purge_tombstones(batch: Batch, items: list[tuple[float, int]]) -> list[object]:
+def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
-    return [batch.conn.execute(_OLD_TOMBSTONES, item).rowcount for item in items]
+    return [
+        batch.conn.execute(_OLD_TOMBSTONES, (op.purged_before.timestamp(), op.limit)).rowcount
+        for op in ops
+    ]
 
 
 def purged_key(conn: sqlite3.Connection, workflow: str, key: str) -> str | None:
@@ -88,9 +94,9 @@ def purged_key(conn: sqlite3.Connection, workflow: str, key: str) -> str | None:
     return None if row is None else str(row["task_id"])
 
 
-def get_tombstone(conn: sqlite3.Connection, task_id: str) -> Tombstone | None:
+def get_tombstone(conn: sqlite3.Connection, now: float, op: GetTombstone) -> Tombstone | None:
     """The tombstone of a purged task, or None."""
-    row = conn.execute(_GET_TOMBSTONE, (task_id,)).fetchone()
+    row = conn.execute(_GET_TOMBSTONE, (op.task_id,)).fetchone()
     if row is None:
         return None
     return Tombstone(

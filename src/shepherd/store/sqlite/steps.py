@@ -9,6 +9,7 @@ attempt; the others are dropped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -16,11 +17,12 @@ from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.contract import REPLY_GRACE, StepStart
+from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.rows import reply_event, taken_reply
 from shepherd.store.sqlite.rows import owners, tuples
 
 if TYPE_CHECKING:
+    from shepherd.store.ops import RecordReplies, StartStep
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = ["record_replies", "start_step"]
@@ -61,7 +63,7 @@ _EXTEND_CLAIM = "UPDATE tasks SET complete_by = ? + complete_within, updated_at 
 _DROP_REPLY = "DELETE FROM replies WHERE id = ?"
 
 
-def start_step(batch: Batch, items: list[StepStart]) -> list[object]:
+def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps `running` and queue their requests (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -69,8 +71,8 @@ def start_step(batch: Batch, items: list[StepStart]) -> list[object]:
     requests = []
     touched = []
     superseded = []
-    found = owners(conn, [s.task_id for s in items])
-    for s in items:
+    found = owners(conn, [op.start.task_id for op in ops])
+    for s in (op.start for op in ops):
         if found.get(s.task_id) != (s.epoch, s.owner):
             out.append(StaleEpochError(s.task_id, s.epoch))
             continue
@@ -126,11 +128,12 @@ def start_step(batch: Batch, items: list[StepStart]) -> list[object]:
     return out
 
 
-def record_replies(batch: Batch, items: list[tuple[str, int]]) -> list[object]:
+def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the replies to an owner's tasks; record the current ones on their steps."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for owner, limit in items:
+    for op in ops:
+        owner, limit = op.owner, op.limit
         # Tuples read by position (a hot path): 0 reply id, 1 task_id, 2 seq, 6 body,
         # 8 key, 9 reply_to, 13 the step's kind, 14 compensates (see _REPLIES).
         rows = tuples(conn).execute(_REPLIES, (owner, limit)).fetchall()

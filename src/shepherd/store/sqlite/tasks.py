@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.contract import Submitted
 from shepherd.store.ids import new_task_id
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.rows import (
@@ -30,10 +30,23 @@ from shepherd.store.sqlite.rows import (
     owners,
     step_from_row,
     task_from_row,
+    ts,
     tuples,
 )
+from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
+    from shepherd.store.ops import (
+        ClaimTasks,
+        CountTasks,
+        FailTask,
+        FinishTask,
+        GetTask,
+        ListTasks,
+        ReleaseTasks,
+        StartCompensation,
+        SubmitTask,
+    )
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = [
@@ -92,12 +105,12 @@ _LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 
 
-def submit(batch: Batch, items: list[NewTask]) -> list[object]:
+def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for item in items:
+    for item in (op.task for op in ops):
         try:
             encoded = batch.dumps(item.input)
         except Exception as exc:
@@ -136,11 +149,12 @@ def submit(batch: Batch, items: list[NewTask]) -> list[object]:
     return out
 
 
-def claim(batch: Batch, items: list[tuple[str, int]]) -> list[object]:
+def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     """Claim claimable tasks with one conditional UPDATE each (under the write lock)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for owner, limit in items:
+    for op in ops:
+        owner, limit = op.owner, op.limit
         # Tuples read by position (a hot path): 0 id, 2 key, 8 lock_epoch, 12 not_before,
         # 13 reply_to.
         rows = tuples(conn).execute(_CLAIM, (owner, now, now, now, limit)).fetchall()
@@ -169,14 +183,15 @@ def claim(batch: Batch, items: list[tuple[str, int]]) -> list[object]:
     return out
 
 
-def finish(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[object]:
+def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
     done = []
-    found = owners(conn, [item[0] for item in items])
-    for task_id, owner, epoch, result in items:
+    found = owners(conn, [op.task_id for op in ops])
+    for op in ops:
+        task_id, owner, epoch, result = op.task_id, op.owner, op.epoch, op.result
         if found.get(task_id) != (epoch, owner):
             out.append(StaleEpochError(task_id, epoch))
             continue
@@ -197,12 +212,13 @@ def finish(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[o
     return out
 
 
-def fail(batch: Batch, items: list[tuple[str, str, int, ProcessState, JsonValue]]) -> list[object]:
+def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for task_id, owner, epoch, state, error in items:
+    for op in ops:
+        task_id, owner, epoch, state, error = op.task_id, op.owner, op.epoch, op.state, op.error
         encoded = batch.dumps_error(error)
         row = conn.execute(_FAIL, (str(state), encoded, now, task_id, epoch, owner)).fetchone()
         if row is None:
@@ -217,12 +233,13 @@ def fail(batch: Batch, items: list[tuple[str, str, int, ProcessState, JsonValue]
     return out
 
 
-def start_compensation(batch: Batch, items: list[tuple[str, str, int, JsonValue]]) -> list[object]:
+def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for task_id, owner, epoch, error in items:
+    for op in ops:
+        task_id, owner, epoch, error = op.task_id, op.owner, op.epoch, op.error
         encoded = batch.dumps_error(error)
         row = conn.execute(_COMPENSATE, (encoded, now, task_id, epoch, owner)).fetchone()
         if row is None:
@@ -235,11 +252,12 @@ def start_compensation(batch: Batch, items: list[tuple[str, str, int, JsonValue]
     return out
 
 
-def release(batch: Batch, items: list[tuple[list[str], str]]) -> list[object]:
+def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    for task_ids, owner in items:
+    for op in ops:
+        task_ids, owner = list(op.task_ids), op.owner
         count = 0
         for chunk in chunks(task_ids):
             marks = ",".join("?" * len(chunk))
@@ -256,8 +274,9 @@ def release(batch: Batch, items: list[tuple[list[str], str]]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
+def get_task(conn: sqlite3.Connection, now: float, op: GetTask) -> Task | None:
     """The task with its steps in order, or None."""
+    task_id = op.task_id
     row = conn.execute(_GET_TASK, (task_id,)).fetchone()
     if row is None:
         return None
@@ -265,14 +284,20 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
     return task_from_row(row, tuple(step_from_row(s) for s in steps))
 
 
-def list_tasks(
-    conn: sqlite3.Connection, where: str, params: Sequence[object], limit: int
-) -> list[Task]:
-    """Tasks matching the filter `where` (from `task_filter`), newest first."""
-    rows = conn.execute(_LIST.format(where=where), (*params, limit)).fetchall()
+def list_tasks(conn: sqlite3.Connection, now: float, op: ListTasks) -> list[Task]:
+    """Tasks matching the operation's filters, newest first."""
+    where, params = task_filter(
+        mark="?",
+        states=op.states,
+        workflow=op.workflow,
+        key=op.key,
+        id_prefix=op.id_prefix,
+        updated_since=None if op.updated_since is None else ts(op.updated_since),
+    )
+    rows = conn.execute(_LIST.format(where=where), (*params, op.limit)).fetchall()
     return [task_from_row(r) for r in rows]
 
 
-def count_tasks(conn: sqlite3.Connection) -> dict[ProcessState, int]:
+def count_tasks(conn: sqlite3.Connection, now: float, op: CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     return {ProcessState(state): count for state, count in conn.execute(_COUNT).fetchall()}

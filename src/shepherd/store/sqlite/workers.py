@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shepherd.store.contract import WORKER_RETENTION
@@ -18,6 +17,7 @@ from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.workers import Worker
+    from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["beat", "dead_workers", "list_workers", "register", "stop"]
@@ -46,14 +46,13 @@ _ALIVE = (
 )
 
 
-def register(
-    batch: Batch, items: list[tuple[str, str, int, tuple[str, ...], tuple[str, ...]]]
-) -> list[object]:
+def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     conn, now = batch.conn, batch.now
     conn.execute(_FORGET, (now - WORKER_RETENTION,))
     out: list[object] = []
-    for instance, host, pid, roles, agents in items:
+    for op in ops:
+        instance, host, pid, roles, agents = op.instance, op.host, op.pid, op.roles, op.agents
         row = conn.execute(
             _REGISTER, (instance, host, pid, names(roles), names(agents), now, now)
         ).fetchone()
@@ -61,21 +60,22 @@ def register(
     return out
 
 
-def beat(batch: Batch, items: list[str]) -> list[object]:
+def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    return [batch.conn.execute(_BEAT, (batch.now, instance)).rowcount == 1 for instance in items]
+    return [batch.conn.execute(_BEAT, (batch.now, op.instance)).rowcount == 1 for op in ops]
 
 
-def stop(batch: Batch, items: list[str]) -> list[object]:
+def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
-    for instance in items:
-        batch.conn.execute(_STOP, (batch.now, instance))
-    return [None] * len(items)
+    for op in ops:
+        batch.conn.execute(_STOP, (batch.now, op.instance))
+    return [None] * len(ops)
 
 
 # -- reads ---------------------------------------------------------------------
-def list_workers(conn: sqlite3.Connection, since: datetime | None) -> list[Worker]:
+def list_workers(conn: sqlite3.Connection, now: float, op: ListWorkers) -> list[Worker]:
     """Workers last heard from at or after `since` (all when None), newest started first."""
+    since = op.since
     if since is None:
         rows = conn.execute(_LIST).fetchall()
     else:
@@ -83,11 +83,9 @@ def list_workers(conn: sqlite3.Connection, since: datetime | None) -> list[Worke
     return [worker_from_row(row, unix_instant) for row in rows]
 
 
-def dead_workers(
-    conn: sqlite3.Connection, now: float, instances: Sequence[str], ttl: float
-) -> set[str]:
+def dead_workers(conn: sqlite3.Connection, now: float, op: DeadWorkers) -> set[str]:
     """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
-    wanted = list(dict.fromkeys(instances))
+    wanted, ttl = list(dict.fromkeys(op.instances)), op.ttl
     alive: set[str] = set()
     for chunk in chunks(wanted):
         marks = ",".join("?" * len(chunk))

@@ -3,7 +3,7 @@
 The group committer hands over every operation waiting at that moment; the
 writer runs them on the connection's thread, grouped by kind, in ONE
 transaction begun with BEGIN IMMEDIATE, each kind by its handler in
-`HANDLERS`. If one operation breaks the batch, the batch is rolled back and
+`handlers.WRITES`. If one operation breaks the batch, the batch is rolled back and
 each operation runs alone, so only its caller sees the error; a condition of
 the whole store (a full disk, a damaged file, a lock held too long) fails the
 batch once for every caller instead.
@@ -13,68 +13,20 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from shepherd.payloads import MAX_PAYLOAD_BYTES
-from shepherd.store.sqlite import (
-    breakers,
-    crashes,
-    keys,
-    leases,
-    operator,
-    queues,
-    retention,
-    steps,
-    tasks,
-    workers,
-)
 from shepherd.store.sqlite.batch import Batch
 from shepherd.store.sqlite.connection import rollback
 from shepherd.store.sqlite.errors import is_store_wide, translate
+from shepherd.store.sqlite.handlers import WRITES
 
 if TYPE_CHECKING:
     from shepherd.clock import Clock
-    from shepherd.store.group_commit import Op
+    from shepherd.store.ops import Write
 
-__all__ = ["HANDLERS", "Handler", "Writer"]
-
-#: Runs every operation of one kind in the batch; returns one outcome per operation.
-Handler = Callable[[Batch, Any], list[object]]
-
-#: Operation kind -> its batch handler.
-HANDLERS: dict[str, Handler] = {
-    "submit": tasks.submit,
-    "claim": tasks.claim,
-    "start_step": steps.start_step,
-    "record_replies": steps.record_replies,
-    "finish": tasks.finish,
-    "fail": tasks.fail,
-    "start_compensation": tasks.start_compensation,
-    "release": tasks.release,
-    "take": queues.take,
-    "reply": queues.reply,
-    "note": queues.note,
-    "extend_step": keys.extend_step,
-    "begin_once": keys.begin_once,
-    "finish_once": keys.finish_once,
-    "abandon_once": keys.abandon_once,
-    "breaker_allow": breakers.allow,
-    "breaker_report": breakers.report,
-    "lease": leases.acquire,
-    "release_lease": leases.release,
-    "supervise": leases.supervise,
-    "retry": operator.retry,
-    "cancel": operator.cancel,
-    "register_worker": workers.register,
-    "beat_worker": workers.beat,
-    "stop_worker": workers.stop,
-    "mark_died": crashes.mark_died,
-    "reap_worker": crashes.reap,
-    "apply_crash": crashes.apply,
-    "purge_tasks": retention.purge_tasks,
-    "purge_tombstones": retention.purge_tombstones,
-}
+__all__ = ["Writer"]
 
 
 @final
@@ -93,19 +45,21 @@ class Writer:
         self.payload_limit = payload_limit
         self.commits = 0
 
-    def run(self, conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[object], set[str]]:
+    def run(
+        self, conn: sqlite3.Connection, ops: Sequence[Write[Any]]
+    ) -> tuple[list[object], set[str]]:
         """Run `ops` on `conn` (on its thread); return their outcomes and the channels to ring."""
         batch = Batch(conn, self.clock.now().timestamp(), payload_limit=self.payload_limit)
-        grouped: dict[str, list[int]] = defaultdict(list)
+        grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
         for index, op in enumerate(ops):
-            grouped[op.kind].append(index)
+            grouped[type(op)].append(index)
         outcomes: list[object] = [None] * len(ops)
         if conn.in_transaction:  # a rollback that failed earlier: start clean
             rollback(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
             for kind, indexes in grouped.items():
-                results = HANDLERS[kind](batch, [ops[i].args for i in indexes])
+                results = WRITES[kind](batch, [ops[i] for i in indexes])
                 for i, result in zip(indexes, results, strict=True):
                     outcomes[i] = result
             conn.execute("COMMIT")
@@ -119,7 +73,7 @@ class Writer:
         return outcomes, batch.rings
 
     def _one_by_one(
-        self, conn: sqlite3.Connection, ops: Sequence[Op]
+        self, conn: sqlite3.Connection, ops: Sequence[Write[Any]]
     ) -> tuple[list[object], set[str]]:
         """One op broke the batch: run each alone so only that caller sees it."""
         outcomes: list[object] = []

@@ -1,0 +1,257 @@
+"""The contract's methods as operations, once for both backends.
+
+Every method of `shepherd.store.contract.Store` that reads or writes becomes
+one typed operation (`shepherd.store.ops`), run by the backend's `write`
+(group commit) or `read`. A backend subclasses `Facade` and supplies those
+two, plus its life cycle; it writes no method of the contract twice.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
+
+from shepherd.store import ops
+
+if TYPE_CHECKING:
+    from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
+    from shepherd.core.breaker import Decision as BreakerDecision
+    from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+    from shepherd.core.retention import Tombstone
+    from shepherd.core.states import ProcessState
+    from shepherd.core.supervision import Decision, Escalate, Reset
+    from shepherd.core.workers import Worker
+    from shepherd.store.contract import NewTask, StepStart, Submitted
+    from shepherd.store.signals import Signals
+
+__all__ = ["Facade"]
+
+R = TypeVar("R")
+
+
+class Facade(ABC):
+    """The store contract, each method one operation for the backend to run."""
+
+    signals: Signals
+
+    # -- what a backend supplies ------------------------------------------
+    @abstractmethod
+    async def write(self, op: ops.Write[R]) -> R:
+        """Run `op` in the next group-commit transaction; return its outcome once durable."""
+
+    @abstractmethod
+    async def read(self, op: ops.Read[R]) -> R:
+        """Run `op` on a read connection."""
+
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    def now(self) -> datetime: ...
+
+    @abstractmethod
+    def statistics(self) -> dict[str, float]: ...
+
+    @abstractmethod
+    async def submit_task_in(self, task: NewTask, connection: object) -> Submitted: ...
+
+    @abstractmethod
+    async def checkpoint(self) -> None: ...
+
+    # -- application -------------------------------------------------------
+    async def submit_task(self, task: NewTask) -> Submitted:
+        return await self.write(ops.SubmitTask(task=task))
+
+    async def get_task(self, task_id: str) -> Task | None:
+        return await self.read(ops.GetTask(task_id=task_id))
+
+    async def list_tasks(
+        self,
+        *,
+        states: Sequence[ProcessState] = (),
+        limit: int = 100,
+        workflow: str | None = None,
+        key: str | None = None,
+        id_prefix: str | None = None,
+        updated_since: datetime | None = None,
+    ) -> list[Task]:
+        return await self.read(
+            ops.ListTasks(
+                states=tuple(states),
+                limit=limit,
+                workflow=workflow,
+                key=key,
+                id_prefix=id_prefix,
+                updated_since=updated_since,
+            )
+        )
+
+    async def count_tasks(self) -> dict[ProcessState, int]:
+        return await self.read(ops.CountTasks())
+
+    async def task_events(self, task_id: str) -> list[Event]:
+        return await self.read(ops.TaskEvents(task_id=task_id))
+
+    async def read_events(
+        self, *, reply_to: str | None, after_id: int, limit: int = 1000
+    ) -> list[Event]:
+        return await self.read(ops.ReadEvents(reply_to=reply_to, after_id=after_id, limit=limit))
+
+    # -- scheduler ---------------------------------------------------------
+    async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
+        return await self.write(ops.ClaimTasks(owner=owner, limit=limit))
+
+    async def start_step(self, start: StepStart) -> datetime:
+        return await self.write(ops.StartStep(start=start))
+
+    async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
+        return await self.write(ops.RecordReplies(owner=owner, limit=limit))
+
+    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
+        await self.write(ops.FinishTask(task_id=task_id, owner=owner, epoch=epoch, result=result))
+
+    async def fail_task(
+        self, task_id: str, *, owner: str, epoch: int, state: ProcessState, error: JsonValue
+    ) -> None:
+        await self.write(
+            ops.FailTask(task_id=task_id, owner=owner, epoch=epoch, state=state, error=error)
+        )
+
+    async def start_compensation(
+        self, task_id: str, *, owner: str, epoch: int, error: JsonValue
+    ) -> None:
+        await self.write(
+            ops.StartCompensation(task_id=task_id, owner=owner, epoch=epoch, error=error)
+        )
+
+    async def release_tasks(self, task_ids: Sequence[str], *, owner: str) -> int:
+        return await self.write(ops.ReleaseTasks(task_ids=tuple(task_ids), owner=owner))
+
+    # -- agent -------------------------------------------------------------
+    async def take_requests(
+        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
+    ) -> list[Request]:
+        return await self.write(
+            ops.TakeRequests(agents=tuple(agents), worker=worker, limit=limit, suspects=suspects)
+        )
+
+    async def reply_and_ack(
+        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+    ) -> bool:
+        return await self.write(ops.ReplyAndAck(request=request, worker=worker, ok=ok, body=body))
+
+    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
+        await self.write(ops.Note(task_id=task_id, kind=kind, detail=detail))
+
+    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
+        return await self.write(ops.ExtendStep(request=request, worker=worker))
+
+    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
+        return await self.write(ops.BeginOnce(key=key, holder=holder))
+
+    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
+        return await self.write(ops.FinishOnce(key=key, holder=holder, result=result))
+
+    async def abandon_once(self, key: str, *, holder: str) -> bool:
+        return await self.write(ops.AbandonOnce(key=key, holder=holder))
+
+    # -- agent: circuit breakers -------------------------------------------
+    async def breaker_allow(
+        self, service: str, policy: BreakerPolicy
+    ) -> tuple[Breaker, BreakerDecision]:
+        return await self.write(ops.BreakerAllow(service=service, policy=policy))
+
+    async def breaker_report(
+        self, service: str, policy: BreakerPolicy, *, failed: bool
+    ) -> tuple[Breaker, Breaker]:
+        return await self.write(ops.BreakerReport(service=service, policy=policy, failed=failed))
+
+    async def get_breaker(self, service: str) -> Breaker | None:
+        return await self.read(ops.GetBreaker(service=service))
+
+    async def list_breakers(self) -> list[Breaker]:
+        return await self.read(ops.ListBreakers())
+
+    async def breaker_events(
+        self, *, service: str | None = None, limit: int = 50
+    ) -> list[BreakerEvent]:
+        return await self.read(ops.BreakerEvents(service=service, limit=limit))
+
+    # -- supervisor --------------------------------------------------------
+    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        return await self.write(ops.AcquireLease(name=name, holder=holder, ttl=ttl))
+
+    async def release_lease(self, name: str, *, holder: str) -> None:
+        await self.write(ops.ReleaseLease(name=name, holder=holder))
+
+    async def expired_claims(self, *, limit: int) -> list[Task]:
+        return await self.read(ops.ExpiredClaims(limit=limit))
+
+    async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
+        return await self.write(ops.ApplySupervision(task=task, decision=decision, leader=leader))
+
+    # -- worker registry ---------------------------------------------------
+    async def register_worker(
+        self, instance: str, *, host: str, pid: int, roles: Sequence[str], agents: Sequence[str]
+    ) -> Worker:
+        return await self.write(
+            ops.RegisterWorker(
+                instance=instance, host=host, pid=pid, roles=tuple(roles), agents=tuple(agents)
+            )
+        )
+
+    async def beat_worker(self, instance: str) -> bool:
+        return await self.write(ops.BeatWorker(instance=instance))
+
+    async def stop_worker(self, instance: str) -> None:
+        await self.write(ops.StopWorker(instance=instance))
+
+    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]:
+        return await self.read(ops.ListWorkers(since=since))
+
+    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
+        if not instances:
+            return set()
+        return await self.read(ops.DeadWorkers(instances=tuple(instances), ttl=ttl))
+
+    # -- supervisor: crash attribution --------------------------------------
+    async def unreaped_workers(self) -> list[Worker]:
+        return await self.read(ops.UnreapedWorkers())
+
+    async def crash_victims(
+        self, instance: str, *, beat_at: datetime
+    ) -> list[tuple[Task, bool, int | None]]:
+        return await self.read(ops.CrashVictims(instance=instance, beat_at=beat_at))
+
+    async def mark_died(self, instance: str) -> bool:
+        return await self.write(ops.MarkDied(instance=instance))
+
+    async def reap_worker(self, instance: str) -> None:
+        await self.write(ops.ReapWorker(instance=instance))
+
+    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
+        return await self.write(ops.ApplyCrash(task=task, decision=decision, leader=leader))
+
+    # -- retention ---------------------------------------------------------
+    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+        return await self.write(ops.PurgeTasks(ended_before=ended_before, limit=limit))
+
+    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+        return await self.write(ops.PurgeTombstones(purged_before=purged_before, limit=limit))
+
+    async def get_tombstone(self, task_id: str) -> Tombstone | None:
+        return await self.read(ops.GetTombstone(task_id=task_id))
+
+    # -- operator ----------------------------------------------------------
+    async def retry_task(
+        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+    ) -> Task:
+        return await self.write(ops.RetryTask(task_id=task_id, seq=seq, payload=payload))
+
+    async def cancel_task(self, task_id: str) -> Task:
+        return await self.write(ops.CancelTask(task_id=task_id))

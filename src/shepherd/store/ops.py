@@ -1,0 +1,389 @@
+"""The store's operations as typed values: one frozen dataclass per operation.
+
+An operation names what it needs and, through its type parameter, what it
+returns: `ClaimTasks(owner, limit)` is an `Op[list[Task]]`, so
+`await facade.run(ClaimTasks(...))` is a `list[Task]` to mypy. A `Write` is
+group-committed (many callers' writes, one transaction); a `Read` runs on a
+read connection. Each backend keeps one table from operation type to handler
+(`shepherd.store.sqlite.handlers`, `shepherd.store.postgres.handlers`), and
+`shepherd.store.facade.Facade` turns the contract's methods into operations
+for both. How to add one: docs/design.md, "How to add a store operation".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Generic, TypeVar, dataclass_transform
+
+from shepherd.core.breaker import Breaker, BreakerEvent
+from shepherd.core.breaker import Decision as BreakerDecision
+from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.retention import Tombstone
+from shepherd.core.states import ProcessState
+from shepherd.core.workers import Worker
+from shepherd.store.contract import NewTask, StepStart, Submitted
+
+if TYPE_CHECKING:
+    from shepherd.core.breaker import BreakerPolicy
+    from shepherd.core.supervision import Decision, Escalate, Reset
+
+R = TypeVar("R", covariant=True)
+
+__all__ = [
+    "AbandonOnce",
+    "AcquireLease",
+    "ApplyCrash",
+    "ApplySupervision",
+    "BeatWorker",
+    "BeginOnce",
+    "BreakerAllow",
+    "BreakerEvents",
+    "BreakerReport",
+    "CancelTask",
+    "ClaimTasks",
+    "CountTasks",
+    "CrashVictims",
+    "DeadWorkers",
+    "ExpiredClaims",
+    "ExtendStep",
+    "FailTask",
+    "FinishOnce",
+    "FinishTask",
+    "GetBreaker",
+    "GetTask",
+    "GetTombstone",
+    "ListBreakers",
+    "ListTasks",
+    "ListWorkers",
+    "MarkDied",
+    "Note",
+    "Op",
+    "PurgeTasks",
+    "PurgeTombstones",
+    "Read",
+    "ReadEvents",
+    "ReapWorker",
+    "RecordReplies",
+    "RegisterWorker",
+    "ReleaseLease",
+    "ReleaseTasks",
+    "ReplyAndAck",
+    "RetryTask",
+    "StartCompensation",
+    "StartStep",
+    "StopWorker",
+    "SubmitTask",
+    "TakeRequests",
+    "TaskEvents",
+    "UnreapedWorkers",
+    "Write",
+]
+
+
+class Op(Generic[R]):
+    """A store operation whose outcome is an `R`."""
+
+    __slots__ = ()
+
+
+class Write(Op[R]):
+    """An operation that changes the store: group-committed, fenced where it says so."""
+
+    __slots__ = ()
+
+
+class Read(Op[R]):
+    """An operation that only reads (one statement or a few, no transaction of its own)."""
+
+    __slots__ = ()
+
+
+T = TypeVar("T")
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def _op(cls: type[T]) -> type[T]:
+    """An operation's class: a frozen, slotted dataclass with keyword-only fields."""
+    return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+
+
+# -- application ---------------------------------------------------------------
+@_op
+class SubmitTask(Write[Submitted]):
+    task: NewTask
+
+
+@_op
+class GetTask(Read[Task | None]):
+    task_id: str
+
+
+@_op
+class ListTasks(Read[list[Task]]):
+    states: tuple[ProcessState, ...] = ()
+    limit: int = 100
+    workflow: str | None = None
+    key: str | None = None
+    id_prefix: str | None = None
+    updated_since: datetime | None = None
+
+
+@_op
+class CountTasks(Read[dict[ProcessState, int]]):
+    pass
+
+
+@_op
+class TaskEvents(Read[list[Event]]):
+    task_id: str
+
+
+@_op
+class ReadEvents(Read[list[Event]]):
+    reply_to: str | None
+    after_id: int
+    limit: int = 1000
+
+
+# -- scheduler -----------------------------------------------------------------
+@_op
+class ClaimTasks(Write[list[Task]]):
+    owner: str
+    limit: int
+
+
+@_op
+class StartStep(Write[datetime]):
+    start: StepStart
+
+
+@_op
+class RecordReplies(Write[list[tuple[Reply, bool]]]):
+    owner: str
+    limit: int
+
+
+@_op
+class FinishTask(Write[None]):
+    task_id: str
+    owner: str
+    epoch: int
+    result: JsonValue
+
+
+@_op
+class FailTask(Write[None]):
+    task_id: str
+    owner: str
+    epoch: int
+    state: ProcessState
+    error: JsonValue
+
+
+@_op
+class StartCompensation(Write[None]):
+    task_id: str
+    owner: str
+    epoch: int
+    error: JsonValue
+
+
+@_op
+class ReleaseTasks(Write[int]):
+    task_ids: tuple[str, ...]
+    owner: str
+
+
+# -- agent ---------------------------------------------------------------------
+@_op
+class TakeRequests(Write[list[Request]]):
+    agents: tuple[str, ...]
+    worker: str
+    limit: int
+    suspects: int = 0
+
+
+@_op
+class ReplyAndAck(Write[bool]):
+    request: Request
+    worker: str
+    ok: bool
+    body: JsonValue
+
+
+@_op
+class Note(Write[None]):
+    task_id: str
+    kind: str
+    detail: JsonValue
+
+
+@_op
+class ExtendStep(Write[datetime | None]):
+    request: Request
+    worker: str
+
+
+@_op
+class BeginOnce(Write[tuple[str, JsonValue]]):
+    key: str
+    holder: str
+
+
+@_op
+class FinishOnce(Write[bool]):
+    key: str
+    holder: str
+    result: JsonValue
+
+
+@_op
+class AbandonOnce(Write[bool]):
+    key: str
+    holder: str
+
+
+@_op
+class BreakerAllow(Write[tuple[Breaker, BreakerDecision]]):
+    service: str
+    policy: BreakerPolicy
+
+
+@_op
+class BreakerReport(Write[tuple[Breaker, Breaker]]):
+    service: str
+    policy: BreakerPolicy
+    failed: bool
+
+
+@_op
+class GetBreaker(Read[Breaker | None]):
+    service: str
+
+
+@_op
+class ListBreakers(Read[list[Breaker]]):
+    pass
+
+
+@_op
+class BreakerEvents(Read[list[BreakerEvent]]):
+    service: str | None = None
+    limit: int = 50
+
+
+# -- supervisor ----------------------------------------------------------------
+@_op
+class AcquireLease(Write[Lease | None]):
+    name: str
+    holder: str
+    ttl: float
+
+
+@_op
+class ReleaseLease(Write[None]):
+    name: str
+    holder: str
+
+
+@_op
+class ExpiredClaims(Read[list[Task]]):
+    limit: int
+
+
+@_op
+class ApplySupervision(Write[bool]):
+    task: Task
+    decision: Decision
+    leader: Lease
+
+
+# -- worker registry and crash attribution -------------------------------------
+@_op
+class RegisterWorker(Write[Worker]):
+    instance: str
+    host: str
+    pid: int
+    roles: tuple[str, ...]
+    agents: tuple[str, ...]
+
+
+@_op
+class BeatWorker(Write[bool]):
+    instance: str
+
+
+@_op
+class StopWorker(Write[None]):
+    instance: str
+
+
+@_op
+class ListWorkers(Read[list[Worker]]):
+    since: datetime | None = None
+
+
+@_op
+class DeadWorkers(Read[set[str]]):
+    instances: tuple[str, ...]
+    ttl: float
+
+
+@_op
+class UnreapedWorkers(Read[list[Worker]]):
+    pass
+
+
+@_op
+class CrashVictims(Read[list[tuple[Task, bool, int | None]]]):
+    instance: str
+    beat_at: datetime
+
+
+@_op
+class MarkDied(Write[bool]):
+    instance: str
+
+
+@_op
+class ReapWorker(Write[None]):
+    instance: str
+
+
+@_op
+class ApplyCrash(Write[bool]):
+    task: Task
+    decision: Reset | Escalate
+    leader: Lease
+
+
+# -- retention -----------------------------------------------------------------
+@_op
+class PurgeTasks(Write[int]):
+    ended_before: datetime
+    limit: int
+
+
+@_op
+class PurgeTombstones(Write[int]):
+    purged_before: datetime
+    limit: int
+
+
+@_op
+class GetTombstone(Read[Tombstone | None]):
+    task_id: str
+
+
+# -- operator ------------------------------------------------------------------
+@_op
+class RetryTask(Write[Task]):
+    task_id: str
+    seq: int | None = None
+    payload: JsonValue = None
+
+
+@_op
+class CancelTask(Write[Task]):
+    task_id: str
