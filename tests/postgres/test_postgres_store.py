@@ -699,9 +699,7 @@ async def test_the_store_survives_its_connections_being_cut(
     await wait_until(lambda: store.listener.reconnects == 1, timeout=WAKE_DEADLINE)
 
 
-async def test_a_deadlock_victim_batch_is_retried_unseen(
-    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_deadlock_victim_batch_is_retried_unseen(store: PostgresStore) -> None:
     from shepherd.store.ops import SubmitTask
     from shepherd.store.postgres import handlers
 
@@ -713,8 +711,11 @@ async def test_a_deadlock_victim_batch_is_retried_unseen(
             raise failures.pop()
         return await real(batch, ops)
 
-    monkeypatch.setitem(handlers.WRITES, SubmitTask, deadlocking)
-    outcomes = await asyncio.gather(*(submit(store, i) for i in range(3)))
+    handlers.WRITES[SubmitTask] = deadlocking
+    try:
+        outcomes = await asyncio.gather(*(submit(store, i) for i in range(3)))
+    finally:
+        handlers.WRITES[SubmitTask] = real
     assert len(set(outcomes)) == 3
     assert store.statistics()["batch_retries"] == 1
     assert await store.count_tasks() == {ProcessState.PENDING: 3}

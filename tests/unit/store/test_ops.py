@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, assert_type
@@ -16,6 +17,7 @@ from shepherd.core.states import ProcessState
 from shepherd.core.workers import Worker
 from shepherd.store import ops
 from shepherd.store.contract import NewTask, Store, Submitted
+from shepherd.store.dispatch import WriteTable
 from shepherd.store.facade import Facade
 from shepherd.store.postgres import handlers as pg
 from shepherd.store.sqlite import SQLiteStore
@@ -38,6 +40,17 @@ def test_every_write_has_exactly_one_handler(table: dict[type[Any], Any]) -> Non
 @pytest.mark.parametrize("table", [lite.READS, pg.READS], ids=["sqlite", "postgres"])
 def test_every_read_has_exactly_one_handler(table: dict[type[Any], Any]) -> None:
     assert set(table) == _concrete(ops.Read)
+
+
+def test_a_second_handler_for_one_operation_is_refused() -> None:
+    table: WriteTable[object, list[object]] = WriteTable()
+
+    @table.handles(ops.ClaimTasks)
+    def claim(batch: object, claims: Sequence[ops.ClaimTasks]) -> list[object]:
+        return [[] for _ in claims]
+
+    with pytest.raises(RuntimeError, match="two handlers for ClaimTasks"):
+        table.handles(ops.ClaimTasks)(claim)
 
 
 def test_an_operation_is_a_frozen_value() -> None:

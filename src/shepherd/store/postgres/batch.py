@@ -8,7 +8,7 @@ exactly when it becomes visible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, final
 
@@ -17,6 +17,7 @@ from psycopg.rows import tuple_row
 from shepherd.core.records import JsonValue
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps, dumps_error
 from shepherd.store import signals as ch
+from shepherd.store.dispatch import WriteTable
 from shepherd.store.postgres.listener import notifications
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["Batch"]
+__all__ = ["WRITES", "Batch"]
 
 _INSERT_EVENTS = (
     "INSERT INTO events (task_id, key, reply_to, kind, detail, at) "
@@ -89,3 +90,7 @@ class Batch:
         pairs = notifications(self.rings)
         if pairs:
             await self.send(_NOTIFY, ([c for c, _ in pairs], [p for _, p in pairs]))
+
+
+#: Operation type -> the handler that runs every operation of that type in a batch.
+WRITES: WriteTable[Batch, Awaitable[list[object]]] = WriteTable()

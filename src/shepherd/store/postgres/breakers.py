@@ -22,18 +22,14 @@ from shepherd.store.breaker_rows import (
     breaker_from_row,
     report_step,
 )
+from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent
-    from shepherd.store.ops import (
-        BreakerAllow,
-        BreakerEvents,
-        BreakerReport,
-        GetBreaker,
-        ListBreakers,
-    )
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -91,6 +87,7 @@ def _by_service(services: Sequence[str]) -> list[int]:
     return sorted(range(len(services)), key=lambda i: services[i])
 
 
+@WRITES.handles(BreakerAllow)
 async def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     """Apply `allow` to each locked breaker: one probe per cool-down in the cluster."""
     out: list[object] = [None] * len(ops)
@@ -102,6 +99,7 @@ async def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     return out
 
 
+@WRITES.handles(BreakerReport)
 async def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
     """Count each call's outcome on its locked breaker."""
     out: list[object] = [None] * len(ops)
@@ -123,17 +121,20 @@ _EVENTS_FOR = (
 )
 
 
+@READS.handles(GetBreaker)
 async def get_breaker(reader: Reader, op: GetBreaker) -> Breaker | None:
     """The stored breaker of `service`, or None if it was never used."""
     rows = await reader.fetch(_GET, (op.service,))
     return breaker_from_row(rows[0], op.service, utc) if rows else None
 
 
+@READS.handles(ListBreakers)
 async def list_breakers(reader: Reader, op: ListBreakers) -> list[Breaker]:
     """Every stored breaker, by service name."""
     return [breaker_from_row(r, r[0], utc) for r in await reader.fetch(_LIST)]
 
 
+@READS.handles(BreakerEvents)
 async def breaker_events(reader: Reader, op: BreakerEvents) -> list[BreakerEvent]:
     """The latest breaker changes, newest first: of every service, or of `service`."""
     if op.service is None:

@@ -14,13 +14,15 @@ from shepherd.core.events import EventKind
 from shepherd.core.supervision import Reset
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
+from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row, utc
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.core.workers import Worker
-    from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -67,12 +69,14 @@ _DROP_REQUESTS = (
 )
 
 
+@WRITES.handles(MarkDied)
 async def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
     """Processes found gone on their host: dead from now, whatever their last beat."""
     cursors = [await batch.send(_MARK_DIED, (batch.now, op.instance)) for op in ops]
     return [await cursor.fetchone() is not None for cursor in cursors]
 
 
+@WRITES.handles(ReapWorker)
 async def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
     for instance in (op.instance for op in ops):
@@ -80,6 +84,7 @@ async def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     return [None] * len(ops)
 
 
+@WRITES.handles(ApplyCrash)
 async def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
     now = batch.now
@@ -135,11 +140,13 @@ async def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
+@READS.handles(UnreapedWorkers)
 async def unreaped_workers(reader: Reader, op: UnreapedWorkers) -> list[Worker]:
     """Processes neither stopped nor attributed yet (live ones, and the newly dead)."""
     return [worker_from_row(r, utc) for r in await reader.fetch(UNREAPED)]
 
 
+@READS.handles(CrashVictims)
 async def crash_victims(reader: Reader, op: CrashVictims) -> list[tuple[Task, bool, int | None]]:
     """Tasks in a supervised state owned by `instance`, or with a request its agent held.
 

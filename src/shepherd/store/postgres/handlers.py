@@ -1,19 +1,15 @@
 """Which function runs each store operation on PostgreSQL: one table for writes, one for reads.
 
-A write handler gets every operation of its type in the batch and returns one
-outcome per operation, in order (a value, or an exception for that caller
-alone); it sends its statements through the batch's pipeline. A read handler
-gets the store's `Reader` and the operation. `entry` checks, with mypy, that each handler takes
-the operation type it is filed under.
+Each handler module files its handlers with `@WRITES.handles(Op)` or
+`@READS.handles(Op)` (`shepherd.store.dispatch`); importing this module
+imports them all, so the tables are complete. A write handler gets every
+operation of its type in the batch and returns one outcome per operation, in
+order (a value, or an exception for that caller alone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
-
-from shepherd.store import ops
-from shepherd.store.postgres import (
+from shepherd.store.postgres import (  # noqa: F401 - imported to file their handlers
     breakers,
     crashes,
     keys,
@@ -25,82 +21,7 @@ from shepherd.store.postgres import (
     tasks,
     workers,
 )
-from shepherd.store.postgres.batch import Batch
-from shepherd.store.postgres.reader import Reader
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 
-__all__ = ["READS", "WRITES", "ReadHandler", "WriteHandler"]
-
-W = TypeVar("W", bound=ops.Write[Any])
-Q = TypeVar("Q", bound=ops.Read[Any])
-
-#: Runs every operation of one type in the batch; one outcome per operation.
-WriteHandler = Callable[[Batch, Sequence[Any]], Awaitable[list[object]]]
-#: Runs one read through the store's reader.
-ReadHandler = Callable[[Reader, Any], Awaitable[Any]]
-
-
-def write(
-    op: type[W], handler: Callable[[Batch, Sequence[W]], Awaitable[list[object]]]
-) -> tuple[type[ops.Write[Any]], WriteHandler]:
-    return op, handler
-
-
-def read(
-    op: type[Q], handler: Callable[[Reader, Q], Awaitable[object]]
-) -> tuple[type[ops.Read[Any]], ReadHandler]:
-    return op, handler
-
-
-WRITES: dict[type[ops.Write[Any]], WriteHandler] = dict(
-    [
-        write(ops.SubmitTask, tasks.submit),
-        write(ops.ClaimTasks, tasks.claim),
-        write(ops.StartStep, steps.start_step),
-        write(ops.RecordReplies, steps.record_replies),
-        write(ops.FinishTask, tasks.finish),
-        write(ops.FailTask, tasks.fail),
-        write(ops.StartCompensation, tasks.start_compensation),
-        write(ops.ReleaseTasks, tasks.release),
-        write(ops.TakeRequests, queues.take),
-        write(ops.ReplyAndAck, queues.reply),
-        write(ops.Note, queues.note),
-        write(ops.ExtendStep, keys.extend_step),
-        write(ops.BeginOnce, keys.begin_once),
-        write(ops.FinishOnce, keys.finish_once),
-        write(ops.AbandonOnce, keys.abandon_once),
-        write(ops.BreakerAllow, breakers.allow),
-        write(ops.BreakerReport, breakers.report),
-        write(ops.AcquireLease, leases.acquire),
-        write(ops.ReleaseLease, leases.release),
-        write(ops.ApplySupervision, leases.supervise),
-        write(ops.RetryTask, operator.retry),
-        write(ops.CancelTask, operator.cancel),
-        write(ops.RegisterWorker, workers.register),
-        write(ops.BeatWorker, workers.beat),
-        write(ops.StopWorker, workers.stop),
-        write(ops.MarkDied, crashes.mark_died),
-        write(ops.ReapWorker, crashes.reap),
-        write(ops.ApplyCrash, crashes.apply),
-        write(ops.PurgeTasks, retention.purge_tasks),
-        write(ops.PurgeTombstones, retention.purge_tombstones),
-    ]
-)
-
-READS: dict[type[ops.Read[Any]], ReadHandler] = dict(
-    [
-        read(ops.GetTask, tasks.get_task),
-        read(ops.ListTasks, tasks.list_tasks),
-        read(ops.CountTasks, tasks.count_tasks),
-        read(ops.TaskEvents, queues.task_events),
-        read(ops.ReadEvents, queues.read_events),
-        read(ops.GetBreaker, breakers.get_breaker),
-        read(ops.ListBreakers, breakers.list_breakers),
-        read(ops.BreakerEvents, breakers.breaker_events),
-        read(ops.ExpiredClaims, leases.expired_claims),
-        read(ops.ListWorkers, workers.list_workers),
-        read(ops.DeadWorkers, workers.dead_workers),
-        read(ops.UnreapedWorkers, crashes.unreaped_workers),
-        read(ops.CrashVictims, crashes.crash_victims),
-        read(ops.GetTombstone, retention.get_tombstone),
-    ]
-)
+__all__ = ["READS", "WRITES"]

@@ -13,10 +13,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.ops import AbandonOnce, BeginOnce, ExtendStep, FinishOnce
+from shepherd.store.postgres.batch import WRITES
 from shepherd.store.rows import load
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import AbandonOnce, BeginOnce, ExtendStep, FinishOnce
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
@@ -56,6 +57,7 @@ _CLEAR_STARTED = (
 )
 
 
+@WRITES.handles(ExtendStep)
 async def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
     now = batch.now
@@ -91,6 +93,7 @@ async def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     return out
 
 
+@WRITES.handles(BeginOnce)
 async def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
     out: list[object] = []
@@ -109,6 +112,7 @@ async def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     return out
 
 
+@WRITES.handles(FinishOnce)
 async def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
     out: list[object] = []
@@ -124,6 +128,7 @@ async def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     return out
 
 
+@WRITES.handles(AbandonOnce)
 async def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
     out: list[object] = []

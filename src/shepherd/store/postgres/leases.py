@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 from shepherd.core.events import EventKind
 from shepherd.core.records import Task
 from shepherd.store import signals as ch
+from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import TASK_COLUMNS, lease_from_row, task_from_row
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -66,6 +68,7 @@ _DROP_REQUESTS = (
 )
 
 
+@WRITES.handles(AcquireLease)
 async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases; None where someone else holds an unexpired one."""
     now = batch.now
@@ -80,6 +83,7 @@ async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     return out
 
 
+@WRITES.handles(ReleaseLease)
 async def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
     """Expire leases now, if the caller still holds them."""
     for op in ops:
@@ -88,6 +92,7 @@ async def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
     return [None] * len(ops)
 
 
+@WRITES.handles(ApplySupervision)
 async def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions, fenced by task epoch and leadership."""
     from shepherd.core.supervision import Compensate, Escalate, Reset
@@ -152,6 +157,7 @@ _EXPIRED = (
 )
 
 
+@READS.handles(ExpiredClaims)
 async def expired_claims(reader: Reader, op: ExpiredClaims) -> list[Task]:
     """Claimed tasks whose complete_by has passed, earliest first."""
     rows = await reader.fetch(_EXPIRED, (reader.clock_param(), limit_of(op.limit)))

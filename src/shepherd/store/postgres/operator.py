@@ -14,12 +14,13 @@ from shepherd.core import operator as rules
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
+from shepherd.store.ops import CancelTask, RetryTask
 from shepherd.store.postgres import keys
+from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
-    from shepherd.store.ops import CancelTask, RetryTask
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["cancel", "retry"]
@@ -44,6 +45,7 @@ _APPLY = (
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = %s"
 
 
+@WRITES.handles(RetryTask)
 async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     """Put `error` tasks back to work from their failed step (or step `seq`)."""
     out: list[object] = []
@@ -81,6 +83,7 @@ async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(CancelTask)
 async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     """Ask for compensation of tasks that have not ended; they end `cancelled`."""
     out: list[object] = []

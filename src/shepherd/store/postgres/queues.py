@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 from shepherd.core.records import Event
 from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
+from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
     EVENT_COLUMNS,
     REQUEST_COLUMNS_R,
@@ -23,7 +26,6 @@ from shepherd.store.postgres.rows import (
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -52,6 +54,7 @@ _INSERT_REPLIES = (
 )
 
 
+@WRITES.handles(TakeRequests)
 async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible, unexpired requests until their complete_by.
 
@@ -73,6 +76,7 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     return out
 
 
+@WRITES.handles(ReplyAndAck)
 async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Write replies and remove their requests; False where the request moved on."""
     encoded: list[tuple[bool, str]] = []
@@ -108,6 +112,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     return out
 
 
+@WRITES.handles(Note)
 async def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
     """Append events to tasks' histories (an agent that timed out or gave up)."""
     for op in ops:
@@ -144,11 +149,13 @@ _EVENTS_FOR = (
 )
 
 
+@READS.handles(TaskEvents)
 async def task_events(reader: Reader, op: TaskEvents) -> list[Event]:
     """A task's events, oldest first."""
     return [event_from_row(r) for r in await reader.fetch(_TASK_EVENTS, (op.task_id,))]
 
 
+@READS.handles(ReadEvents)
 async def read_events(reader: Reader, op: ReadEvents) -> list[Event]:
     """Events after event `after_id`, in the order they became final (see `_HORIZON`).
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
+
+from shepherd.store.dispatch import ReadTable
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
-__all__ = ["Reader"]
+__all__ = ["READS", "Reader"]
 
 
 class Reader(Protocol):
@@ -22,3 +24,7 @@ class Reader(Protocol):
     def clock_param(self) -> datetime | None:
         """The instant to compare deadlines with: None for the database's `now()`."""
         ...
+
+
+#: Operation type -> the handler that runs one read.
+READS: ReadTable[Reader, Awaitable[Any]] = ReadTable()

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
+from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
-    from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -72,6 +74,7 @@ GET_TOMBSTONE = (
 )
 
 
+@WRITES.handles(PurgeTasks)
 async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     # The planner cannot estimate the done keys' ranges, overestimates the
@@ -82,6 +85,7 @@ async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     return [await _count(cursor) for cursor in cursors]
 
 
+@WRITES.handles(PurgeTombstones)
 async def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
     cursors = [await batch.send(_PURGE_TOMBSTONES, (op.purged_before, op.limit)) for op in ops]
@@ -111,6 +115,7 @@ async def _count(cursor: AsyncCursor[TupleRow]) -> int:
 
 
 # -- reads ---------------------------------------------------------------------
+@READS.handles(GetTombstone)
 async def get_tombstone(reader: Reader, op: GetTombstone) -> Tombstone | None:
     """The tombstone of a purged task, or None."""
     rows = await reader.fetch(GET_TOMBSTONE, (op.task_id,))

@@ -19,11 +19,12 @@ from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.ops import RecordReplies, StartStep
+from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
 from shepherd.store.rows import reply_event, taken_reply
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import RecordReplies, StartStep
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["record_replies", "start_step"]
@@ -103,6 +104,7 @@ _TOUCH = (
 _DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%b::bigint[])"
 
 
+@WRITES.handles(StartStep)
 async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
     now = batch.now
@@ -176,6 +178,7 @@ def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str
     return list({(row[0], row[1]): row for row in rows}.values())
 
 
+@WRITES.handles(RecordReplies)
 async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the owner's replies; record those for the current epoch and attempt."""
     now = batch.now

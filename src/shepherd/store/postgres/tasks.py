@@ -24,7 +24,20 @@ from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.ids import new_task_id
+from shepherd.store.ops import (
+    ClaimTasks,
+    CountTasks,
+    FailTask,
+    FinishTask,
+    GetTask,
+    ListTasks,
+    ReleaseTasks,
+    StartCompensation,
+    SubmitTask,
+)
 from shepherd.store.postgres import retention
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
     STEP_COLUMNS,
     STEP_COLUMNS_S,
@@ -37,17 +50,6 @@ from shepherd.store.postgres.rows import (
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import (
-        ClaimTasks,
-        CountTasks,
-        FailTask,
-        FinishTask,
-        GetTask,
-        ListTasks,
-        ReleaseTasks,
-        StartCompensation,
-        SubmitTask,
-    )
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -162,6 +164,7 @@ def limit_of(limit: int) -> int | None:
     return None if limit < 0 else limit
 
 
+@WRITES.handles(SubmitTask)
 async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     items = [op.task for op in ops]
@@ -243,6 +246,7 @@ async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(ClaimTasks)
 async def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
     out: list[object] = []
@@ -266,6 +270,7 @@ async def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     return out
 
 
+@WRITES.handles(FinishTask)
 async def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     owners = await lock_owners(batch, [op.task_id for op in ops])
@@ -292,6 +297,7 @@ async def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(FailTask)
 async def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
     sent = []
@@ -316,6 +322,7 @@ async def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(StartCompensation)
 async def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     sent = []
@@ -337,6 +344,7 @@ async def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> 
     return out
 
 
+@WRITES.handles(ReleaseTasks)
 async def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     now = batch.now
@@ -360,6 +368,7 @@ _LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 
 
+@READS.handles(GetTask)
 async def get_task(reader: Reader, op: GetTask) -> Task | None:
     """The task with its steps in order, or None."""
     rows = await reader.fetch(_GET_TASK, (op.task_id,))
@@ -369,6 +378,7 @@ async def get_task(reader: Reader, op: GetTask) -> Task | None:
     return task_from_row(rows[0][:TASK_WIDTH], found)
 
 
+@READS.handles(ListTasks)
 async def list_tasks(reader: Reader, op: ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
     where, params = task_filter(
@@ -383,6 +393,7 @@ async def list_tasks(reader: Reader, op: ListTasks) -> list[Task]:
     return [task_from_row(r) for r in rows]
 
 
+@READS.handles(CountTasks)
 async def count_tasks(reader: Reader, op: CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     return {ProcessState(r[0]): int(r[1]) for r in await reader.fetch(_COUNT)}

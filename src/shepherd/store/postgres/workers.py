@@ -12,12 +12,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shepherd.store.contract import WORKER_RETENTION
+from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
 from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.workers import Worker
-    from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -48,6 +50,7 @@ ALIVE = (
 )
 
 
+@WRITES.handles(RegisterWorker)
 async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     now = batch.now
@@ -68,12 +71,14 @@ async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     return out
 
 
+@WRITES.handles(BeatWorker)
 async def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
     cursors = [await batch.send(_BEAT, (batch.now, op.instance)) for op in ops]
     return [await cursor.fetchone() is not None for cursor in cursors]
 
 
+@WRITES.handles(StopWorker)
 async def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
     for op in ops:
@@ -82,6 +87,7 @@ async def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
+@READS.handles(ListWorkers)
 async def list_workers(reader: Reader, op: ListWorkers) -> list[Worker]:
     """Workers last heard from at or after `since` (all when None), newest started first."""
     if op.since is None:
@@ -91,6 +97,7 @@ async def list_workers(reader: Reader, op: ListWorkers) -> list[Worker]:
     return [worker_from_row(r, utc) for r in rows]
 
 
+@READS.handles(DeadWorkers)
 async def dead_workers(reader: Reader, op: DeadWorkers) -> set[str]:
     """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
     wanted = set(op.instances)

@@ -9,15 +9,17 @@ handler's reads (the fencing checks) and its writes.
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, final
 
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps, dumps_error
 from shepherd.store import signals as ch
+from shepherd.store.dispatch import ReadTable, WriteTable
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
 
-__all__ = ["Batch", "EventRow"]
+__all__ = ["READS", "WRITES", "Batch", "EventRow", "Reading"]
 
 #: (task_id, key, reply_to, kind, detail as JSON text, at).
 EventRow = tuple[str, str | None, str | None, str, str, float]
@@ -62,3 +64,19 @@ class Batch:
             return
         self.conn.executemany(_INSERT_EVENTS, rows)
         self.rings.add(ch.EVENTS)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a read handler gets: the connection (between batches) and the store clock's instant."""
+
+    conn: sqlite3.Connection
+    #: Unix seconds.
+    now: float
+
+
+#: Operation type -> the handler that runs every operation of that type in a batch.
+WRITES: WriteTable[Batch, list[object]] = WriteTable()
+#: Operation type -> the handler that runs one read.
+READS: ReadTable[Reading, Any] = ReadTable()

@@ -23,17 +23,12 @@ from shepherd.store.breaker_rows import (
     breaker_from_row,
     report_step,
 )
+from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
 from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent
-    from shepherd.store.ops import (
-        BreakerAllow,
-        BreakerEvents,
-        BreakerReport,
-        GetBreaker,
-        ListBreakers,
-    )
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["allow", "breaker_events", "get_breaker", "list_breakers", "report"]
@@ -91,6 +86,7 @@ def _save(batch: Batch, step: Step, *, stored: bool) -> None:
         batch.rings.add(ch.BREAKERS)
 
 
+@WRITES.handles(BreakerAllow)
 def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     """Apply `allow` to each stored breaker, in order: one probe per cool-down."""
     out: list[object] = []
@@ -103,6 +99,7 @@ def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     return out
 
 
+@WRITES.handles(BreakerReport)
 def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
     """Count each call's outcome on its stored breaker, in order."""
     out: list[object] = []
@@ -116,21 +113,27 @@ def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def get_breaker(conn: sqlite3.Connection, now: float, op: GetBreaker) -> Breaker | None:
+@READS.handles(GetBreaker)
+def get_breaker(at: Reading, op: GetBreaker) -> Breaker | None:
     """The stored breaker of `service`, or None if it was never used."""
+    conn = at.conn
     service = op.service
     row = conn.execute(_SELECT, (service,)).fetchone()
     return None if row is None else breaker_from_row(row, service, unix_instant)
 
 
-def list_breakers(conn: sqlite3.Connection, now: float, op: ListBreakers) -> list[Breaker]:
+@READS.handles(ListBreakers)
+def list_breakers(at: Reading, op: ListBreakers) -> list[Breaker]:
     """Every stored breaker, by service name."""
+    conn = at.conn
     rows = conn.execute(_LIST).fetchall()
     return [breaker_from_row(r, r["service"], unix_instant) for r in rows]
 
 
-def breaker_events(conn: sqlite3.Connection, now: float, op: BreakerEvents) -> list[BreakerEvent]:
+@READS.handles(BreakerEvents)
+def breaker_events(at: Reading, op: BreakerEvents) -> list[BreakerEvent]:
     """The latest breaker changes, newest first: of every service, or of `service`."""
+    conn = at.conn
     service, limit = op.service, op.limit
     where, params = ("", ()) if service is None else ("WHERE service = ? ", (service,))
     rows = conn.execute(_EVENTS.format(where=where), (*params, limit)).fetchall()

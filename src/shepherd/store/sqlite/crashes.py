@@ -6,7 +6,6 @@ and by the supervisor's lease (`leases.leads`, under the write lock).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,9 @@ from shepherd.core.events import EventKind
 from shepherd.core.supervision import Reset
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
+from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
 from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.leases import leads
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
@@ -22,7 +23,6 @@ from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.core.workers import Worker
-    from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = ["apply", "crash_victims", "mark_died", "reap", "unreaped_workers"]
@@ -58,11 +58,13 @@ _ESCALATE = (
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
+@WRITES.handles(MarkDied)
 def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
     """Processes found gone on their host: dead from now, whatever their last beat."""
     return [batch.conn.execute(_MARK_DIED, (batch.now, op.instance)).rowcount == 1 for op in ops]
 
 
+@WRITES.handles(ReapWorker)
 def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
     for op in ops:
@@ -70,6 +72,7 @@ def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     return [None] * len(ops)
 
 
+@WRITES.handles(ApplyCrash)
 def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
     conn, now = batch.conn, batch.now
@@ -129,19 +132,21 @@ def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def unreaped_workers(conn: sqlite3.Connection, now: float, op: UnreapedWorkers) -> list[Worker]:
+@READS.handles(UnreapedWorkers)
+def unreaped_workers(at: Reading, op: UnreapedWorkers) -> list[Worker]:
     """Processes neither stopped nor attributed yet (live ones, and the newly dead)."""
+    conn = at.conn
     return [worker_from_row(row, unix_instant) for row in conn.execute(_UNREAPED)]
 
 
-def crash_victims(
-    conn: sqlite3.Connection, now: float, op: CrashVictims
-) -> list[tuple[Task, bool, int | None]]:
+@READS.handles(CrashVictims)
+def crash_victims(at: Reading, op: CrashVictims) -> list[tuple[Task, bool, int | None]]:
     """Tasks in a supervised state owned by `instance`, or with a request its agent held.
 
     A request counts as running in `instance` if its agent took it and its
     complete_by was still ahead at the process's last beat.
     """
+    conn = at.conn
     instance, beat_at = op.instance, op.beat_at.timestamp()
     owner, agent = f"{instance}/s", f"{instance}/a"
     running = dict(conn.execute(_RUNNING, (agent, beat_at)).fetchall())

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.ops import AbandonOnce, BeginOnce, ExtendStep, FinishOnce
 from shepherd.store.rows import load, unix_instant
+from shepherd.store.sqlite.batch import WRITES
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import AbandonOnce, BeginOnce, ExtendStep, FinishOnce
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
@@ -50,6 +51,7 @@ CLEAR_STARTED = (
 )
 
 
+@WRITES.handles(ExtendStep)
 def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
     conn, now = batch.conn, batch.now
@@ -82,6 +84,7 @@ def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     return out
 
 
+@WRITES.handles(BeginOnce)
 def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
     conn, now = batch.conn, batch.now
@@ -96,6 +99,7 @@ def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     return out
 
 
+@WRITES.handles(FinishOnce)
 def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
     conn, now = batch.conn, batch.now
@@ -111,6 +115,7 @@ def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     return out
 
 
+@WRITES.handles(AbandonOnce)
 def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
     return [batch.conn.execute(_ABANDON, (op.key, op.holder)).rowcount == 1 for op in ops]

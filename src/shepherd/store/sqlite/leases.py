@@ -18,10 +18,11 @@ from shepherd.core.events import EventKind
 from shepherd.core.records import Lease, Task
 from shepherd.core.supervision import Compensate, Escalate, Reset
 from shepherd.store import signals as ch
+from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row, ts
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = ["acquire", "expired_claims", "leads", "release", "supervise"]
@@ -71,6 +72,7 @@ def leads(conn: sqlite3.Connection, leader: Lease, now: float) -> bool:
     )
 
 
+@WRITES.handles(AcquireLease)
 def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases: a Lease, or None while another holder's is unexpired."""
     conn, now = batch.conn, batch.now
@@ -91,6 +93,7 @@ def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     return out
 
 
+@WRITES.handles(ReleaseLease)
 def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
     """Let leases expire now, if their holders still hold them."""
     for op in ops:
@@ -99,6 +102,7 @@ def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
     return [None] * len(ops)
 
 
+@WRITES.handles(ApplySupervision)
 def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions on expired claims: True where the task was changed."""
     conn, now = batch.conn, batch.now
@@ -166,6 +170,8 @@ def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def expired_claims(conn: sqlite3.Connection, now: float, op: ExpiredClaims) -> list[Task]:
+@READS.handles(ExpiredClaims)
+def expired_claims(at: Reading, op: ExpiredClaims) -> list[Task]:
     """Claimed tasks whose complete_by has passed, earliest first."""
+    conn, now = at.conn, at.now
     return [task_from_row(r) for r in conn.execute(_EXPIRED, (now, op.limit)).fetchall()]

@@ -14,6 +14,8 @@ from shepherd.core import operator as rules
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
+from shepherd.store.ops import CancelTask, RetryTask
+from shepherd.store.sqlite.batch import WRITES
 from shepherd.store.sqlite.keys import clear_started
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 
@@ -21,7 +23,6 @@ if TYPE_CHECKING:
     import sqlite3
 
     from shepherd.core.records import Task
-    from shepherd.store.ops import CancelTask, RetryTask
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["cancel", "retry"]
@@ -47,6 +48,7 @@ _CANCEL_STATE = "SELECT process_state, key, reply_to FROM tasks WHERE id = ?"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
+@WRITES.handles(RetryTask)
 def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     """Put tasks in `error` back to work (and resubmit one step, with a new payload)."""
     conn = batch.conn
@@ -79,6 +81,7 @@ def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(CancelTask)
 def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     """Request cancellation: unended tasks turn `compensating`, their requests go."""
     conn = batch.conn

@@ -9,12 +9,13 @@ Events are the applications' queue (`reply_to`) and each task's timeline.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
+from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import (
     EVENT_COLUMNS,
     REQUEST_COLUMNS,
@@ -27,7 +28,6 @@ from shepherd.store.sqlite.rows import (
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event
-    from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["note", "read_events", "reply", "take", "task_events"]
@@ -57,6 +57,7 @@ _EVENTS_FOR = (
 )
 
 
+@WRITES.handles(TakeRequests)
 def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible requests of the given agents to a worker, oldest first."""
     conn, now = batch.conn, batch.now
@@ -77,6 +78,7 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     return out
 
 
+@WRITES.handles(ReplyAndAck)
 def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Write replies and remove their requests; False for a request no longer this worker's."""
     conn, now = batch.conn, batch.now
@@ -123,6 +125,7 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     return out
 
 
+@WRITES.handles(Note)
 def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
     """Append events of the given kinds to tasks' timelines (unknown tasks are skipped)."""
     found = owners(batch.conn, [op.task_id for op in ops])
@@ -137,13 +140,17 @@ def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def task_events(conn: sqlite3.Connection, now: float, op: TaskEvents) -> list[Event]:
+@READS.handles(TaskEvents)
+def task_events(at: Reading, op: TaskEvents) -> list[Event]:
     """A task's events, oldest first."""
+    conn = at.conn
     return [event_from_row(r) for r in conn.execute(_TASK_EVENTS, (op.task_id,)).fetchall()]
 
 
-def read_events(conn: sqlite3.Connection, now: float, op: ReadEvents) -> list[Event]:
+@READS.handles(ReadEvents)
+def read_events(at: Reading, op: ReadEvents) -> list[Event]:
     """Events after `after_id` in id order: all of them, or those for `reply_to`."""
+    conn = at.conn
     reply_to, after_id, limit = op.reply_to, op.after_id, op.limit
     if reply_to is None:
         rows = conn.execute(_ALL_EVENTS, (after_id, limit)).fetchall()

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
+from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
 from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["checkpoint", "get_tombstone", "purge_tasks", "purge_tombstones", "purged_key"]
@@ -53,6 +54,7 @@ _PURGED_KEY = "SELECT task_id FROM tombstones WHERE workflow = ? AND key = ?"
 _CHUNK = 500
 
 
+@WRITES.handles(PurgeTasks)
 def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     conn, now = batch.conn, batch.now
@@ -80,6 +82,7 @@ def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     return out
 
 
+@WRITES.handles(PurgeTombstones)
 def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
     return [
@@ -94,8 +97,10 @@ def purged_key(conn: sqlite3.Connection, workflow: str, key: str) -> str | None:
     return None if row is None else str(row["task_id"])
 
 
-def get_tombstone(conn: sqlite3.Connection, now: float, op: GetTombstone) -> Tombstone | None:
+@READS.handles(GetTombstone)
+def get_tombstone(at: Reading, op: GetTombstone) -> Tombstone | None:
     """The tombstone of a purged task, or None."""
+    conn = at.conn
     row = conn.execute(_GET_TOMBSTONE, (op.task_id,)).fetchone()
     if row is None:
         return None

@@ -18,11 +18,12 @@ from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.ops import RecordReplies, StartStep
 from shepherd.store.rows import reply_event, taken_reply
+from shepherd.store.sqlite.batch import WRITES
 from shepherd.store.sqlite.rows import owners, tuples
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import RecordReplies, StartStep
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = ["record_replies", "start_step"]
@@ -63,6 +64,7 @@ _EXTEND_CLAIM = "UPDATE tasks SET complete_by = ? + complete_within, updated_at 
 _DROP_REPLY = "DELETE FROM replies WHERE id = ?"
 
 
+@WRITES.handles(StartStep)
 def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps `running` and queue their requests (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
@@ -128,6 +130,7 @@ def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     return out
 
 
+@WRITES.handles(RecordReplies)
 def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the replies to an owner's tasks; record the current ones on their steps."""
     conn, now = batch.conn, batch.now

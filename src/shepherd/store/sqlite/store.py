@@ -24,6 +24,7 @@ from shepherd.store.facade import Facade
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.signals import Signals
 from shepherd.store.sqlite import retention
+from shepherd.store.sqlite.batch import Reading
 from shepherd.store.sqlite.connection import connect, path_from_url
 from shepherd.store.sqlite.errors import translate
 from shepherd.store.sqlite.handlers import READS
@@ -141,7 +142,7 @@ class SQLiteStore(Facade):
         def run() -> Any:
             conn = self._conn
             assert conn is not None
-            return handler(conn, self.clock.now().timestamp(), op)
+            return handler(Reading(conn, self.clock.now().timestamp()), op)
 
         # The table is the one untyped seam: READS files each handler under the
         # operation it takes (checked by mypy), and the conformance suite checks

@@ -9,7 +9,6 @@ its tasks' fencing columns first (`owners`, under the write lock), `fail` and
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -22,7 +21,19 @@ from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import Submitted
 from shepherd.store.ids import new_task_id
+from shepherd.store.ops import (
+    ClaimTasks,
+    CountTasks,
+    FailTask,
+    FinishTask,
+    GetTask,
+    ListTasks,
+    ReleaseTasks,
+    StartCompensation,
+    SubmitTask,
+)
 from shepherd.store.sqlite import retention
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import (
     STEP_COLUMNS,
     TASK_COLUMNS,
@@ -36,17 +47,6 @@ from shepherd.store.sqlite.rows import (
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import (
-        ClaimTasks,
-        CountTasks,
-        FailTask,
-        FinishTask,
-        GetTask,
-        ListTasks,
-        ReleaseTasks,
-        StartCompensation,
-        SubmitTask,
-    )
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = [
@@ -105,6 +105,7 @@ _LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 
 
+@WRITES.handles(SubmitTask)
 def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     conn, now = batch.conn, batch.now
@@ -149,6 +150,7 @@ def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(ClaimTasks)
 def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     """Claim claimable tasks with one conditional UPDATE each (under the write lock)."""
     conn, now = batch.conn, batch.now
@@ -183,6 +185,7 @@ def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     return out
 
 
+@WRITES.handles(FinishTask)
 def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
@@ -212,6 +215,7 @@ def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(FailTask)
 def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
     conn, now = batch.conn, batch.now
@@ -233,6 +237,7 @@ def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     return out
 
 
+@WRITES.handles(StartCompensation)
 def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     conn, now = batch.conn, batch.now
@@ -252,6 +257,7 @@ def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[o
     return out
 
 
+@WRITES.handles(ReleaseTasks)
 def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     conn, now = batch.conn, batch.now
@@ -274,8 +280,10 @@ def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def get_task(conn: sqlite3.Connection, now: float, op: GetTask) -> Task | None:
+@READS.handles(GetTask)
+def get_task(at: Reading, op: GetTask) -> Task | None:
     """The task with its steps in order, or None."""
+    conn = at.conn
     task_id = op.task_id
     row = conn.execute(_GET_TASK, (task_id,)).fetchone()
     if row is None:
@@ -284,8 +292,10 @@ def get_task(conn: sqlite3.Connection, now: float, op: GetTask) -> Task | None:
     return task_from_row(row, tuple(step_from_row(s) for s in steps))
 
 
-def list_tasks(conn: sqlite3.Connection, now: float, op: ListTasks) -> list[Task]:
+@READS.handles(ListTasks)
+def list_tasks(at: Reading, op: ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
+    conn = at.conn
     where, params = task_filter(
         mark="?",
         states=op.states,
@@ -298,6 +308,8 @@ def list_tasks(conn: sqlite3.Connection, now: float, op: ListTasks) -> list[Task
     return [task_from_row(r) for r in rows]
 
 
-def count_tasks(conn: sqlite3.Connection, now: float, op: CountTasks) -> dict[ProcessState, int]:
+@READS.handles(CountTasks)
+def count_tasks(at: Reading, op: CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
+    conn = at.conn
     return {ProcessState(state): count for state, count in conn.execute(_COUNT).fetchall()}

@@ -6,18 +6,18 @@ writes.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store.contract import WORKER_RETENTION
+from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
 from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import chunks
 from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.workers import Worker
-    from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["beat", "dead_workers", "list_workers", "register", "stop"]
@@ -46,6 +46,7 @@ _ALIVE = (
 )
 
 
+@WRITES.handles(RegisterWorker)
 def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     conn, now = batch.conn, batch.now
@@ -60,11 +61,13 @@ def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     return out
 
 
+@WRITES.handles(BeatWorker)
 def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
     return [batch.conn.execute(_BEAT, (batch.now, op.instance)).rowcount == 1 for op in ops]
 
 
+@WRITES.handles(StopWorker)
 def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
     for op in ops:
@@ -73,8 +76,10 @@ def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-def list_workers(conn: sqlite3.Connection, now: float, op: ListWorkers) -> list[Worker]:
+@READS.handles(ListWorkers)
+def list_workers(at: Reading, op: ListWorkers) -> list[Worker]:
     """Workers last heard from at or after `since` (all when None), newest started first."""
+    conn = at.conn
     since = op.since
     if since is None:
         rows = conn.execute(_LIST).fetchall()
@@ -83,8 +88,10 @@ def list_workers(conn: sqlite3.Connection, now: float, op: ListWorkers) -> list[
     return [worker_from_row(row, unix_instant) for row in rows]
 
 
-def dead_workers(conn: sqlite3.Connection, now: float, op: DeadWorkers) -> set[str]:
+@READS.handles(DeadWorkers)
+def dead_workers(at: Reading, op: DeadWorkers) -> set[str]:
     """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
+    conn, now = at.conn, at.now
     wanted, ttl = list(dict.fromkeys(op.instances)), op.ttl
     alive: set[str] = set()
     for chunk in chunks(wanted):
