@@ -6,10 +6,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shepherd.agent import AgentRequest as AgentRequest
+    from shepherd.agents.request import AgentRequest as AgentRequest
     from shepherd.alerts import Alert as Alert
     from shepherd.app import App as App
-    from shepherd.context import WorkflowContext as WorkflowContext
     from shepherd.core.breaker import BreakerPolicy as BreakerPolicy
     from shepherd.core.retry import RetryPolicy as RetryPolicy
     from shepherd.core.states import ProcessState as ProcessState
@@ -34,13 +33,14 @@ if TYPE_CHECKING:
     from shepherd.errors import UnknownAgentError as UnknownAgentError
     from shepherd.errors import UnknownTaskError as UnknownTaskError
     from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
+    from shepherd.scheduler.context import WorkflowContext as WorkflowContext
 
 # Imported on first use, so that `import shepherd.core` stays free of asyncio and drivers.
 _LAZY: dict[str, str] = {
-    "AgentRequest": "shepherd.agent",
+    "AgentRequest": "shepherd.agents.request",
     "Alert": "shepherd.alerts",
     "App": "shepherd.app",
-    "WorkflowContext": "shepherd.context",
+    "WorkflowContext": "shepherd.scheduler.context",
     "RetryPolicy": "shepherd.core.retry",
     "BreakerPolicy": "shepherd.core.breaker",
     "ProcessState": "shepherd.core.states",

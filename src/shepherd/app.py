@@ -15,7 +15,8 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
-from shepherd.agent import Agent, AgentWorker, Handler, check_handler
+from shepherd.agents import Agent, AgentWorker, Handler
+from shepherd.agents.threads import check_handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
 from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
@@ -36,15 +37,14 @@ from shepherd.metrics import Metrics
 from shepherd.payloads import check_text
 from shepherd.registry import WorkerRegistry
 from shepherd.running import run_roles
-from shepherd.scheduler import Scheduler
+from shepherd.scheduler import Scheduler, Workflow
+from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
 from shepherd.store import open_store
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask
 from shepherd.store.signals import Signals
 from shepherd.supervisor import Supervisor
 from shepherd.watchdog import Watchdog
-from shepherd.wiring import declared_agents, describe, missing_agents
-from shepherd.workflow import Workflow
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -98,7 +98,7 @@ class App:
         self._open_lock: asyncio.Lock | None = None
         self._alerts: set[asyncio.Task[None]] = set()
         #: Async callables run once by the next `close`, last added first (then forgotten);
-        #: helpers such as `shepherd.http` close what they opened for this app here.
+        #: helpers such as `shepherd.agents.http` close what they opened for this app here.
         self.on_close: list[Callable[[], Awaitable[object]]] = []
         self.instance = instance_id()
         #: Watches the event loop while `run` runs: blocks longer than `block_warning`.

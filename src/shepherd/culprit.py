@@ -155,8 +155,8 @@ def default_anchors() -> Mapping[CodeType, AnchorKind]:
     Call it (and `is_user_code`) once before a watchdog thread needs it: a thread
     that imports while the loop's thread is stuck inside an import would hang.
     """
-    from shepherd.agent import AgentWorker
-    from shepherd.scheduler import Scheduler
+    from shepherd.agents.worker import AgentWorker
+    from shepherd.scheduler.scheduler import Scheduler
 
     return {
         AgentWorker._handle.__code__: "agent",

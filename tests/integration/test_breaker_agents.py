@@ -21,9 +21,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from shepherd import App, BreakerPolicy, ProcessState, RetryPolicy
+from shepherd.agents.http import http_agent
 from shepherd.core.breaker import BreakerState
 from shepherd.errors import TaskFailedError
-from shepherd.http import http_agent
 from shepherd.testing import wait_until
 from support.http_service import serve
 

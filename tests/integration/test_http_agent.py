@@ -1,4 +1,4 @@
-"""HTTP agents (`shepherd.http`) against a real service under uvicorn, on both backends.
+"""HTTP agents (`shepherd.agents.http`) against a real service under uvicorn, on both backends.
 
 The service is scripted per test: each request it receives takes the next
 behaviour from the script (the last one repeats) and is recorded with its
@@ -26,8 +26,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from shepherd import AgentRequest, App, PermanentError, ProcessState, RetryPolicy, StepState
-from shepherd.errors import TaskFailedError
-from shepherd.http import (
+from shepherd.agents.http import (
     HTTPPermanentError,
     HTTPTransientError,
     call_http,
@@ -35,6 +34,7 @@ from shepherd.http import (
     http_client,
     parse_retry_after,
 )
+from shepherd.errors import TaskFailedError
 from shepherd.testing import wait_until
 from support.http_service import serve
 

@@ -180,7 +180,7 @@ async def test_a_pass_that_left_tasks_behind_is_followed_by_another_at_once(
     timed_app: tuple[App, FakeClock], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app, clock = timed_app  # two tasks per batch
-    monkeypatch.setattr("shepherd.supervisor.PURGE_BATCHES", 2)
+    monkeypatch.setattr("shepherd.supervisor.supervisor.PURGE_BATCHES", 2)
     ids = [await _ended(app, ProcessState.CANCELLED) for _ in range(5)]
     clock.advance(RETENTION + 1)
     supervisor = app.build_supervisor(holder="v1")

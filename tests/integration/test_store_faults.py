@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from shepherd import Alert, App, WorkflowContext
-from shepherd.agent import AgentRequest
+from shepherd.agents import AgentRequest
 from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import CommitUnknownError, RoleStoppedError, StoreUnavailableError

@@ -8,10 +8,10 @@ import time
 import pytest
 
 from shepherd import App
-from shepherd.agent import AgentRequest
-from shepherd.context import WorkflowContext
+from shepherd.agents import AgentRequest
 from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
+from shepherd.scheduler import WorkflowContext
 
 pytestmark = pytest.mark.postgres
 

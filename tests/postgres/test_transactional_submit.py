@@ -9,11 +9,11 @@ import pytest
 from psycopg.rows import dict_row
 
 from shepherd import App
-from shepherd.agent import AgentRequest
-from shepherd.context import WorkflowContext
+from shepherd.agents import AgentRequest
 from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, PayloadError
+from shepherd.scheduler import WorkflowContext
 from shepherd.store.contract import NewTask
 from shepherd.store.postgres import PostgresStore
 from support.postgres import MakePostgresUrl, OpenStore

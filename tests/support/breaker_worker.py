@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from shepherd import App, BreakerPolicy, RetryPolicy
-from shepherd.http import http_agent
+from shepherd.agents.http import http_agent
 
 if TYPE_CHECKING:
     from shepherd import WorkflowContext

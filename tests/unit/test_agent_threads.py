@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shepherd import AgentRequest, App, ConfigError
-from shepherd.agent_threads import HandlerThreads
+from shepherd.agents.threads import HandlerThreads
 from shepherd.core.records import JsonValue
 from shepherd.testing import wait_until
 

@@ -12,7 +12,7 @@ import pytest
 
 from shepherd import App, ConfigError, WorkflowContext
 from shepherd.core.records import JsonValue
-from shepherd.wiring import called_agents, missing_agents
+from shepherd.scheduler.wiring import called_agents, missing_agents
 
 #: The project's directory, under which this file is `tests/unit/test_app_check.py`.
 ROOT = Path(__file__).resolve().parents[2]

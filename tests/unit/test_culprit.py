@@ -15,7 +15,7 @@ from types import FrameType, SimpleNamespace
 
 import pytest
 
-from shepherd.agent import AgentWorker
+from shepherd.agents import AgentWorker
 from shepherd.culprit import Culprit, default_anchors, find_culprit, is_user_code
 from shepherd.scheduler import Scheduler
 

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from shepherd import OutcomeUnknownError, PermanentError, StepBugError, StoreUnavailableError
+from shepherd.agents.http import HTTPPermanentError, HTTPTransientError
 from shepherd.errors import AgentError, TransientError
 from shepherd.failures import (
     MESSAGE_LIMIT,
@@ -16,7 +17,6 @@ from shepherd.failures import (
     format_traceback,
     is_bug,
 )
-from shepherd.http import HTTPPermanentError, HTTPTransientError
 
 
 def _status_error(status: int) -> httpx.HTTPStatusError:

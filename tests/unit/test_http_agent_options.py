@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shepherd import App, BreakerPolicy, RetryPolicy
-from shepherd.http import http_agent
+from shepherd.agents.http import http_agent
 
 
 def test_agents_calling_one_host_share_its_breaker(tmp_path: Path) -> None:

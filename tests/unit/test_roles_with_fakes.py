@@ -14,9 +14,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from shepherd.agent import Agent, AgentRequest, AgentWorker
+from shepherd.agents import Agent, AgentRequest, AgentWorker
 from shepherd.config import Settings
-from shepherd.context import WorkflowContext
 from shepherd.core.breaker import Breaker, BreakerPolicy
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
@@ -31,14 +30,13 @@ from shepherd.core.supervision import (
 from shepherd.core.workers import Worker
 from shepherd.errors import PermanentError
 from shepherd.metrics import Metrics
-from shepherd.retention import purge
-from shepherd.scheduler import Scheduler
+from shepherd.scheduler import Scheduler, Workflow, WorkflowContext
 from shepherd.store import signals as ch
 from shepherd.store.contract import StepStart
 from shepherd.store.signals import Signals
 from shepherd.supervisor import Supervisor
+from shepherd.supervisor.retention import purge
 from shepherd.testing import FakeClock
-from shepherd.workflow import Workflow
 
 #: Seconds a test waits for what it expects before failing (a backstop, not a timing claim).
 PATIENCE = 10.0

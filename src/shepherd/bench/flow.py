@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from shepherd.app import App
 
 if TYPE_CHECKING:
-    from shepherd.agent import AgentRequest
-    from shepherd.context import WorkflowContext
+    from shepherd.agents import AgentRequest
     from shepherd.core.records import JsonValue
+    from shepherd.scheduler import WorkflowContext
 
 WORKFLOW = "bench"
 STEPS = 3

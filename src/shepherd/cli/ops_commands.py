@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shepherd import retention
 from shepherd.cli import render_ops
 from shepherd.cli.loader import run_with
 from shepherd.cli.options import (
@@ -25,11 +24,12 @@ from shepherd.cli.options import (
 from shepherd.cli.render import echo_json
 from shepherd.core.breaker import BreakerState
 from shepherd.core.retention import cutoff
+from shepherd.supervisor import retention
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerEvent
     from shepherd.core.workers import Worker
-    from shepherd.retention import Purged
+    from shepherd.supervisor.retention import Purged
 
 __all__ = ["COMMANDS", "breakers", "purge", "workers"]
 

@@ -15,7 +15,7 @@ from shepherd.core.records import JsonValue
 from shepherd.core.workers import Worker
 
 if TYPE_CHECKING:
-    from shepherd.retention import Purged
+    from shepherd.supervisor.retention import Purged
 
 __all__ = [
     "BreakerRow",

@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, final
 
-from shepherd.agent import AgentRequest, Handler
+from shepherd.agents import AgentRequest, Handler
 from shepherd.app import App
-from shepherd.context import WorkflowContext
 from shepherd.core.records import JsonValue
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.supervision import BackoffPolicy
 from shepherd.demo.services import FaultRates, Ledger, Services
+from shepherd.scheduler import WorkflowContext
 
 WORKFLOW = "orders.process"
 OPTIONS_ENV = "SHEPHERD_DEMO_OPTIONS"

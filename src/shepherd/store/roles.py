@@ -105,7 +105,7 @@ class AgentStore(Protocol):
 
 
 class RetentionStore(Protocol):
-    """What a retention pass (`shepherd.retention.purge`) deletes with."""
+    """What a retention pass (`shepherd.supervisor.retention.purge`) deletes with."""
 
     async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int: ...
 

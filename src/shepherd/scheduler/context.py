@@ -28,7 +28,7 @@ from shepherd.store.contract import StepStart
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
-    from shepherd.scheduler import Scheduler
+    from shepherd.scheduler.scheduler import Scheduler
 
 
 class Abandoned(BaseException):

@@ -20,11 +20,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, cast, final
 
-from shepherd.agent_request import AgentRequest as AgentRequest
-from shepherd.agent_request import StepHelpers
-from shepherd.agent_threads import ThreadedCalls
-from shepherd.agent_threads import check_handler as check_handler
-from shepherd.breakers import BreakerGate
+from shepherd.agents.breakers import BreakerGate
+from shepherd.agents.request import AgentRequest, StepHelpers
+from shepherd.agents.threads import ThreadedCalls
 from shepherd.clock import Deadline
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.events import EventKind

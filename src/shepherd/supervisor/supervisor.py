@@ -31,8 +31,8 @@ from shepherd.core.workers import WorkerState, instance_of
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
 from shepherd.registry import pid_alive
-from shepherd.retention import purge
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.supervisor.retention import purge
 from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from shepherd.config import Settings
     from shepherd.core.records import Lease, Task
     from shepherd.core.workers import Worker
+    from shepherd.scheduler import Workflow
     from shepherd.store.roles import SupervisorStore
-    from shepherd.workflow import Workflow
 
 log = logging.getLogger("shepherd.supervisor")
 

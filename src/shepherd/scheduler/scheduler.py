@@ -13,7 +13,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, final
 
-from shepherd.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.core import compensation, replay
 from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Task
@@ -30,6 +29,7 @@ from shepherd.errors import (
 )
 from shepherd.failures import error_body, format_traceback
 from shepherd.outage import Outage
+from shepherd.scheduler.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
@@ -38,12 +38,12 @@ from shepherd.tasklog import task_event
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping
 
-    from shepherd.agent import Agent
+    from shepherd.agents import Agent
     from shepherd.alerts import RaiseAlert
     from shepherd.clock import Clock
     from shepherd.config import Settings
+    from shepherd.scheduler.workflow import Workflow
     from shepherd.store.roles import SchedulerStore
-    from shepherd.workflow import Workflow
 
 log = logging.getLogger("shepherd.scheduler")
 

@@ -1,6 +1,6 @@
 """Agents that call an HTTP service: the common case in a few lines.
 
-    from shepherd.http import http_agent
+    from shepherd.agents.http import http_agent
 
     http_agent(app, "payments.charge", "POST", "http://payments/charges",
                within=5, retry=RetryPolicy(max_attempts=5))
@@ -45,7 +45,8 @@ import httpx
 from shepherd.errors import PermanentError, TransientError
 
 if TYPE_CHECKING:
-    from shepherd.agent import AgentRequest, Handler
+    from shepherd.agents.request import AgentRequest
+    from shepherd.agents.worker import Handler
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
     from shepherd.core.retry import RetryPolicy

@@ -14,7 +14,7 @@ from shepherd.core.records import JsonValue
 from shepherd.core.supervision import SupervisionPolicy
 
 if TYPE_CHECKING:
-    from shepherd.context import WorkflowContext
+    from shepherd.scheduler.context import WorkflowContext
 
 __all__ = ["Workflow", "WorkflowFn"]
 

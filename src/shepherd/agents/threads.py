@@ -24,7 +24,7 @@ from shepherd.errors import ConfigError, TransientError
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from shepherd.agent_request import AgentRequest
+    from shepherd.agents.request import AgentRequest
     from shepherd.core.records import JsonValue, Request
     from shepherd.metrics import Metrics
 
