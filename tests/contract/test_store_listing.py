@@ -62,3 +62,17 @@ async def test_filters_by_last_change(store: Store, fake_clock: FakeClock) -> No
     (claimed,) = await store.claim_tasks(owner="s1", limit=1)
     assert claimed.id == old
     assert await _ids(store, updated_since=fake_clock.now()) == [old]
+
+
+async def test_counts_per_state_for_one_workflow(store: Store) -> None:
+    for workflow in ("wf-a", "wf-a", "wf-a", "wf-b"):
+        await store.submit_task(new_task(workflow))
+    await store.claim_tasks(owner="s1", limit=4)
+    await store.submit_task(new_task("wf-a"))
+
+    assert await store.count_workflow_tasks("wf-a") == {
+        ProcessState.PROCESSING: 3,
+        ProcessState.PENDING: 1,
+    }
+    assert await store.count_workflow_tasks("wf-b") == {ProcessState.PROCESSING: 1}
+    assert await store.count_workflow_tasks("nope") == {}

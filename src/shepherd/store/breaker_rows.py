@@ -8,8 +8,9 @@ transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from shepherd.core.breaker import (
     Breaker,
@@ -23,7 +24,7 @@ from shepherd.core.breaker import (
     record_success,
 )
 from shepherd.payloads import dumps_detail
-from shepherd.store.rows import Instant, load
+from shepherd.store.rows import Columns, Instant, Row, load
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -31,18 +32,46 @@ if TYPE_CHECKING:
 __all__ = [
     "BREAKER_COLUMNS",
     "BREAKER_EVENT_COLUMNS",
+    "BreakerCol",
+    "BreakerEventCol",
     "Step",
     "allow_step",
     "breaker_event_from_row",
+    "breaker_fields",
     "breaker_from_row",
     "report_step",
 ]
 
-BREAKER_COLUMNS = (
-    "service, state, consecutive_failures, window_started_at, window_calls, window_failures, "
-    "opened_at, probe_started_at, version"
-)
-BREAKER_EVENT_COLUMNS = "id, service, from_state, to_state, detail, at"
+T = TypeVar("T")
+
+
+class BreakerCol(Columns):
+    """A row of BREAKER_COLUMNS."""
+
+    SERVICE: ClassVar[int]
+    STATE: ClassVar[int]
+    CONSECUTIVE_FAILURES: ClassVar[int]
+    WINDOW_STARTED_AT: ClassVar[int]
+    WINDOW_CALLS: ClassVar[int]
+    WINDOW_FAILURES: ClassVar[int]
+    OPENED_AT: ClassVar[int]
+    PROBE_STARTED_AT: ClassVar[int]
+    VERSION: ClassVar[int]
+
+
+class BreakerEventCol(Columns):
+    """A row of BREAKER_EVENT_COLUMNS."""
+
+    ID: ClassVar[int]
+    SERVICE: ClassVar[int]
+    FROM_STATE: ClassVar[int]
+    TO_STATE: ClassVar[int]
+    DETAIL: ClassVar[int]
+    AT: ClassVar[int]
+
+
+BREAKER_COLUMNS = BreakerCol.select()
+BREAKER_EVENT_COLUMNS = BreakerEventCol.select()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,32 +94,58 @@ class Step:
         return self.new != self.old
 
 
-def breaker_from_row(row: tuple[Any, ...] | None, service: str, instant: Instant) -> Breaker:
-    """A Breaker from a row of BREAKER_COLUMNS; a closed one when there is no row."""
-    if row is None:
-        return Breaker(service=service)
+def breaker_from_row(row: Row, instant: Instant) -> Breaker:
+    """A Breaker from a row of BREAKER_COLUMNS."""
+
+    def at(column: int) -> datetime | None:
+        value = row[column]
+        return None if value is None else instant(value)
+
     return Breaker(
-        service=row[0],
-        state=BreakerState(row[1]),
-        consecutive_failures=row[2],
-        window_started_at=None if row[3] is None else instant(row[3]),
-        window_calls=row[4],
-        window_failures=row[5],
-        opened_at=None if row[6] is None else instant(row[6]),
-        probe_started_at=None if row[7] is None else instant(row[7]),
-        version=row[8],
+        service=row[BreakerCol.SERVICE],
+        state=BreakerState(row[BreakerCol.STATE]),
+        consecutive_failures=row[BreakerCol.CONSECUTIVE_FAILURES],
+        window_started_at=at(BreakerCol.WINDOW_STARTED_AT),
+        window_calls=row[BreakerCol.WINDOW_CALLS],
+        window_failures=row[BreakerCol.WINDOW_FAILURES],
+        opened_at=at(BreakerCol.OPENED_AT),
+        probe_started_at=at(BreakerCol.PROBE_STARTED_AT),
+        version=row[BreakerCol.VERSION],
     )
 
 
-def breaker_event_from_row(row: tuple[Any, ...], instant: Instant) -> BreakerEvent:
+def breaker_fields(b: Breaker, stored: Callable[[datetime], T]) -> tuple[object, ...]:
+    """The columns a step writes, in BREAKER_COLUMNS order after `service` (state ... version).
+
+    Args:
+        b: The breaker to store.
+        stored: Turns an instant into the backend's time column.
+    """
+
+    def at(value: datetime | None) -> T | None:
+        return None if value is None else stored(value)
+
+    return (
+        str(b.state),
+        b.consecutive_failures,
+        at(b.window_started_at),
+        b.window_calls,
+        b.window_failures,
+        at(b.opened_at),
+        at(b.probe_started_at),
+        b.version,
+    )
+
+
+def breaker_event_from_row(row: Row, instant: Instant) -> BreakerEvent:
     """A BreakerEvent from a row of BREAKER_EVENT_COLUMNS."""
     return BreakerEvent(
-        id=row[0],
-        service=row[1],
-        from_state=BreakerState(row[2]),
-        to_state=BreakerState(row[3]),
-        detail=load(row[4]),
-        at=instant(row[5]),
+        id=row[BreakerEventCol.ID],
+        service=row[BreakerEventCol.SERVICE],
+        from_state=BreakerState(row[BreakerEventCol.FROM_STATE]),
+        to_state=BreakerState(row[BreakerEventCol.TO_STATE]),
+        detail=load(row[BreakerEventCol.DETAIL]),
+        at=instant(row[BreakerEventCol.AT]),
     )
 
 

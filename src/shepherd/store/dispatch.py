@@ -6,19 +6,38 @@ A backend's handler modules mark each handler with the operation it runs:
     def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]: ...
 
 mypy checks that the handler takes that operation's type; registering two
-handlers for one operation fails at import. The backend's `handlers` module
-imports every handler module, so its tables are complete once it is imported
-(a test checks that every operation has exactly one handler in each backend).
+handlers for one operation fails at import. Both backends split their handlers
+into modules of the same names (`HANDLER_MODULES`); a backend's `handlers`
+module imports them all (`import_handlers`), so its tables are complete once
+it is imported (a test checks that every operation has exactly one handler in
+each backend). A write handler gets every operation of its type in the batch
+and returns one outcome per operation, in order (a value, or an exception for
+that caller alone).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from shepherd.store.ops import Read, Write
 
-__all__ = ["ReadTable", "WriteTable"]
+__all__ = ["HANDLER_MODULES", "ReadTable", "WriteTable", "import_handlers"]
+
+#: The modules of each backend's package that file its handlers.
+HANDLER_MODULES = (
+    "breakers",
+    "crashes",
+    "keys",
+    "leases",
+    "operator",
+    "queues",
+    "retention",
+    "steps",
+    "tasks",
+    "workers",
+)
 
 B = TypeVar("B")
 C = TypeVar("C")
@@ -72,6 +91,12 @@ class ReadTable(Generic[C, Out]):
 
     def __iter__(self) -> Iterator[type[Read[Any]]]:
         return iter(self._handlers)
+
+
+def import_handlers(package: str) -> None:
+    """Import every handler module of a backend's `package`, filing all its handlers."""
+    for name in HANDLER_MODULES:
+        importlib.import_module(f"{package}.{name}")
 
 
 def _refuse_second(op: type[Any], handlers: dict[Any, Any]) -> None:

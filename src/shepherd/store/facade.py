@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
 from shepherd.store import ops
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
     from shepherd.store.contract import NewTask, StepStart, Submitted
+    from shepherd.store.ops import TaskFilters
     from shepherd.store.signals import Signals
 
 __all__ = ["Facade"]
@@ -70,29 +71,14 @@ class Facade(ABC):
     async def get_task(self, task_id: str) -> Task | None:
         return await self.read(ops.GetTask(task_id=task_id))
 
-    async def list_tasks(
-        self,
-        *,
-        states: Sequence[ProcessState] = (),
-        limit: int = 100,
-        workflow: str | None = None,
-        key: str | None = None,
-        id_prefix: str | None = None,
-        updated_since: datetime | None = None,
-    ) -> list[Task]:
-        return await self.read(
-            ops.ListTasks(
-                states=tuple(states),
-                limit=limit,
-                workflow=workflow,
-                key=key,
-                id_prefix=id_prefix,
-                updated_since=updated_since,
-            )
-        )
+    async def list_tasks(self, *, limit: int = 100, **filters: Unpack[TaskFilters]) -> list[Task]:
+        return await self.read(ops.ListTasks(limit=limit, **filters))
 
     async def count_tasks(self) -> dict[ProcessState, int]:
         return await self.read(ops.CountTasks())
+
+    async def count_workflow_tasks(self, workflow: str) -> dict[ProcessState, int]:
+        return await self.read(ops.CountWorkflowTasks(workflow=workflow))
 
     async def task_events(self, task_id: str) -> list[Event]:
         return await self.read(ops.TaskEvents(task_id=task_id))

@@ -12,9 +12,10 @@ for both. How to add one: docs/design.md, "How to add a store operation".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transform
 
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
@@ -43,6 +44,7 @@ __all__ = [
     "CancelTask",
     "ClaimTasks",
     "CountTasks",
+    "CountWorkflowTasks",
     "CrashVictims",
     "DeadWorkers",
     "ExpiredClaims",
@@ -76,6 +78,7 @@ __all__ = [
     "SubmitTask",
     "TakeRequests",
     "TaskEvents",
+    "TaskFilters",
     "UnreapedWorkers",
     "Write",
 ]
@@ -119,10 +122,23 @@ class GetTask(Read[Task | None]):
     task_id: str
 
 
+class TaskFilters(TypedDict, total=False):
+    """What `list_tasks` may filter on (every filter given must match)."""
+
+    #: Any of these states (no filter when empty).
+    states: Sequence[ProcessState]
+    workflow: str | None
+    key: str | None
+    #: Ids starting with this.
+    id_prefix: str | None
+    #: Last changed at or after this.
+    updated_since: datetime | None
+
+
 @_op
 class ListTasks(Read[list[Task]]):
-    states: tuple[ProcessState, ...] = ()
     limit: int = 100
+    states: Sequence[ProcessState] = ()
     workflow: str | None = None
     key: str | None = None
     id_prefix: str | None = None
@@ -132,6 +148,11 @@ class ListTasks(Read[list[Task]]):
 @_op
 class CountTasks(Read[dict[ProcessState, int]]):
     pass
+
+
+@_op
+class CountWorkflowTasks(Read[dict[ProcessState, int]]):
+    workflow: str
 
 
 @_op

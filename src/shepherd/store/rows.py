@@ -1,21 +1,211 @@
-"""Rows to records, for both backends: the columns come in one order everywhere.
+"""Rows to records, for both backends: where each column stands, and what it becomes.
 
-Each backend passes `instant`, which turns its native time column (unix seconds
-for SQLite, timestamptz for PostgreSQL) into an aware UTC datetime.
+Each column list is a `Columns` class whose constants are the positions of its
+columns (`row[TaskCol.NOT_BEFORE]`); the SELECT list is made from the same
+class, so a position cannot drift from the statement. Rows stay plain tuples
+(no dict or named rows: the hot paths build thousands of records a second).
+Each backend makes one `Records` with its `instant`, which turns its native
+time column (unix seconds for SQLite, timestamptz for PostgreSQL) into an
+aware UTC datetime.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar, final
 
-from shepherd.core.events import EventKind
-from shepherd.core.records import Event, JsonValue, Reply, Request, Step, Task
+from shepherd.core.records import Event, JsonValue, Lease, Request, Step, Task
+from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState, StepKind, StepState
-from shepherd.payloads import dumps_detail, load_stored
+from shepherd.payloads import load_stored
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "LEASE_COLUMNS",
+    "OWNER_COLUMNS",
+    "REQUEST_COLUMNS",
+    "STEP_COLUMNS",
+    "TASK_COLUMNS",
+    "TOMBSTONE_COLUMNS",
+    "Columns",
+    "EventCol",
+    "Instant",
+    "LeaseCol",
+    "OwnerCol",
+    "Owners",
+    "Records",
+    "RequestCol",
+    "Row",
+    "StepCol",
+    "TaskCol",
+    "TombstoneCol",
+    "load",
+    "unix_instant",
+]
 
 Instant = Callable[[Any], datetime]
+#: A row as the drivers return it: a tuple (or a `sqlite3.Row`, read the same way).
+Row = tuple[Any, ...]
+
+
+class Columns:
+    """The columns of one SELECT list, declared in order: each constant is its column's position.
+
+    A subclass declares its columns as `NAME: ClassVar[int]`, in the order they
+    are selected; the class then sets each to its position (0, 1, ...). The
+    constant `NOT_BEFORE` stands for the column `not_before`, and `select()`
+    writes the SELECT list from the same declarations, so a position cannot
+    drift from its statement.
+    """
+
+    _names: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        declared = tuple(inspect.get_annotations(cls))
+        if not declared or not all(name.isupper() for name in declared):
+            raise TypeError(f"{cls.__name__}: declare each column as NAME: ClassVar[int]")
+        for position, name in enumerate(declared):
+            setattr(cls, name, position)
+        cls._names = tuple(name.lower() for name in declared)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The column names, in order."""
+        return cls._names
+
+    @classmethod
+    def select(cls, alias: str = "") -> str:
+        """The SELECT list, each name qualified by `alias` when one is given."""
+        prefix = f"{alias}." if alias else ""
+        return ", ".join(prefix + name for name in cls._names)
+
+
+class TaskCol(Columns):
+    """A row of TASK_COLUMNS."""
+
+    ID: ClassVar[int]
+    WORKFLOW: ClassVar[int]
+    KEY: ClassVar[int]
+    INPUT: ClassVar[int]
+    RESULT: ClassVar[int]
+    ERROR: ClassVar[int]
+    PROCESS_STATE: ClassVar[int]
+    LOCKED_BY: ClassVar[int]
+    LOCK_EPOCH: ClassVar[int]
+    COMPLETE_BY: ClassVar[int]
+    COMPLETE_WITHIN: ClassVar[int]
+    FAILURE_COUNT: ClassVar[int]
+    NOT_BEFORE: ClassVar[int]
+    REPLY_TO: ClassVar[int]
+    CANCEL_REQUESTED: ClassVar[int]
+    CREATED_AT: ClassVar[int]
+    UPDATED_AT: ClassVar[int]
+    CRASHES: ClassVar[int]
+    OWNER_DEATHS: ClassVar[int]
+
+
+class StepCol(Columns):
+    """A row of STEP_COLUMNS."""
+
+    TASK_ID: ClassVar[int]
+    SEQ: ClassVar[int]
+    KIND: ClassVar[int]
+    AGENT: ClassVar[int]
+    STATE: ClassVar[int]
+    ATTEMPT: ClassVar[int]
+    COMPLETE_BY: ClassVar[int]
+    REQUEST: ClassVar[int]
+    PAYLOAD_OVERRIDE: ClassVar[int]
+    RESULT: ClassVar[int]
+    ERROR: ClassVar[int]
+    UNDO: ClassVar[int]
+    COMPENSATES: ClassVar[int]
+
+
+class RequestCol(Columns):
+    """A row of REQUEST_COLUMNS."""
+
+    ID: ClassVar[int]
+    AGENT: ClassVar[int]
+    TASK_ID: ClassVar[int]
+    SEQ: ClassVar[int]
+    ATTEMPT: ClassVar[int]
+    LOCK_EPOCH: ClassVar[int]
+    KIND: ClassVar[int]
+    PAYLOAD: ClassVar[int]
+    COMPLETE_BY: ClassVar[int]
+    WITHIN: ClassVar[int]
+    RETRY: ClassVar[int]
+    SUSPECT: ClassVar[int]
+
+
+class EventCol(Columns):
+    """A row of EVENT_COLUMNS."""
+
+    ID: ClassVar[int]
+    TASK_ID: ClassVar[int]
+    KEY: ClassVar[int]
+    REPLY_TO: ClassVar[int]
+    KIND: ClassVar[int]
+    DETAIL: ClassVar[int]
+    AT: ClassVar[int]
+
+
+class LeaseCol(Columns):
+    """A row of LEASE_COLUMNS."""
+
+    NAME: ClassVar[int]
+    HOLDER: ClassVar[int]
+    EPOCH: ClassVar[int]
+    EXPIRES_AT: ClassVar[int]
+
+
+class TombstoneCol(Columns):
+    """A row of TOMBSTONE_COLUMNS."""
+
+    TASK_ID: ClassVar[int]
+    WORKFLOW: ClassVar[int]
+    KEY: ClassVar[int]
+    PROCESS_STATE: ClassVar[int]
+    ENDED_AT: ClassVar[int]
+    PURGED_AT: ClassVar[int]
+
+
+class OwnerCol(Columns):
+    """A row of OWNER_COLUMNS: what an owner's write is fenced by, and its events' fields."""
+
+    ID: ClassVar[int]
+    LOCK_EPOCH: ClassVar[int]
+    LOCKED_BY: ClassVar[int]
+    KEY: ClassVar[int]
+    REPLY_TO: ClassVar[int]
+
+
+TASK_COLUMNS = TaskCol.select()
+STEP_COLUMNS = StepCol.select()
+REQUEST_COLUMNS = RequestCol.select()
+EVENT_COLUMNS = EventCol.select()
+LEASE_COLUMNS = LeaseCol.select()
+TOMBSTONE_COLUMNS = TombstoneCol.select()
+OWNER_COLUMNS = OwnerCol.select()
+
+
+class Owners(dict[str, tuple[int, str | None]]):
+    """task id -> (lock_epoch, locked_by) as a batch found them; (key, reply_to) in `meta`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meta: dict[str, tuple[str | None, str | None]] = {}
+
+    def add(self, rows: Iterable[Row]) -> None:
+        """Add rows of OWNER_COLUMNS."""
+        for row in rows:
+            task_id = row[OwnerCol.ID]
+            self[task_id] = (row[OwnerCol.LOCK_EPOCH], row[OwnerCol.LOCKED_BY])
+            self.meta[task_id] = (row[OwnerCol.KEY], row[OwnerCol.REPLY_TO])
 
 
 def unix_instant(value: float) -> datetime:
@@ -28,106 +218,110 @@ def load(text: str | None) -> JsonValue:
     return load_stored(text)
 
 
-def task_from_row(row: tuple[Any, ...], instant: Instant, steps: tuple[Step, ...] = ()) -> Task:
-    """A Task from a row of the task columns (id ... updated_at, crashes, owner_deaths)."""
-    return Task(
-        id=row[0],
-        workflow=row[1],
-        key=row[2],
-        input=load(row[3]),
-        result=load(row[4]),
-        error=load(row[5]),
-        process_state=ProcessState(row[6]),
-        locked_by=row[7],
-        lock_epoch=row[8],
-        complete_by=None if row[9] is None else instant(row[9]),
-        failure_count=row[11],
-        not_before=instant(row[12]),
-        reply_to=row[13],
-        cancel_requested=bool(row[14]),
-        created_at=instant(row[15]),
-        updated_at=instant(row[16]),
-        steps=steps,
-        crashes=tuple(load_stored(row[17])) if len(row) > 17 else (),
-        owner_deaths=row[18] if len(row) > 18 else 0,
-    )
+@final
+class Records:
+    """Rows of this module's column lists as records, with one backend's instants.
 
-
-def step_from_row(row: tuple[Any, ...], instant: Instant) -> Step:
-    """A Step from a row of the step columns; an operator's payload replaces the request."""
-    override = row[8]
-    return Step(
-        task_id=row[0],
-        seq=row[1],
-        kind=StepKind(row[2]),
-        agent=row[3],
-        state=StepState(row[4]),
-        attempt=row[5],
-        complete_by=None if row[6] is None else instant(row[6]),
-        request=load(override if override is not None else row[7]),
-        result=load(row[9]),
-        error=load(row[10]),
-        undo=row[11],
-        compensates=row[12],
-    )
-
-
-def request_from_row(row: tuple[Any, ...], instant: Instant) -> Request:
-    """A Request from (id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by,
-    within, retry)."""
-    return Request(
-        id=row[0],
-        agent=row[1],
-        task_id=row[2],
-        seq=row[3],
-        attempt=row[4],
-        lock_epoch=row[5],
-        kind=StepKind(row[6]),
-        payload=load_stored(row[7]),
-        complete_by=instant(row[8]),
-        within=row[9],
-        retry=None if row[10] is None else load_stored(row[10]),
-        suspect=bool(row[11]) if len(row) > 11 else False,
-    )
-
-
-def event_from_row(row: tuple[Any, ...], instant: Instant) -> Event:
-    """An Event from (id, task_id, key, reply_to, kind, detail, at)."""
-    return Event(
-        id=row[0],
-        task_id=row[1],
-        key=row[2],
-        reply_to=row[3],
-        kind=row[4],
-        detail=load_stored(row[5]),
-        at=instant(row[6]),
-    )
-
-
-def taken_reply(row: tuple[Any, ...]) -> tuple[Reply, bool]:
-    """A reply read with its task and step, and whether it may be recorded.
-
-    The row is (reply id, task_id, seq, attempt, lock_epoch, ok, body, the task's
-    lock_epoch, key, reply_to, the step's state, attempt, agent, kind, compensates).
-    A reply counts only for the task's current epoch and the running step's
-    current attempt; any other is from an attempt someone has given up on.
+    Args:
+        instant: Turns the backend's time column into an aware UTC datetime.
     """
-    reply = Reply(
-        id=row[0],
-        task_id=row[1],
-        seq=row[2],
-        attempt=row[3],
-        lock_epoch=row[4],
-        ok=bool(row[5]),
-        body=load(row[6]),
-    )
-    return reply, row[7] == row[4] and row[10] == "running" and row[11] == row[3]
 
+    __slots__ = ("instant",)
 
-def reply_event(row: tuple[Any, ...], reply: Reply) -> tuple[str, str]:
-    """The event (kind, JSON detail) recording `reply` for the step in `row`."""
-    detail: dict[str, JsonValue] = {"seq": reply.seq, "agent": row[12], "attempt": reply.attempt}
-    if reply.ok:
-        return EventKind.STEP_COMPLETED, dumps_detail(detail)
-    # The body as stored (cut to size when it was written), not encoded again.
-    return EventKind.STEP_FAILED, dumps_detail(detail, error=row[6])
+    def __init__(self, instant: Instant) -> None:
+        self.instant = instant
+
+    def task(self, row: Row, steps: tuple[Step, ...] = ()) -> Task:
+        """A Task from a row of TASK_COLUMNS, with its steps."""
+        instant = self.instant
+        complete_by = row[TaskCol.COMPLETE_BY]
+        return Task(
+            id=row[TaskCol.ID],
+            workflow=row[TaskCol.WORKFLOW],
+            key=row[TaskCol.KEY],
+            input=load_stored(row[TaskCol.INPUT]),
+            result=load_stored(row[TaskCol.RESULT]),
+            error=load_stored(row[TaskCol.ERROR]),
+            process_state=ProcessState(row[TaskCol.PROCESS_STATE]),
+            locked_by=row[TaskCol.LOCKED_BY],
+            lock_epoch=row[TaskCol.LOCK_EPOCH],
+            complete_by=None if complete_by is None else instant(complete_by),
+            failure_count=row[TaskCol.FAILURE_COUNT],
+            not_before=instant(row[TaskCol.NOT_BEFORE]),
+            reply_to=row[TaskCol.REPLY_TO],
+            cancel_requested=bool(row[TaskCol.CANCEL_REQUESTED]),
+            created_at=instant(row[TaskCol.CREATED_AT]),
+            updated_at=instant(row[TaskCol.UPDATED_AT]),
+            steps=steps,
+            crashes=tuple(load_stored(row[TaskCol.CRASHES])),
+            owner_deaths=row[TaskCol.OWNER_DEATHS],
+        )
+
+    def step(self, row: Row) -> Step:
+        """A Step from a row of STEP_COLUMNS; an operator's payload replaces the request."""
+        complete_by = row[StepCol.COMPLETE_BY]
+        override = row[StepCol.PAYLOAD_OVERRIDE]
+        return Step(
+            task_id=row[StepCol.TASK_ID],
+            seq=row[StepCol.SEQ],
+            kind=StepKind(row[StepCol.KIND]),
+            agent=row[StepCol.AGENT],
+            state=StepState(row[StepCol.STATE]),
+            attempt=row[StepCol.ATTEMPT],
+            complete_by=None if complete_by is None else self.instant(complete_by),
+            request=load_stored(row[StepCol.REQUEST] if override is None else override),
+            result=load_stored(row[StepCol.RESULT]),
+            error=load_stored(row[StepCol.ERROR]),
+            undo=row[StepCol.UNDO],
+            compensates=row[StepCol.COMPENSATES],
+        )
+
+    def request(self, row: Row) -> Request:
+        """A Request from a row of REQUEST_COLUMNS."""
+        retry = row[RequestCol.RETRY]
+        return Request(
+            id=row[RequestCol.ID],
+            agent=row[RequestCol.AGENT],
+            task_id=row[RequestCol.TASK_ID],
+            seq=row[RequestCol.SEQ],
+            attempt=row[RequestCol.ATTEMPT],
+            lock_epoch=row[RequestCol.LOCK_EPOCH],
+            kind=StepKind(row[RequestCol.KIND]),
+            payload=load_stored(row[RequestCol.PAYLOAD]),
+            complete_by=self.instant(row[RequestCol.COMPLETE_BY]),
+            within=row[RequestCol.WITHIN],
+            retry=None if retry is None else load_stored(retry),
+            suspect=bool(row[RequestCol.SUSPECT]),
+        )
+
+    def event(self, row: Row) -> Event:
+        """An Event from a row of EVENT_COLUMNS."""
+        return Event(
+            id=row[EventCol.ID],
+            task_id=row[EventCol.TASK_ID],
+            key=row[EventCol.KEY],
+            reply_to=row[EventCol.REPLY_TO],
+            kind=row[EventCol.KIND],
+            detail=load_stored(row[EventCol.DETAIL]),
+            at=self.instant(row[EventCol.AT]),
+        )
+
+    def lease(self, row: Row) -> Lease:
+        """A Lease from a row of LEASE_COLUMNS."""
+        return Lease(
+            name=row[LeaseCol.NAME],
+            holder=row[LeaseCol.HOLDER],
+            epoch=row[LeaseCol.EPOCH],
+            expires_at=self.instant(row[LeaseCol.EXPIRES_AT]),
+        )
+
+    def tombstone(self, row: Row) -> Tombstone:
+        """A Tombstone from a row of TOMBSTONE_COLUMNS."""
+        return Tombstone(
+            task_id=row[TombstoneCol.TASK_ID],
+            workflow=row[TombstoneCol.WORKFLOW],
+            key=row[TombstoneCol.KEY],
+            process_state=ProcessState(row[TombstoneCol.PROCESS_STATE]),
+            ended_at=self.instant(row[TombstoneCol.ENDED_AT]),
+            purged_at=self.instant(row[TombstoneCol.PURGED_AT]),
+        )

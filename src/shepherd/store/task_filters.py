@@ -37,17 +37,16 @@ def task_filter(
     if states:
         conditions.append(f"process_state IN ({', '.join([mark] * len(states))})")
         params.extend(str(state) for state in states)
-    if workflow is not None:
-        conditions.append(f"workflow = {mark}")
-        params.append(workflow)
-    if key is not None:
-        conditions.append(f"key = {mark}")
-        params.append(key)
-    if id_prefix is not None:
+    # (condition, its parameter): a filter applies when its parameter is given.
+    optional: tuple[tuple[str, object], ...] = (
+        (f"workflow = {mark}", workflow),
+        (f"key = {mark}", key),
         # The length is an int of ours, not user text: safe to write inline.
-        conditions.append(f"substr(id, 1, {len(id_prefix)}) = {mark}")
-        params.append(id_prefix)
-    if updated_since is not None:
-        conditions.append(f"updated_at >= {mark}")
-        params.append(updated_since)
+        (f"substr(id, 1, {len(id_prefix or '')}) = {mark}", id_prefix),
+        (f"updated_at >= {mark}", updated_since),
+    )
+    for condition, value in optional:
+        if value is not None:
+            conditions.append(condition)
+            params.append(value)
     return (f" WHERE {' AND '.join(conditions)}" if conditions else ""), params

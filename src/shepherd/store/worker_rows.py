@@ -7,15 +7,30 @@ Roles and agents are stored as JSON arrays of names; each backend passes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import ClassVar
 
 from shepherd.core.workers import Worker
 from shepherd.payloads import dumps_detail, load_stored
-from shepherd.store.rows import Instant
+from shepherd.store.rows import Columns, Instant, Row
 
-__all__ = ["WORKER_COLUMNS", "names", "worker_from_row"]
+__all__ = ["WORKER_COLUMNS", "WorkerCol", "names", "worker_from_row"]
 
-WORKER_COLUMNS = "instance, host, pid, roles, agents, started_at, beat_at, stopped_at, died_at"
+
+class WorkerCol(Columns):
+    """A row of WORKER_COLUMNS."""
+
+    INSTANCE: ClassVar[int]
+    HOST: ClassVar[int]
+    PID: ClassVar[int]
+    ROLES: ClassVar[int]
+    AGENTS: ClassVar[int]
+    STARTED_AT: ClassVar[int]
+    BEAT_AT: ClassVar[int]
+    STOPPED_AT: ClassVar[int]
+    DIED_AT: ClassVar[int]
+
+
+WORKER_COLUMNS = WorkerCol.select()
 
 
 def names(values: Sequence[str]) -> str:
@@ -23,21 +38,22 @@ def names(values: Sequence[str]) -> str:
     return dumps_detail(list(values))
 
 
-def _names(text: str) -> list[str]:
+def _names(text: str) -> tuple[str, ...]:
     value = load_stored(text)
-    return [str(name) for name in value] if isinstance(value, list) else []
+    return tuple(str(name) for name in value) if isinstance(value, list) else ()
 
 
-def worker_from_row(row: tuple[Any, ...], instant: Instant) -> Worker:
+def worker_from_row(row: Row, instant: Instant) -> Worker:
     """A Worker from a row of WORKER_COLUMNS."""
+    stopped_at, died_at = row[WorkerCol.STOPPED_AT], row[WorkerCol.DIED_AT]
     return Worker(
-        instance=row[0],
-        host=row[1],
-        pid=row[2],
-        roles=tuple(_names(row[3])),
-        agents=tuple(_names(row[4])),
-        started_at=instant(row[5]),
-        beat_at=instant(row[6]),
-        stopped_at=None if row[7] is None else instant(row[7]),
-        died_at=None if row[8] is None else instant(row[8]),
+        instance=row[WorkerCol.INSTANCE],
+        host=row[WorkerCol.HOST],
+        pid=row[WorkerCol.PID],
+        roles=_names(row[WorkerCol.ROLES]),
+        agents=_names(row[WorkerCol.AGENTS]),
+        started_at=instant(row[WorkerCol.STARTED_AT]),
+        beat_at=instant(row[WorkerCol.BEAT_AT]),
+        stopped_at=None if stopped_at is None else instant(stopped_at),
+        died_at=None if died_at is None else instant(died_at),
     )

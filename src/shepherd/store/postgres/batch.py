@@ -8,16 +8,16 @@ exactly when it becomes visible.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 from psycopg.rows import tuple_row
 
-from shepherd.core.records import JsonValue
-from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps, dumps_error
+from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import signals as ch
 from shepherd.store.dispatch import WriteTable
+from shepherd.store.encoding import Encoding
 from shepherd.store.postgres.listener import notifications
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ _NOTIFY = "SELECT pg_notify(n.channel, n.payload) FROM unnest(%b::text[], %b::te
 
 
 @final
-class Batch:
-    """The context every handler of one batch shares.
+class Batch(Encoding):
+    """The context every handler of one batch shares; it encodes payloads (`Encoding`).
 
     Attributes:
         conn: The transaction's connection, in pipeline mode: statements are
@@ -52,19 +52,11 @@ class Batch:
     def __init__(
         self, conn: Connection, now: datetime, *, payload_limit: int = MAX_PAYLOAD_BYTES
     ) -> None:
+        super().__init__(payload_limit=payload_limit)
         self.conn = conn
         self.now = now
-        self.payload_limit = payload_limit
         self.rings: set[str] = set()
         self._events: list[tuple[str, str | None, str | None, str, str]] = []
-
-    def dumps(self, value: JsonValue) -> str:
-        """Encode a payload as JSON text, within the store's payload limit."""
-        return dumps(value, limit=self.payload_limit)
-
-    def dumps_error(self, value: JsonValue) -> str:
-        """Encode an error as JSON text, cut (never refused) to the store's payload limit."""
-        return dumps_error(value, limit=self.payload_limit)
 
     async def send(self, query: str, params: Sequence[object] = ()) -> AsyncCursor[TupleRow]:
         """Queue one statement; its results are read later from the cursor.
@@ -73,6 +65,19 @@ class Batch:
         connection, in a transactional submit, may have its own).
         """
         return await self.conn.cursor(row_factory=tuple_row).execute(query, params)
+
+    async def scalar(self, query: str, params: Sequence[object] = ()) -> Any:
+        """Run one statement now: its first row's one column, or None if it returns no row."""
+        row = await (await self.send(query, params)).fetchone()
+        if row is None:
+            return None
+        (value,) = row
+        return value
+
+    async def found(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
+        """Send one statement per parameter set (all at once), then whether each returned a row."""
+        cursors = [await self.send(query, one) for one in params]
+        return [await cursor.fetchone() is not None for cursor in cursors]
 
     def event(
         self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str

@@ -12,16 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shepherd.core.breaker import Breaker
+from shepherd.store import breaker_rows as shared
 from shepherd.store import signals as ch
-from shepherd.store.breaker_rows import (
-    BREAKER_COLUMNS,
-    BREAKER_EVENT_COLUMNS,
-    Step,
-    allow_step,
-    breaker_event_from_row,
-    breaker_from_row,
-    report_step,
-)
 from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
@@ -29,7 +22,7 @@ from shepherd.store.postgres.rows import utc
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
-    from shepherd.core.breaker import Breaker, BreakerEvent
+    from shepherd.core.breaker import BreakerEvent
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -39,7 +32,7 @@ _ENSURE = (
     "INSERT INTO breakers (service, state, updated_at) VALUES (%s, 'closed', %s) "
     "ON CONFLICT (service) DO NOTHING"
 )
-_LOCK = f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = %s FOR UPDATE"
+_LOCK = f"SELECT {shared.BREAKER_COLUMNS} FROM breakers WHERE service = %s FOR UPDATE"
 _UPDATE = (
     "UPDATE breakers SET state = %s, consecutive_failures = %s, window_started_at = %s, "
     "window_calls = %s, window_failures = %s, opened_at = %s, probe_started_at = %s, "
@@ -53,28 +46,15 @@ _EVENT = (
 
 async def _locked(batch: Batch, service: str) -> Breaker:
     await batch.send(_ENSURE, (service, batch.now))
-    cursor = await batch.send(_LOCK, (service,))
-    return breaker_from_row(await cursor.fetchone(), service, utc)
+    row = await (await batch.send(_LOCK, (service,))).fetchone()
+    assert row is not None  # ensured above, and locked
+    return shared.breaker_from_row(row, utc)
 
 
-async def _save(batch: Batch, step: Step) -> None:
+async def _save(batch: Batch, step: shared.Step) -> None:
     b = step.new
     if step.changed:
-        await batch.send(
-            _UPDATE,
-            (
-                str(b.state),
-                b.consecutive_failures,
-                b.window_started_at,
-                b.window_calls,
-                b.window_failures,
-                b.opened_at,
-                b.probe_started_at,
-                b.version,
-                batch.now,
-                b.service,
-            ),
-        )
+        await batch.send(_UPDATE, (*shared.breaker_fields(b, utc), batch.now, b.service))
     if step.event is not None:
         await batch.send(
             _EVENT, (b.service, str(step.old.state), str(b.state), step.event, batch.now)
@@ -93,7 +73,7 @@ async def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     out: list[object] = [None] * len(ops)
     for i in _by_service([op.service for op in ops]):
         service, policy = ops[i].service, ops[i].policy
-        step, decision = allow_step(await _locked(batch, service), policy, batch.now)
+        step, decision = shared.allow_step(await _locked(batch, service), policy, batch.now)
         await _save(batch, step)
         out[i] = (step.new, decision)
     return out
@@ -105,18 +85,18 @@ async def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
     out: list[object] = [None] * len(ops)
     for i in _by_service([op.service for op in ops]):
         service, policy, failed = ops[i].service, ops[i].policy, ops[i].failed
-        step = report_step(await _locked(batch, service), policy, batch.now, failed=failed)
+        step = shared.report_step(await _locked(batch, service), policy, batch.now, failed=failed)
         await _save(batch, step)
         out[i] = (step.old, step.new)
     return out
 
 
 # -- reads ---------------------------------------------------------------------
-_GET = f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = %s"
-_LIST = f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service"
-_ALL_EVENTS = f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events ORDER BY id DESC LIMIT %s"
+_GET = f"SELECT {shared.BREAKER_COLUMNS} FROM breakers WHERE service = %s"
+_LIST = f"SELECT {shared.BREAKER_COLUMNS} FROM breakers ORDER BY service"
+_ALL_EVENTS = f"SELECT {shared.BREAKER_EVENT_COLUMNS} FROM breaker_events ORDER BY id DESC LIMIT %s"
 _EVENTS_FOR = (
-    f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE service = %s "
+    f"SELECT {shared.BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE service = %s "
     "ORDER BY id DESC LIMIT %s"
 )
 
@@ -125,13 +105,13 @@ _EVENTS_FOR = (
 async def get_breaker(reader: Reader, op: GetBreaker) -> Breaker | None:
     """The stored breaker of `service`, or None if it was never used."""
     rows = await reader.fetch(_GET, (op.service,))
-    return breaker_from_row(rows[0], op.service, utc) if rows else None
+    return shared.breaker_from_row(rows[0], utc) if rows else None
 
 
 @READS.handles(ListBreakers)
 async def list_breakers(reader: Reader, op: ListBreakers) -> list[Breaker]:
     """Every stored breaker, by service name."""
-    return [breaker_from_row(r, r[0], utc) for r in await reader.fetch(_LIST)]
+    return [shared.breaker_from_row(r, utc) for r in await reader.fetch(_LIST)]
 
 
 @READS.handles(BreakerEvents)
@@ -141,4 +121,4 @@ async def breaker_events(reader: Reader, op: BreakerEvents) -> list[BreakerEvent
         rows = await reader.fetch(_ALL_EVENTS, (limit_of(op.limit),))
     else:
         rows = await reader.fetch(_EVENTS_FOR, (op.service, limit_of(op.limit)))
-    return [breaker_event_from_row(r, utc) for r in rows]
+    return [shared.breaker_event_from_row(r, utc) for r in rows]

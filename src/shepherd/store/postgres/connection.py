@@ -90,14 +90,7 @@ def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -
 
 def redact(url: str) -> str:
     """`url` without its password (for messages), even when it does not parse."""
-    text = _USERINFO_PASSWORD.sub(r"\1***@", url)
-    try:
-        password = conninfo_to_dict(url).get("password")
-    except psycopg.ProgrammingError:
-        password = None
-    if password and isinstance(password, str):
-        text = text.replace(password, "***")
-    return text
+    return _without_password(url, url)
 
 
 def describe(url: str) -> str:
@@ -119,6 +112,11 @@ def reason(exc: BaseException, url: str) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
     text = text.removeprefix("connection failed: ").replace(url, redact(url))
+    return _without_password(text, url)
+
+
+def _without_password(text: str, url: str) -> str:
+    """`text` with the password of `url` (in a URL's userinfo, or anywhere) replaced by `***`."""
     text = _USERINFO_PASSWORD.sub(r"\1***@", text)
     try:
         password = conninfo_to_dict(url).get("password")
@@ -164,7 +162,7 @@ async def migrate(conn: Connection) -> list[int]:
             "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
         )
         cursor = await conn.execute("SELECT version FROM schema_migrations")
-        done = {row[0] for row in await cursor.fetchall()}
+        done = {version for (version,) in await cursor.fetchall()}
         for version, name, sql in pending(migrations("postgres"), done):
             # Without parameters psycopg sends the file as one simple query.
             await conn.execute(sql.encode())

@@ -1,21 +1,20 @@
 """PostgreSQL: crash attribution — which tasks a dead process held, and the supervisor's verdicts.
 
-Verdicts are fenced like every supervisor decision: by the task's `lock_epoch`
-(the row taken with SKIP LOCKED, so a row held by another session is left for
-the next scan) and by the supervisor's lease (`FOR SHARE`).
+Verdicts are written and fenced like every supervisor decision
+(`leases.apply_effects`): by the task's `lock_epoch` (the row taken with SKIP
+LOCKED, so a row held by another session is left for the next scan) and by the
+supervisor's lease (`FOR SHARE`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from shepherd.core.events import EventKind
-from shepherd.core.supervision import Reset
-from shepherd.payloads import dumps_detail
-from shepherd.store import signals as ch
+from shepherd.core.effects import on_crash
 from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
 from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.leases import apply_effects
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row, utc
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
@@ -49,24 +48,6 @@ _MARK_DIED = (
     "AND died_at IS NULL RETURNING instance"
 )
 _REAP = "UPDATE workers SET reaped_at = %s WHERE instance = %s"
-_FENCE = (
-    " WHERE id = (SELECT id FROM tasks WHERE id = %s AND lock_epoch = %s "
-    "AND locked_by IS NOT NULL FOR UPDATE SKIP LOCKED) "
-    "AND EXISTS (SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s "
-    "AND expires_at > %s FOR SHARE) RETURNING id"
-)
-_RESET = (
-    "UPDATE tasks SET crashes = %s, owner_deaths = %s, updated_at = %s, locked_by = NULL, "
-    "lock_epoch = lock_epoch + 1, complete_by = NULL, process_state = %s, not_before = %s" + _FENCE
-)
-_ESCALATE = (
-    "UPDATE tasks SET crashes = %s, owner_deaths = %s, updated_at = %s, locked_by = NULL, "
-    "lock_epoch = lock_epoch + 1, complete_by = NULL, process_state = 'error', error = %s" + _FENCE
-)
-_DROP_REQUESTS = (
-    "DELETE FROM requests WHERE id IN (SELECT id FROM requests "
-    "WHERE task_id = ANY(%s::text[]) FOR UPDATE SKIP LOCKED)"
-)
 
 
 @WRITES.handles(MarkDied)
@@ -87,56 +68,7 @@ async def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
 @WRITES.handles(ApplyCrash)
 async def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
-    now = batch.now
-    sent = []
-    for op in ops:
-        task, decision, leader = op.task, op.decision, op.leader
-        fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
-        crashes = dumps_detail(list(decision.crashes or ()))
-        detail: dict[str, Any]
-        if isinstance(decision, Reset):
-            cursor = await batch.send(
-                _RESET,
-                (
-                    crashes,
-                    decision.owner_deaths or 0,
-                    now,
-                    str(decision.process_state),
-                    decision.not_before,
-                    *fence,
-                ),
-            )
-            kind = EventKind.RESET
-            detail = {
-                "reason": decision.reason,
-                "failure_count": decision.failure_count,
-                "crashes": list(decision.crashes or ()),
-            }
-        else:
-            error = batch.dumps_error(
-                {"reason": decision.reason, "crashes": list(decision.crashes or ())}
-            )
-            cursor = await batch.send(
-                _ESCALATE, (crashes, decision.owner_deaths or 0, now, error, *fence)
-            )
-            kind = EventKind.ERROR
-            detail = {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
-        sent.append((task, kind, detail, cursor))
-    out: list[object] = []
-    dropped: list[str] = []
-    for task, kind, detail, cursor in sent:
-        if await cursor.fetchone() is None:
-            out.append(False)
-            continue
-        dropped.append(task.id)
-        batch.rings.add(ch.TASKS)
-        if kind == EventKind.ERROR:
-            batch.rings.add(ch.task_channel(task.id))
-        batch.event(task.id, task.key, task.reply_to, kind, batch.dumps_error(detail))
-        out.append(True)
-    if dropped:
-        await batch.send(_DROP_REQUESTS, (dropped,))
-    return out
+    return await apply_effects(batch, [(op.task, op.leader, on_crash(op.decision)) for op in ops])
 
 
 # -- reads ---------------------------------------------------------------------

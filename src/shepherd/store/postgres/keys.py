@@ -18,6 +18,9 @@ from shepherd.store.postgres.batch import WRITES
 from shepherd.store.rows import load
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shepherd.core.records import JsonValue, Request
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
@@ -60,83 +63,59 @@ _CLEAR_STARTED = (
 @WRITES.handles(ExtendStep)
 async def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
+    return [await _extend(batch, op.request, op.worker) for op in ops]
+
+
+async def _extend(batch: Batch, request: Request, worker: str) -> datetime | None:
+    """The execution's new complete_by; None if it has no window or is no longer current."""
+    if request.within is None:
+        return None
+    if await batch.scalar(_LOCK_TASK, (request.task_id, request.lock_epoch)) is None:
+        return None
     now = batch.now
-    out: list[object] = []
-    for op in ops:
-        request, worker = op.request, op.worker
-        if request.within is None:
-            out.append(None)
-            continue
-        locked = await batch.send(_LOCK_TASK, (request.task_id, request.lock_epoch))
-        if await locked.fetchone() is None:
-            out.append(None)
-            continue
-        complete_by = now + timedelta(seconds=request.within)
-        extended = await batch.send(
-            _EXTEND_REQUEST,
-            (
-                complete_by,
-                complete_by,
-                request.id,
-                worker,
-                now,
-                request.attempt,
-                request.lock_epoch,
-            ),
-        )
-        if await extended.fetchone() is None:
-            out.append(None)
-            continue
-        await batch.send(_EXTEND_STEP, (complete_by, request.task_id, request.seq))
-        await batch.send(_EXTEND_TASK, (complete_by + _GRACE, now, request.task_id))
-        out.append(complete_by)
-    return out
+    complete_by = now + timedelta(seconds=request.within)
+    current = (request.id, worker, now, request.attempt, request.lock_epoch)
+    if await batch.scalar(_EXTEND_REQUEST, (complete_by, complete_by, *current)) is None:
+        return None
+    await batch.send(_EXTEND_STEP, (complete_by, request.task_id, request.seq))
+    await batch.send(_EXTEND_TASK, (complete_by + _GRACE, now, request.task_id))
+    return complete_by
 
 
 @WRITES.handles(BeginOnce)
 async def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
-    out: list[object] = []
-    for op in ops:
-        key, holder = op.key, op.holder
-        while True:
-            inserted = await batch.send(_MARK, (key, holder, batch.now))
-            if await inserted.fetchone() is not None:
-                out.append(("new", None))
-                break
-            row = await (await batch.send(_READ_MARK, (key,))).fetchone()
-            if row is not None:
-                out.append(("done", load(row[1])) if row[0] == "done" else ("started", None))
-                break
-            # Abandoned (or cleared) since our insert met it: mark it ourselves.
-    return out
+    return [await _begin(batch, op.key, op.holder) for op in ops]
+
+
+async def _begin(batch: Batch, key: str, holder: str) -> tuple[str, JsonValue]:
+    while True:
+        if await batch.scalar(_MARK, (key, holder, batch.now)) is not None:
+            return "new", None
+        row = await (await batch.send(_READ_MARK, (key,))).fetchone()
+        if row is not None:
+            state, result = row
+            return ("done", load(result)) if state == "done" else ("started", None)
+        # Abandoned (or cleared) since our insert met it: mark it ourselves.
 
 
 @WRITES.handles(FinishOnce)
 async def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
-    out: list[object] = []
-    for op in ops:
-        key, holder, result = op.key, op.holder, op.result
-        try:
-            encoded = batch.dumps(result)
-        except Exception as exc:
-            out.append(exc)
-            continue
-        cursor = await batch.send(_FINISH, (encoded, batch.now, key, holder))
-        out.append(await cursor.fetchone() is not None)
-    return out
+    results = [batch.encode(op.result) for op in ops]
+    finishing = [
+        (result, batch.now, op.key, op.holder)
+        for op, result in zip(ops, results, strict=True)
+        if isinstance(result, str)
+    ]
+    finished = iter(await batch.found(_FINISH, finishing))
+    return [next(finished) if isinstance(result, str) else result for result in results]
 
 
 @WRITES.handles(AbandonOnce)
 async def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
-    out: list[object] = []
-    for op in ops:
-        key, holder = op.key, op.holder
-        cursor = await batch.send(_ABANDON, (key, holder))
-        out.append(await cursor.fetchone() is not None)
-    return out
+    return [*await batch.found(_ABANDON, [(op.key, op.holder) for op in ops])]
 
 
 async def clear_started(batch: Batch, task_id: str, seq: int) -> None:

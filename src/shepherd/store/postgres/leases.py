@@ -4,7 +4,8 @@ A lease row names its holder, an epoch bumped at every change of holder, and
 an expiry compared with the batch's (database) clock. A supervisor decision
 applies only while its author still holds the lease with the same epoch
 (checked under `FOR SHARE`, so no new leader can take over mid-transaction)
-and only if the task's `lock_epoch` has not moved on.
+and only if the task's `lock_epoch` has not moved on. `apply_effects` writes
+what `core.effects` makes of a decision, and of a crash verdict (`crashes`).
 """
 
 from __future__ import annotations
@@ -13,20 +14,23 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from shepherd.core.events import EventKind
+from shepherd.core.effects import on_supervision
 from shepherd.core.records import Task
-from shepherd.store import signals as ch
+from shepherd.store.effect_rows import effect_row
 from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
 from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.effects import UPDATE, params, written
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import TASK_COLUMNS, lease_from_row, task_from_row
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
+    from shepherd.core.effects import TaskEffect
+    from shepherd.core.records import Lease
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["acquire", "release", "supervise"]
+__all__ = ["acquire", "apply_effects", "release", "supervise"]
 
 _ACQUIRE = (
     "INSERT INTO leases AS l (name, holder, epoch, expires_at) VALUES (%s, %s, 1, %s) "
@@ -37,7 +41,7 @@ _ACQUIRE = (
     "RETURNING name, holder, epoch, expires_at"
 )
 _RELEASE = "UPDATE leases SET expires_at = %s WHERE name = %s AND holder = %s"
-# Appended to every decision's UPDATE: the task's epoch, then the leadership.
+# The fence of every supervisor write: the task's epoch, then the leadership.
 # The task row is taken with SKIP LOCKED: a row held by another session (its owner
 # mid-write, or a host cut off mid-transaction) is left for the next scan rather
 # than waited for, so one held row never stalls the recovery of the others.
@@ -47,19 +51,7 @@ _FENCED = (
     "AND EXISTS (SELECT 1 FROM leases WHERE name = %s AND holder = %s AND epoch = %s "
     "AND expires_at > %s FOR SHARE) RETURNING id"
 )
-_RESET = (
-    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "process_state = %s, failure_count = %s, not_before = %s, updated_at = %s" + _FENCED
-)
-_ESCALATE = (
-    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "process_state = 'error', failure_count = %s, error = %s, updated_at = %s" + _FENCED
-)
-_COMPENSATE = (
-    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "process_state = 'compensating', failure_count = %s, error = %s, not_before = %s, "
-    "updated_at = %s" + _FENCED
-)
+_SUPERVISED = UPDATE + _FENCED
 # A request row held by another session (an agent replying) is skipped: its reply
 # carries the old epoch, which the scheduler discards.
 _DROP_REQUESTS = (
@@ -95,57 +87,42 @@ async def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
 @WRITES.handles(ApplySupervision)
 async def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions, fenced by task epoch and leadership."""
-    from shepherd.core.supervision import Compensate, Escalate, Reset
+    now = batch.now
+    return await apply_effects(
+        batch, [(op.task, op.leader, on_supervision(op.decision, now=now)) for op in ops]
+    )
 
+
+async def apply_effects(
+    batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect]]
+) -> list[object]:
+    """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
+
+    Each is fenced twice: its leader must still lead, and the task must still
+    be claimed at the `lock_epoch` the supervisor read (a row another session
+    holds is skipped). All are sent, then all are read.
+
+    Returns:
+        True where the task was changed, False where a fence stopped the write.
+    """
     now = batch.now
     sent = []
-    for op in ops:
-        task, decision, leader = op.task, op.decision, op.leader
+    for task, leader, effect in writes:
+        row = effect_row(task.id, effect, batch)
         fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
-        if isinstance(decision, Reset):
-            cursor = await batch.send(
-                _RESET,
-                (
-                    str(decision.process_state),
-                    decision.failure_count,
-                    decision.not_before,
-                    now,
-                    *fence,
-                ),
-            )
-            kind = EventKind.RESET
-            detail = {"reason": decision.reason, "failure_count": decision.failure_count}
-        elif isinstance(decision, Escalate):
-            error = batch.dumps_error({"reason": decision.reason})
-            cursor = await batch.send(_ESCALATE, (decision.failure_count, error, now, *fence))
-            kind = EventKind.ERROR
-            detail = {
-                "error": {"reason": decision.reason},
-                "failure_count": decision.failure_count,
-            }
-        elif isinstance(decision, Compensate):
-            error = batch.dumps_error({"reason": decision.reason})
-            cursor = await batch.send(
-                _COMPENSATE, (decision.failure_count, error, now, now, *fence)
-            )
-            kind, detail = EventKind.COMPENSATING, {"error": {"reason": decision.reason}}
-        else:  # pragma: no cover - the Decision union is closed
-            raise TypeError(f"unknown decision {decision!r}")
-        sent.append((task, kind, detail, cursor))
+        sent.append((task, row, await batch.send(_SUPERVISED, (*params(row, now), *fence))))
     out: list[object] = []
-    applied: list[str] = []
-    for task, kind, detail, cursor in sent:
+    dropped: list[str] = []
+    for task, row, cursor in sent:
         if await cursor.fetchone() is None:
             out.append(False)  # the task moved on, or we are no longer the leader
             continue
-        applied.append(task.id)
-        batch.event(task.id, task.key, task.reply_to, kind, batch.dumps_error(detail))
-        batch.rings.add(ch.TASKS)
-        if kind == EventKind.ERROR:
-            batch.rings.add(ch.task_channel(task.id))
+        written(batch, row, task.key, task.reply_to)
+        if row.drop_requests:
+            dropped.append(task.id)
         out.append(True)
-    if applied:
-        await batch.send(_DROP_REQUESTS, (applied,))
+    if dropped:
+        await batch.send(_DROP_REQUESTS, (dropped,))
     return out
 
 

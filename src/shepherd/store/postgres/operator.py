@@ -7,17 +7,18 @@ epoch fenced off.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from shepherd.core import operator as rules
-from shepherd.errors import InvalidStateError, UnknownTaskError
+from shepherd.errors import InvalidStateError, ShepherdError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.ops import CancelTask, RetryTask
 from shepherd.store.postgres import keys
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row
+from shepherd.store.rows import Row, TaskCol
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
@@ -51,13 +52,9 @@ async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     out: list[object] = []
     for op in ops:
         task_id, seq, payload = op.task_id, op.seq, op.payload
-        found = await batch.send(_LOCK_TASK, (task_id,))
-        row = await found.fetchone()
-        if row is None:
-            out.append(UnknownTaskError(task_id))
-            continue
-        if not rules.may_retry(row[6]):
-            out.append(InvalidStateError(task_id, row[6], "retry"))
+        row = await _lock(batch, task_id, rules.may_retry, "retry")
+        if isinstance(row, ShepherdError):
+            out.append(row)
             continue
         try:
             override = None if payload is None else batch.dumps(payload)
@@ -65,9 +62,8 @@ async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
             out.append(exc)
             continue
         if seq is not None:
-            state = await batch.send(_STEP_STATE, (task_id, seq))
-            step = await state.fetchone()
-            refusal = rules.resubmit_refusal(seq, None if step is None else step[0])
+            step_state = await batch.scalar(_STEP_STATE, (task_id, seq))
+            refusal = rules.resubmit_refusal(seq, step_state)
             if refusal is not None:
                 out.append(InvalidStateError(task_id, refusal, "resubmit step of"))
                 continue
@@ -75,10 +71,9 @@ async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
             # The operator checked the step's unknown side effects: run them again.
             await keys.clear_started(batch, task_id, seq)
         await batch.send(_RESET_FAILED, (task_id,))
-        in_undo = await (await batch.send(_IN_UNDO, (task_id,))).fetchone()
-        effect = rules.on_retry(
-            seq=seq, cancel_requested=bool(row[14]), undoing=in_undo is not None
-        )
+        undoing = await batch.scalar(_IN_UNDO, (task_id,)) is not None
+        cancel_requested = bool(row[TaskCol.CANCEL_REQUESTED])
+        effect = rules.on_retry(seq=seq, cancel_requested=cancel_requested, undoing=undoing)
         out.append(await _apply(batch, task_id, row, effect))
     return out
 
@@ -89,12 +84,9 @@ async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     out: list[object] = []
     for op in ops:
         task_id = op.task_id
-        row = await (await batch.send(_LOCK_TASK, (task_id,))).fetchone()
-        if row is None:
-            out.append(UnknownTaskError(task_id))
-            continue
-        if not rules.may_cancel(row[6]):
-            out.append(InvalidStateError(task_id, row[6], "cancel"))
+        row = await _lock(batch, task_id, rules.may_cancel, "cancel")
+        if isinstance(row, ShepherdError):
+            out.append(row)
             continue
         task = await _apply(batch, task_id, row, rules.on_cancel())
         await batch.send(_DROP_REQUESTS, (task_id,))
@@ -102,9 +94,19 @@ async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     return out
 
 
-async def _apply(
-    batch: Batch, task_id: str, row: tuple[Any, ...], effect: rules.OperatorEffect
-) -> Task:
+async def _lock(
+    batch: Batch, task_id: str, may: Callable[[str], bool], action: str
+) -> Row | ShepherdError:
+    """Lock the task's row: the row, or the caller's error if `action` is not allowed now."""
+    row = await (await batch.send(_LOCK_TASK, (task_id,))).fetchone()
+    if row is None:
+        return UnknownTaskError(task_id)
+    if not may(row[TaskCol.PROCESS_STATE]):
+        return InvalidStateError(task_id, row[TaskCol.PROCESS_STATE], action)
+    return row
+
+
+async def _apply(batch: Batch, task_id: str, row: Row, effect: rules.OperatorEffect) -> Task:
     """Write `effect` to the task locked as `row`, with its event; return the task."""
     params = (
         str(effect.process_state),
@@ -117,6 +119,7 @@ async def _apply(
     )
     updated = await (await batch.send(_APPLY, params)).fetchone()
     assert updated is not None  # the row is locked: it cannot have gone
-    batch.event(task_id, row[2], row[13], effect.event, dumps_detail(effect.detail))
+    detail = dumps_detail(effect.detail)
+    batch.event(task_id, row[TaskCol.KEY], row[TaskCol.REPLY_TO], effect.event, detail)
     batch.rings.add(ch.TASKS)
     return task_from_row(updated)

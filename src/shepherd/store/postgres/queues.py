@@ -12,18 +12,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import Event
-from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import (
-    EVENT_COLUMNS,
-    REQUEST_COLUMNS_R,
-    event_from_row,
-    request_from_row,
-)
+from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, event_from_row, request_from_row
 from shepherd.store.postgres.tasks import limit_of
+from shepherd.store.rows import EVENT_COLUMNS, RequestCol
+from shepherd.store.step_writes import reply_body
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
@@ -71,7 +67,7 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     out: list[object] = []
     for cursor in cursors:
         rows = await cursor.fetchall()
-        rows.sort(key=lambda r: r[0])
+        rows.sort(key=lambda r: r[RequestCol.ID])  # RETURNING order is unspecified
         out.append([request_from_row(r) for r in rows])
     return out
 
@@ -79,21 +75,14 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 @WRITES.handles(ReplyAndAck)
 async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Write replies and remove their requests; False where the request moved on."""
-    encoded: list[tuple[bool, str]] = []
-    for ok, body in ((op.ok, op.body) for op in ops):
-        if not ok:
-            encoded.append((False, batch.dumps_error(body)))  # cut to size, never refused
-            continue
-        try:
-            encoded.append((True, batch.dumps(body)))
-        except PayloadError as exc:
-            # An unencodable result is the handler's permanent failure.
-            refusal = {"type": "PayloadError", "message": str(exc)}
-            encoded.append((False, batch.dumps_error(refusal)))
+    encoded = [
+        reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error) for op in ops
+    ]
     cursor = await batch.send(
         _ACK, ([op.request.id for op in ops], [op.worker for op in ops], batch.now)
     )
-    acked = {(row[0], row[1]) for row in await cursor.fetchall()}
+    # (request id, taken_by) of the requests removed.
+    acked = set(await cursor.fetchall())
     out: list[object] = []
     replies: list[tuple[Any, ...]] = []
     for op, (ok, body) in zip(ops, encoded, strict=True):
@@ -120,7 +109,8 @@ async def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
         cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %b", (task_id,))
         row = await cursor.fetchone()
         if row is not None:
-            batch.event(task_id, row[0], row[1], kind, batch.dumps_error(detail))
+            key, reply_to = row
+            batch.event(task_id, key, reply_to, kind, batch.dumps_error(detail))
     return [None] * len(ops)
 
 
@@ -169,8 +159,8 @@ async def read_events(reader: Reader, op: ReadEvents) -> list[Event]:
         rows = await reader.fetch(_CURSOR_XID, (op.after_id,))
         if not rows:  # the cursor's event was purged: go on from the higher ids
             rows = await reader.fetch(_NEXT_XID, (op.after_id,))
-        value = rows[0][0] if rows else None
-        xid = "0" if value is None else str(value)
+        for (found,) in rows[:1]:  # one row of one column, the xid (NULL: no event)
+            xid = "0" if found is None else str(found)
     n = limit_of(op.limit)
     if op.reply_to is None:
         rows = await reader.fetch(_ALL_EVENTS, (xid, op.after_id, n))

@@ -10,19 +10,19 @@ keeps returning its task.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from shepherd.core.retention import Tombstone
-from shepherd.core.states import ProcessState
 from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import utc
+from shepherd.store.postgres.rows import RECORDS
+from shepherd.store.rows import TOMBSTONE_COLUMNS
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
+    from shepherd.core.retention import Tombstone
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -68,10 +68,9 @@ PURGED_KEYS = (
     "JOIN unnest(%b::text[], %b::text[]) AS k(workflow, key) "
     "ON d.workflow = k.workflow AND d.key = k.key"
 )
-GET_TOMBSTONE = (
-    "SELECT task_id, workflow, key, process_state, ended_at, purged_at FROM tombstones "
-    "WHERE task_id = %s"
-)
+GET_TOMBSTONE = f"SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE task_id = %s"
+#: A row of GET_TOMBSTONE as a record.
+tombstone_from_row = RECORDS.tombstone
 
 
 @WRITES.handles(PurgeTasks)
@@ -97,21 +96,12 @@ async def purged_keys(batch: Batch, keys: Sequence[tuple[str, str]]) -> AsyncCur
     return await batch.send(PURGED_KEYS, ([w for w, _ in keys], [k for _, k in keys]))
 
 
-def tombstone_from_row(row: Sequence[Any]) -> Tombstone:
-    """A `GET_TOMBSTONE` row as a record."""
-    return Tombstone(
-        task_id=row[0],
-        workflow=row[1],
-        key=row[2],
-        process_state=ProcessState(row[3]),
-        ended_at=utc(row[4]),
-        purged_at=utc(row[5]),
-    )
-
-
 async def _count(cursor: AsyncCursor[TupleRow]) -> int:
     row = await cursor.fetchone()
-    return 0 if row is None else int(row[0])
+    if row is None:
+        return 0
+    (count,) = row
+    return int(count)
 
 
 # -- reads ---------------------------------------------------------------------

@@ -11,27 +11,19 @@ supervisor's reset cannot slip between reading a reply and recording it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from shepherd.core.records import Reply
-from shepherd.errors import StaleEpochError
-from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.ops import RecordReplies, StartStep
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
-from shepherd.store.rows import reply_event, taken_reply
+from shepherd.store.step_writes import REPLY_COLUMNS, plan_starts, sort_replies
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
 
 __all__ = ["record_replies", "start_step"]
-
-#: The task's claim outlives its step's deadline by this much, so the agent's
-#: deadline passes first and the supervisor sees the step's failure, not a race.
-_CLAIM_GRACE = timedelta(seconds=REPLY_GRACE)
 
 _TOUCH_CLAIMS = (
     "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %b "
@@ -78,9 +70,7 @@ _INSERT_REQUESTS = (
     "complete_by, within, retry, suspect, n) ORDER BY v.n"
 )
 _TAKE_REPLIES = (
-    "SELECT r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
-    "t.lock_epoch, t.key, t.reply_to, s.state, s.attempt, s.agent, s.kind, s.compensates "
-    "FROM replies r JOIN tasks t ON t.id = r.task_id "
+    f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
     "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
     "WHERE t.locked_by = %b ORDER BY r.id LIMIT %b FOR UPDATE OF t"
 )
@@ -109,73 +99,32 @@ async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
     now = batch.now
     owners = await lock_owners(batch, [op.start.task_id for op in ops])
-    out: list[object] = []
-    # The claim's new deadline per task: the last step's wins, as one by one.
-    touched: dict[str, tuple[int, str, datetime]] = {}
-    superseded: list[tuple[str, int]] = []
-    steps: list[tuple[Any, ...]] = []
-    requests: list[tuple[Any, ...]] = []
-    for s in (op.start for op in ops):
-        if owners.get(s.task_id) != (s.epoch, s.owner):
-            out.append(StaleEpochError(s.task_id, s.epoch))
-            continue
-        try:
-            payload = batch.dumps(s.payload)
-        except Exception as exc:
-            out.append(exc)
-            continue
-        complete_by = now + timedelta(seconds=s.within + s.queue_allowance)
-        touched[s.task_id] = (s.epoch, s.owner, complete_by + _CLAIM_GRACE)
-        if s.attempt > 1:
-            superseded.append((s.task_id, s.seq))
-        steps.append(
-            (
-                s.task_id,
-                s.seq,
-                str(s.kind),
-                s.agent,
-                s.attempt,
-                complete_by,
-                payload,
-                s.undo,
-                s.compensates,
-            )
-        )
-        requests.append(
-            (
-                s.agent,
-                s.task_id,
-                s.seq,
-                s.attempt,
-                s.epoch,
-                str(s.kind),
-                payload,
-                complete_by,
-                float(s.within),
-                None if s.retry is None else dumps_detail(s.retry),
-                int(s.suspect),
-            )
-        )
-        out.append(complete_by)
-    if superseded:
-        await batch.send(_DROP_OLD_REQUESTS, columns(superseded))
-    if touched:
-        rows = [(task_id, *fields) for task_id, fields in touched.items()]
+    plan = plan_starts(
+        (op.start for op in ops),
+        owners,
+        encode=batch.encode,
+        later=lambda seconds: now + timedelta(seconds=seconds),
+    )
+    if plan.superseded:
+        await batch.send(_DROP_OLD_REQUESTS, columns(plan.superseded))
+    if plan.claims:
+        rows = [(task_id, *fields) for task_id, fields in plan.claims.items()]
         await batch.send(_TOUCH_CLAIMS, (now, *columns(rows)))
-    if steps:
-        if len({(row[0], row[1]) for row in steps}) == len(steps):
-            await batch.send(_UPSERT_STEPS, (now, *columns(steps)))
+    if plan.steps:
+        if len({(task_id, seq) for task_id, seq, *_ in plan.steps}) == len(plan.steps):
+            await batch.send(_UPSERT_STEPS, (now, *columns(plan.steps)))
         else:
             # One INSERT may not upsert a row twice: apply duplicates in order.
-            await batch.conn.cursor().executemany(_UPSERT_STEP, [(*row, now) for row in steps])
-        await batch.send(_INSERT_REQUESTS, (now, now, *columns(requests)))
+            params = [(*row, now) for row in plan.steps]
+            await batch.conn.cursor().executemany(_UPSERT_STEP, params)
+        await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
-    return out
+    return [*plan.out]
 
 
 def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     """One row per (task_id, seq), the last one: as if applied one by one."""
-    return list({(row[0], row[1]): row for row in rows}.values())
+    return list({(task_id, seq): (task_id, seq, body) for task_id, seq, body in rows}.values())
 
 
 @WRITES.handles(RecordReplies)
@@ -184,36 +133,20 @@ async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[obj
     now = batch.now
     out: list[object] = []
     for op in ops:
-        owner, limit = op.owner, op.limit
-        cursor = await batch.send(_TAKE_REPLIES, (owner, limit_of(limit)))
-        rows = await cursor.fetchall()
-        taken: list[tuple[Reply, bool]] = []
-        completed: list[tuple[str, int, str]] = []
-        failed: list[tuple[str, int, str]] = []
-        compensated: list[tuple[str, int]] = []
-        touched: list[str] = []
-        for r in rows:
-            reply, current = taken_reply(r)
-            taken.append((reply, current))
-            if not current:
-                continue
-            if reply.ok:
-                completed.append((r[1], r[2], r[6]))
-                if r[13] == "undo" and r[14] is not None:
-                    compensated.append((r[1], r[14]))
-            else:
-                failed.append((r[1], r[2], r[6]))
-            touched.append(r[1])
-            batch.event(r[1], r[8], r[9], *reply_event(r, reply))
-        if completed:
-            await batch.send(_COMPLETED, ("completed", now, *columns(_last_per_step(completed))))
-        if failed:
-            await batch.send(_FAILED, ("failed", now, *columns(_last_per_step(failed))))
-        if compensated:
-            await batch.send(_COMPENSATED, columns(set(compensated)))
-        if touched:
-            await batch.send(_TOUCH, (now, now, touched))
-        if rows:
-            await batch.send(_DROP_REPLIES, ([r[0] for r in rows],))
-        out.append(taken)
+        cursor = await batch.send(_TAKE_REPLIES, (op.owner, limit_of(op.limit)))
+        replies = sort_replies(await cursor.fetchall())
+        if replies.completed:
+            completed = columns(_last_per_step(replies.completed))
+            await batch.send(_COMPLETED, ("completed", now, *completed))
+        if replies.failed:
+            await batch.send(_FAILED, ("failed", now, *columns(_last_per_step(replies.failed))))
+        if replies.compensated:
+            await batch.send(_COMPENSATED, columns(set(replies.compensated)))
+        if replies.touched:
+            await batch.send(_TOUCH, (now, now, replies.touched))
+        if replies.ids:
+            await batch.send(_DROP_REPLIES, (replies.ids,))
+        for event in replies.events:
+            batch.event(*event)
+        out.append(replies.taken)
     return out

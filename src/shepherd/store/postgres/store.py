@@ -273,7 +273,10 @@ class PostgresStore(Facade):
         # so that the block below is a savepoint, never a transaction of its own.
         cursor = await conn.cursor(row_factory=tuple_row).execute("SELECT clock_timestamp()")
         row = await cursor.fetchone()
-        now = utc(row[0]) if self.database_clock and row is not None else utc(self.clock.now())
+        now = utc(self.clock.now())
+        if self.database_clock and row is not None:
+            (database_now,) = row
+            now = utc(database_now)
         async with conn.transaction():
             batch = Batch(conn, now, payload_limit=self._writer.payload_limit)
             (outcome,) = await tasks.submit(batch, [ops.SubmitTask(task=task)])

@@ -4,29 +4,34 @@ Each handler gets every operation of its kind in the batch and returns one
 outcome per operation, in order (a value, or an exception for that caller).
 Statements are queued in pipeline mode and their results read afterwards, so
 each step below costs one round trip however many operations there are. The
-owner's writes are fenced by `(lock_epoch, locked_by)`: `finish` locks its
-tasks and checks them first (`lock_owners`), `fail` and `start_compensation`
-update `WHERE lock_epoch = %b AND locked_by = %b`, exactly as the SQLite store
-decides them.
+owner's ends of a task (`finish`, `fail`, `start_compensation`) write what
+`core.effects` makes of them (`effects.UPDATE`), fenced by `(lock_epoch,
+locked_by)`: `finish` locks its tasks and checks them first (`lock_owners`),
+then writes them all in one `effects.UPDATE_EACH`; `fail` and
+`start_compensation` update `WHERE lock_epoch = %s AND locked_by = %s`,
+exactly as the SQLite store decides them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from shepherd.core.effects import on_fail, on_finish, on_start_compensation
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import StaleEpochError, StoreUnavailableError
+from shepherd.errors import PayloadError, StaleEpochError, StoreUnavailableError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.effect_rows import effect_row
 from shepherd.store.ids import new_task_id
 from shepherd.store.ops import (
     ClaimTasks,
     CountTasks,
+    CountWorkflowTasks,
     FailTask,
     FinishTask,
     GetTask,
@@ -37,6 +42,7 @@ from shepherd.store.ops import (
 )
 from shepherd.store.postgres import retention
 from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
     STEP_COLUMNS,
@@ -50,6 +56,8 @@ from shepherd.store.postgres.rows import (
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
+    from shepherd.core.effects import TaskEffect
+    from shepherd.store.effect_rows import EffectRow
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -65,6 +73,8 @@ __all__ = [
     "start_compensation",
     "submit",
 ]
+
+_Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
 
 _INSERT_TASKS = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
@@ -102,24 +112,8 @@ _LOCK_OWNERS = (
     "SELECT id, lock_epoch, locked_by, key, reply_to FROM tasks "
     "WHERE id = ANY(%b::text[]) ORDER BY id FOR UPDATE"
 )
-_FINISH = (
-    "UPDATE tasks t SET process_state = 'processed', result = v.result, locked_by = NULL, "
-    "complete_by = NULL, updated_at = %b "
-    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[]) "
-    "AS v(id, lock_epoch, locked_by, result) "
-    "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
-)
-_FAIL = (
-    "UPDATE tasks SET process_state = %b, error = %b, locked_by = NULL, "
-    "complete_by = NULL, updated_at = %b "
-    "WHERE id = %b AND lock_epoch = %b AND locked_by = %b RETURNING key, reply_to"
-)
-# failure_count restarts: compensation has its own budget (core.transitions).
-_COMPENSATE = (
-    "UPDATE tasks SET process_state = 'compensating', error = %b, failure_count = 0, "
-    "updated_at = %b WHERE id = %b AND lock_epoch = %b AND locked_by = %b "
-    "RETURNING key, reply_to"
-)
+# The owner's fence: the task is still held by that owner, at that epoch.
+_OWNED = UPDATE + " WHERE id = %s AND lock_epoch = %s AND locked_by = %s RETURNING key, reply_to"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%b::text[])"
 _RELEASE = (
     "WITH released AS (UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
@@ -275,72 +269,65 @@ async def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     owners = await lock_owners(batch, [op.task_id for op in ops])
     out: list[object] = []
-    done: dict[str, tuple[int, str, str]] = {}
+    done: dict[str, tuple[EffectRow, int, str]] = {}
     for op in ops:
-        task_id, owner, epoch, result = op.task_id, op.owner, op.epoch, op.result
+        task_id, owner, epoch = op.task_id, op.owner, op.epoch
         if owners.get(task_id) != (epoch, owner):
             out.append(StaleEpochError(task_id, epoch))
             continue
         try:
-            encoded = batch.dumps(result)
-        except Exception as exc:
+            row = effect_row(task_id, on_finish(op.result), batch)
+        except PayloadError as exc:
             out.append(exc)
             continue
-        done[task_id] = (epoch, owner, encoded)  # the last one wins, as one by one
-        key, reply_to = owners.meta[task_id]
-        batch.event(task_id, key, reply_to, EventKind.PROCESSED, dumps_detail({}, result=encoded))
-        batch.rings.add(ch.task_channel(task_id))
+        done[task_id] = (row, epoch, owner)  # the last one wins, as one by one
+        written(batch, row, *owners.meta[task_id])
         out.append(None)
     if done:
-        rows = [(task_id, *fields) for task_id, fields in done.items()]
-        await batch.send(_FINISH, (batch.now, *columns(rows)))
+        await batch.send(UPDATE_EACH, params_each(done.values(), batch.now))
     return out
 
 
 @WRITES.handles(FailTask)
 async def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
-    sent = []
-    for op in ops:
-        task_id, owner, epoch, state, error = op.task_id, op.owner, op.epoch, op.state, op.error
-        encoded = batch.dumps_error(error)
-        cursor = await batch.send(_FAIL, (str(state), encoded, batch.now, task_id, epoch, owner))
-        sent.append((task_id, epoch, state, encoded, cursor))
-    out: list[object] = []
-    ended: list[str] = []
-    for task_id, epoch, state, encoded, cursor in sent:
-        row = await cursor.fetchone()
-        if row is None:
-            out.append(StaleEpochError(task_id, epoch))
-            continue
-        ended.append(task_id)
-        batch.event(task_id, row[0], row[1], str(state), dumps_detail({}, error=encoded))
-        batch.rings.add(ch.task_channel(task_id))
-        out.append(None)
-    if ended:
-        await batch.send(_DROP_REQUESTS, (ended,))
-    return out
+    return await _write_owned(batch, ops, lambda op: on_fail(op.state, op.error))
 
 
 @WRITES.handles(StartCompensation)
 async def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
+    return await _write_owned(batch, ops, lambda op: on_start_compensation(op.error))
+
+
+async def _write_owned(
+    batch: Batch, ops: Sequence[_Owned], decide: Callable[[_Owned], TaskEffect]
+) -> list[object]:
+    """Write the effect `decide` makes of each operation, fenced by its owner and epoch.
+
+    All are sent, then all are read; the requests of the tasks changed go at once.
+    """
+    out: list[object] = [None] * len(ops)
     sent = []
-    for op in ops:
-        task_id, owner, epoch, error = op.task_id, op.owner, op.epoch, op.error
-        encoded = batch.dumps_error(error)
-        cursor = await batch.send(_COMPENSATE, (encoded, batch.now, task_id, epoch, owner))
-        sent.append((task_id, epoch, encoded, cursor))
-    out: list[object] = []
-    for task_id, epoch, encoded, cursor in sent:
-        row = await cursor.fetchone()
-        if row is None:
-            out.append(StaleEpochError(task_id, epoch))
+    for i, op in enumerate(ops):
+        try:
+            row = effect_row(op.task_id, decide(op), batch)
+        except ValueError as exc:  # a state a task cannot fail into
+            out[i] = exc
             continue
-        batch.event(
-            task_id, row[0], row[1], EventKind.COMPENSATING, dumps_detail({}, error=encoded)
-        )
-        out.append(None)
+        fence = (op.task_id, op.epoch, op.owner)
+        sent.append((i, op, row, await batch.send(_OWNED, (*params(row, batch.now), *fence))))
+    dropped: list[str] = []
+    for i, op, row, cursor in sent:
+        found = await cursor.fetchone()
+        if found is None:
+            out[i] = StaleEpochError(op.task_id, op.epoch)
+            continue
+        written(batch, row, found[0], found[1])
+        if row.drop_requests:
+            dropped.append(op.task_id)
+    if dropped:
+        await batch.send(_DROP_REQUESTS, (dropped,))
     return out
 
 
@@ -366,6 +353,7 @@ _GET_TASK = (
 )
 _LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT %s"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
+_COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = %s GROUP BY process_state"
 
 
 @READS.handles(GetTask)
@@ -397,3 +385,10 @@ async def list_tasks(reader: Reader, op: ListTasks) -> list[Task]:
 async def count_tasks(reader: Reader, op: CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     return {ProcessState(r[0]): int(r[1]) for r in await reader.fetch(_COUNT)}
+
+
+@READS.handles(CountWorkflowTasks)
+async def count_workflow_tasks(reader: Reader, op: CountWorkflowTasks) -> dict[ProcessState, int]:
+    """How many tasks of one workflow are in each state."""
+    rows = await reader.fetch(_COUNT_OF, (op.workflow,))
+    return {ProcessState(r[0]): int(r[1]) for r in rows}

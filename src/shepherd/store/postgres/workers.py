@@ -74,8 +74,7 @@ async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
 @WRITES.handles(BeatWorker)
 async def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    cursors = [await batch.send(_BEAT, (batch.now, op.instance)) for op in ops]
-    return [await cursor.fetchone() is not None for cursor in cursors]
+    return [*await batch.found(_BEAT, [(batch.now, op.instance) for op in ops])]
 
 
 @WRITES.handles(StopWorker)
@@ -102,4 +101,4 @@ async def dead_workers(reader: Reader, op: DeadWorkers) -> set[str]:
     """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
     wanted = set(op.instances)
     rows = await reader.fetch(ALIVE, (list(wanted), reader.clock_param(), op.ttl))
-    return wanted - {r[0] for r in rows}
+    return wanted - {instance for (instance,) in rows}

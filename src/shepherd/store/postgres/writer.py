@@ -126,7 +126,8 @@ class Writer:
             row = await cursor.fetchone()
             after = self._clock.now()
             if row is not None:
-                self.skew = utc(row[0]) - (before + (after - before) / 2)
+                (database_now,) = row
+                self.skew = utc(database_now) - (before + (after - before) / 2)
 
     async def stop(self) -> None:
         """Let queued operations finish, then close the connection."""
@@ -294,6 +295,7 @@ class Writer:
         row = await cursor.fetchone()
         if row is None:  # pragma: no cover - SELECT now() returns one row
             raise StoreUnavailableError(f"PostgreSQL store {self._where} did not tell the time")
-        now = utc(row[0])
+        (database_now,) = row
+        now = utc(database_now)
         self.skew = now - local
         return now

@@ -9,15 +9,14 @@ handler's reads (the fencing checks) and its writes.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
-from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps, dumps_error
+from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import signals as ch
 from shepherd.store.dispatch import ReadTable, WriteTable
-
-if TYPE_CHECKING:
-    from shepherd.core.records import JsonValue
+from shepherd.store.encoding import Encoding
 
 __all__ = ["READS", "WRITES", "Batch", "EventRow", "Reading"]
 
@@ -30,8 +29,8 @@ _INSERT_EVENTS = (
 
 
 @final
-class Batch:
-    """The context every handler of one batch shares.
+class Batch(Encoding):
+    """The context every handler of one batch shares; it encodes payloads (`Encoding`).
 
     Attributes:
         conn: The connection, inside the batch's transaction.
@@ -40,23 +39,19 @@ class Batch:
         rings: Local channels to ring after commit.
     """
 
-    __slots__ = ("conn", "now", "payload_limit", "rings")
+    __slots__ = ("conn", "now", "rings")
 
     def __init__(
         self, conn: sqlite3.Connection, now: float, *, payload_limit: int = MAX_PAYLOAD_BYTES
     ) -> None:
+        super().__init__(payload_limit=payload_limit)
         self.conn = conn
         self.now = now
-        self.payload_limit = payload_limit
         self.rings: set[str] = set()
 
-    def dumps(self, value: JsonValue) -> str:
-        """Encode a payload as JSON text, within the store's payload limit."""
-        return dumps(value, limit=self.payload_limit)
-
-    def dumps_error(self, value: JsonValue) -> str:
-        """Encode an error as JSON text, cut (never refused) to the store's payload limit."""
-        return dumps_error(value, limit=self.payload_limit)
+    def changed(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
+        """Run one statement per parameter set: whether each changed a row."""
+        return [self.conn.execute(query, one).rowcount == 1 for one in params]
 
     def events(self, rows: list[EventRow]) -> None:
         """Insert events (their detail is JSON text) into the log, in order."""

@@ -10,30 +10,23 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
+from shepherd.core.breaker import Breaker
+from shepherd.store import breaker_rows as shared
 from shepherd.store import signals as ch
-from shepherd.store.breaker_rows import (
-    BREAKER_COLUMNS,
-    BREAKER_EVENT_COLUMNS,
-    Step,
-    allow_step,
-    breaker_event_from_row,
-    breaker_from_row,
-    report_step,
-)
 from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.sqlite.rows import ts
 
 if TYPE_CHECKING:
-    from shepherd.core.breaker import Breaker, BreakerEvent
+    from shepherd.core.breaker import BreakerEvent
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["allow", "breaker_events", "get_breaker", "list_breakers", "report"]
 
-_SELECT = f"SELECT {BREAKER_COLUMNS} FROM breakers WHERE service = ?"
+_SELECT = f"SELECT {shared.BREAKER_COLUMNS} FROM breakers WHERE service = ?"
 _UPSERT = (
     "INSERT INTO breakers (service, state, consecutive_failures, window_started_at, "
     "window_calls, window_failures, opened_at, probe_started_at, version, updated_at) "
@@ -47,38 +40,24 @@ _UPSERT = (
 _EVENT = (
     "INSERT INTO breaker_events (service, from_state, to_state, detail, at) VALUES (?, ?, ?, ?, ?)"
 )
-_LIST = f"SELECT {BREAKER_COLUMNS} FROM breakers ORDER BY service"
-_EVENTS = f"SELECT {BREAKER_EVENT_COLUMNS} FROM breaker_events {{where}}ORDER BY id DESC LIMIT ?"
-
-
-def _ts(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
+_LIST = f"SELECT {shared.BREAKER_COLUMNS} FROM breakers ORDER BY service"
+_EVENTS = (
+    f"SELECT {shared.BREAKER_EVENT_COLUMNS} FROM breaker_events {{where}}ORDER BY id DESC LIMIT ?"
+)
 
 
 def _load(conn: sqlite3.Connection, service: str) -> tuple[Breaker, bool]:
     row = conn.execute(_SELECT, (service,)).fetchone()
-    return breaker_from_row(row, service, unix_instant), row is not None
+    if row is None:
+        return Breaker(service=service), False  # closed, as a breaker never used is
+    return shared.breaker_from_row(row, unix_instant), True
 
 
-def _save(batch: Batch, step: Step, *, stored: bool) -> None:
+def _save(batch: Batch, step: shared.Step, *, stored: bool) -> None:
     b = step.new
     if step.changed or not stored:
         # A breaker used for the first time gets its row, so `shepherd breakers` lists it.
-        batch.conn.execute(
-            _UPSERT,
-            (
-                b.service,
-                str(b.state),
-                b.consecutive_failures,
-                _ts(b.window_started_at),
-                b.window_calls,
-                b.window_failures,
-                _ts(b.opened_at),
-                _ts(b.probe_started_at),
-                b.version,
-                batch.now,
-            ),
-        )
+        batch.conn.execute(_UPSERT, (b.service, *shared.breaker_fields(b, ts), batch.now))
     if step.event is not None:
         batch.conn.execute(
             _EVENT, (b.service, str(step.old.state), str(b.state), step.event, batch.now)
@@ -93,7 +72,7 @@ def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
     for op in ops:
         service, policy = op.service, op.policy
         old, stored = _load(batch.conn, service)
-        step, decision = allow_step(old, policy, unix_instant(batch.now))
+        step, decision = shared.allow_step(old, policy, unix_instant(batch.now))
         _save(batch, step, stored=stored)
         out.append((step.new, decision))
     return out
@@ -106,7 +85,7 @@ def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
     for op in ops:
         service, policy, failed = op.service, op.policy, op.failed
         old, stored = _load(batch.conn, service)
-        step = report_step(old, policy, unix_instant(batch.now), failed=failed)
+        step = shared.report_step(old, policy, unix_instant(batch.now), failed=failed)
         _save(batch, step, stored=stored)
         out.append((step.old, step.new))
     return out
@@ -116,18 +95,15 @@ def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
 @READS.handles(GetBreaker)
 def get_breaker(at: Reading, op: GetBreaker) -> Breaker | None:
     """The stored breaker of `service`, or None if it was never used."""
-    conn = at.conn
-    service = op.service
-    row = conn.execute(_SELECT, (service,)).fetchone()
-    return None if row is None else breaker_from_row(row, service, unix_instant)
+    breaker, stored = _load(at.conn, op.service)
+    return breaker if stored else None
 
 
 @READS.handles(ListBreakers)
 def list_breakers(at: Reading, op: ListBreakers) -> list[Breaker]:
     """Every stored breaker, by service name."""
-    conn = at.conn
-    rows = conn.execute(_LIST).fetchall()
-    return [breaker_from_row(r, r["service"], unix_instant) for r in rows]
+    rows = at.conn.execute(_LIST).fetchall()
+    return [shared.breaker_from_row(r, unix_instant) for r in rows]
 
 
 @READS.handles(BreakerEvents)
@@ -137,4 +113,4 @@ def breaker_events(at: Reading, op: BreakerEvents) -> list[BreakerEvent]:
     service, limit = op.service, op.limit
     where, params = ("", ()) if service is None else ("WHERE service = ? ", (service,))
     rows = conn.execute(_EVENTS.format(where=where), (*params, limit)).fetchall()
-    return [breaker_event_from_row(r, unix_instant) for r in rows]
+    return [shared.breaker_event_from_row(r, unix_instant) for r in rows]

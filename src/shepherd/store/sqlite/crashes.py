@@ -1,7 +1,8 @@
 """Crash attribution: which tasks a dead process held, and the supervisor's verdicts.
 
-Verdicts are fenced like every supervisor decision: by the task's `lock_epoch`
-and by the supervisor's lease (`leases.leads`, under the write lock).
+Verdicts are written and fenced like every supervisor decision
+(`leases.apply_effects`): by the task's `lock_epoch` and by the supervisor's
+lease, read under the write lock.
 """
 
 from __future__ import annotations
@@ -9,21 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.core.events import EventKind
-from shepherd.core.supervision import Reset
-from shepherd.payloads import dumps_detail
-from shepherd.store import signals as ch
+from shepherd.core.effects import on_crash
 from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
-from shepherd.store.sqlite.leases import leads
+from shepherd.store.sqlite.leases import apply_effects
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.core.workers import Worker
-    from shepherd.store.sqlite.batch import Batch, EventRow
+    from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["apply", "crash_victims", "mark_died", "reap", "unreaped_workers"]
 
@@ -44,18 +42,6 @@ _MARK_DIED = (
     "UPDATE workers SET died_at = ? WHERE instance = ? AND stopped_at IS NULL AND died_at IS NULL"
 )
 _REAP = "UPDATE workers SET reaped_at = ? WHERE instance = ?"
-_CRASHED_AT = "UPDATE tasks SET crashes = ?, owner_deaths = ?, updated_at = ?"
-_RESET = (
-    _CRASHED_AT + ", locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "process_state = ?, not_before = ? WHERE id = ? AND lock_epoch = ? "
-    "AND locked_by IS NOT NULL"
-)
-_ESCALATE = (
-    _CRASHED_AT + ", locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
-    "process_state = 'error', error = ? WHERE id = ? AND lock_epoch = ? "
-    "AND locked_by IS NOT NULL"
-)
-_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
 @WRITES.handles(MarkDied)
@@ -75,60 +61,7 @@ def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
 @WRITES.handles(ApplyCrash)
 def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
-    conn, now = batch.conn, batch.now
-    out: list[object] = []
-    events: list[EventRow] = []
-    for op in ops:
-        task, decision, leader = op.task, op.decision, op.leader
-        if not leads(conn, leader, now):
-            out.append(False)  # no longer the leader: fenced off
-            continue
-        fence = (task.id, task.lock_epoch)
-        crashes = dumps_detail(list(decision.crashes or ()))
-        if isinstance(decision, Reset):
-            cursor = conn.execute(
-                _RESET,
-                (
-                    crashes,
-                    decision.owner_deaths or 0,
-                    now,
-                    str(decision.process_state),
-                    decision.not_before.timestamp(),
-                    *fence,
-                ),
-            )
-            kind = EventKind.RESET
-            detail = {
-                "reason": decision.reason,
-                "failure_count": decision.failure_count,
-                "crashes": list(decision.crashes or ()),
-            }
-            batch.rings.add(ch.TASKS)
-        else:
-            cursor = conn.execute(
-                _ESCALATE,
-                (
-                    crashes,
-                    decision.owner_deaths or 0,
-                    now,
-                    batch.dumps_error(
-                        {"reason": decision.reason, "crashes": list(decision.crashes or ())}
-                    ),
-                    *fence,
-                ),
-            )
-            kind = EventKind.ERROR
-            detail = {"error": {"reason": decision.reason}, "failure_count": decision.failure_count}
-            batch.rings.add(ch.task_channel(task.id))
-            batch.rings.add(ch.TASKS)
-        if cursor.rowcount == 0:
-            out.append(False)
-            continue
-        conn.execute(_DROP_REQUESTS, (task.id,))
-        events.append((task.id, task.key, task.reply_to, kind, batch.dumps_error(detail), now))
-        out.append(True)
-    batch.events(events)
-    return out
+    return apply_effects(batch, [(op.task, op.leader, on_crash(op.decision)) for op in ops])
 
 
 # -- reads ---------------------------------------------------------------------

@@ -1,26 +1,10 @@
-"""Which function runs each store operation on SQLite: one table for writes, one for reads.
-
-Each handler module files its handlers with `@WRITES.handles(Op)` or
-`@READS.handles(Op)` (`shepherd.store.dispatch`); importing this module
-imports them all, so the tables are complete. A write handler gets every
-operation of its type in the batch and returns one outcome per operation, in
-order (a value, or an exception for that caller alone).
-"""
+"""The SQLite store's handler tables, complete: every handler module imported (`store.dispatch`)."""
 
 from __future__ import annotations
 
-from shepherd.store.sqlite import (  # noqa: F401 - imported to file their handlers
-    breakers,
-    crashes,
-    keys,
-    leases,
-    operator,
-    queues,
-    retention,
-    steps,
-    tasks,
-    workers,
-)
+from shepherd.store.dispatch import import_handlers
 from shepherd.store.sqlite.batch import READS, WRITES
 
 __all__ = ["READS", "WRITES"]
+
+import_handlers("shepherd.store.sqlite")

@@ -18,6 +18,9 @@ from shepherd.store.rows import load, unix_instant
 from shepherd.store.sqlite.batch import WRITES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shepherd.core.records import JsonValue, Request
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
@@ -54,71 +57,56 @@ CLEAR_STARTED = (
 @WRITES.handles(ExtendStep)
 def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
+    return [_extend(batch, op.request, op.worker) for op in ops]
+
+
+def _extend(batch: Batch, request: Request, worker: str) -> datetime | None:
+    """The execution's new complete_by; None if it has no window or is no longer current."""
     conn, now = batch.conn, batch.now
-    out: list[object] = []
-    for op in ops:
-        request, worker = op.request, op.worker
-        if request.within is None:
-            out.append(None)
-            continue
-        current = conn.execute(
-            _CURRENT,
-            (
-                request.id,
-                worker,
-                now,
-                request.attempt,
-                request.lock_epoch,
-                request.lock_epoch,
-                request.attempt,
-            ),
-        ).fetchone()
-        if current is None:
-            out.append(None)
-            continue
-        complete_by = now + request.within
-        conn.execute(_EXTEND_REQUEST, (complete_by, complete_by, request.id))
-        conn.execute(_EXTEND_STEP, (complete_by, request.task_id, request.seq))
-        conn.execute(_EXTEND_TASK, (complete_by + REPLY_GRACE, now, request.task_id))
-        out.append(unix_instant(complete_by))
-    return out
+    if request.within is None:
+        return None
+    attempt, epoch = request.attempt, request.lock_epoch
+    current = (request.id, worker, now, attempt, epoch, epoch, attempt)
+    if conn.execute(_CURRENT, current).fetchone() is None:
+        return None
+    complete_by = now + request.within
+    conn.execute(_EXTEND_REQUEST, (complete_by, complete_by, request.id))
+    conn.execute(_EXTEND_STEP, (complete_by, request.task_id, request.seq))
+    conn.execute(_EXTEND_TASK, (complete_by + REPLY_GRACE, now, request.task_id))
+    return unix_instant(complete_by)
 
 
 @WRITES.handles(BeginOnce)
 def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
-    conn, now = batch.conn, batch.now
-    out: list[object] = []
-    for op in ops:
-        key, holder = op.key, op.holder
-        if conn.execute(_MARK, (key, holder, now)).rowcount == 1:
-            out.append(("new", None))
-            continue
-        state, result = conn.execute(_READ_MARK, (key,)).fetchone()
-        out.append(("done", load(result)) if state == "done" else ("started", None))
-    return out
+    return [_begin(batch, op.key, op.holder) for op in ops]
+
+
+def _begin(batch: Batch, key: str, holder: str) -> tuple[str, JsonValue]:
+    if batch.conn.execute(_MARK, (key, holder, batch.now)).rowcount == 1:
+        return "new", None
+    state, result = batch.conn.execute(_READ_MARK, (key,)).fetchone()
+    return ("done", load(result)) if state == "done" else ("started", None)
 
 
 @WRITES.handles(FinishOnce)
 def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
-    conn, now = batch.conn, batch.now
     out: list[object] = []
     for op in ops:
-        key, holder, result = op.key, op.holder, op.result
-        try:
-            encoded = batch.dumps(result)
-        except Exception as exc:
-            out.append(exc)
+        result = batch.encode(op.result)
+        if isinstance(result, Exception):
+            out.append(result)
             continue
-        out.append(conn.execute(_FINISH, (encoded, now, key, holder)).rowcount == 1)
+        finished = batch.conn.execute(_FINISH, (result, batch.now, op.key, op.holder))
+        out.append(finished.rowcount == 1)
     return out
 
 
 @WRITES.handles(AbandonOnce)
 def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
-    return [batch.conn.execute(_ABANDON, (op.key, op.holder)).rowcount == 1 for op in ops]
+    return [*batch.changed(_ABANDON, [(op.key, op.holder) for op in ops])]
 
 
 def clear_started(conn: sqlite3.Connection, task_id: str, seq: int) -> None:

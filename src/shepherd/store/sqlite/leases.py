@@ -4,7 +4,8 @@ A lease row names its holder, an epoch bumped at every change of holder, and
 an expiry compared with the batch's clock. A supervisor decision applies only
 while its author still holds the lease with the same epoch (`leads`, read
 under the write lock, so no new leader can take over mid-transaction) and only
-if the task's `lock_epoch` has not moved on.
+if the task's `lock_epoch` has not moved on. `apply_effects` writes what
+`core.effects` makes of a decision, and of a crash verdict (`crashes`).
 """
 
 from __future__ import annotations
@@ -14,18 +15,19 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from shepherd.core.events import EventKind
+from shepherd.core.effects import on_supervision
 from shepherd.core.records import Lease, Task
-from shepherd.core.supervision import Compensate, Escalate, Reset
-from shepherd.store import signals as ch
+from shepherd.store.effect_rows import effect_row
 from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
-from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row, ts
+from shepherd.store.sqlite.effects import UPDATE, params, written
+from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
+    from shepherd.core.effects import TaskEffect
     from shepherd.store.sqlite.batch import Batch, EventRow
 
-__all__ = ["acquire", "expired_claims", "leads", "release", "supervise"]
+__all__ = ["acquire", "apply_effects", "expired_claims", "leads", "release", "supervise"]
 
 _ACQUIRE = (
     "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?, ?, 1, ?) "
@@ -38,24 +40,8 @@ _ACQUIRE = (
 )
 _RELEASE = "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?"
 _LEADS = "SELECT holder, epoch, expires_at FROM leases WHERE name = ?"
-# Each decision's UPDATE ends with the task's fence: (id, lock_epoch) and still claimed.
-_RESET = (
-    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
-    "complete_by = NULL, process_state = ?, failure_count = ?, not_before = ?, "
-    "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
-)
-_ESCALATE = (
-    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
-    "complete_by = NULL, process_state = 'error', failure_count = ?, error = ?, "
-    "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
-)
-_COMPENSATE = (
-    "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
-    "complete_by = NULL, process_state = 'compensating', failure_count = ?, "
-    "error = ?, not_before = ?, updated_at = ? "
-    "WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
-)
-_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
+# The task's fence: still claimed, at the lock_epoch the supervisor read.
+_SUPERVISED = UPDATE + " WHERE id = ? AND lock_epoch = ? AND locked_by IS NOT NULL"
 _EXPIRED = (
     f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
     "AND complete_by < ? ORDER BY complete_by LIMIT ?"
@@ -105,65 +91,34 @@ def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
 @WRITES.handles(ApplySupervision)
 def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions on expired claims: True where the task was changed."""
+    now = datetime.fromtimestamp(batch.now, UTC)
+    return apply_effects(
+        batch, [(op.task, op.leader, on_supervision(op.decision, now=now)) for op in ops]
+    )
+
+
+def apply_effects(batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect]]) -> list[object]:
+    """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
+
+    Each is fenced twice: its leader must still lead, and the task must still
+    be claimed at the `lock_epoch` the supervisor read.
+
+    Returns:
+        True where the task was changed, False where a fence stopped the write.
+    """
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for op in ops:
-        task, decision, leader = op.task, op.decision, op.leader
+    for task, leader, effect in writes:
         if not leads(conn, leader, now):
             out.append(False)  # no longer the leader: fenced off
             continue
-        fence = (task.id, task.lock_epoch)
-        if isinstance(decision, Reset):
-            cursor = conn.execute(
-                _RESET,
-                (
-                    str(decision.process_state),
-                    decision.failure_count,
-                    ts(decision.not_before),
-                    now,
-                    *fence,
-                ),
-            )
-            kind, detail = (
-                EventKind.RESET,
-                {"reason": decision.reason, "failure_count": decision.failure_count},
-            )
-        elif isinstance(decision, Escalate):
-            cursor = conn.execute(
-                _ESCALATE,
-                (
-                    decision.failure_count,
-                    batch.dumps_error({"reason": decision.reason}),
-                    now,
-                    *fence,
-                ),
-            )
-            kind, detail = (
-                EventKind.ERROR,
-                {"error": {"reason": decision.reason}, "failure_count": decision.failure_count},
-            )
-            batch.rings.add(ch.task_channel(task.id))
-        elif isinstance(decision, Compensate):
-            cursor = conn.execute(
-                _COMPENSATE,
-                (
-                    decision.failure_count,
-                    batch.dumps_error({"reason": decision.reason}),
-                    now,
-                    now,
-                    *fence,
-                ),
-            )
-            kind, detail = EventKind.COMPENSATING, {"error": {"reason": decision.reason}}
-        else:  # pragma: no cover - the Decision union is closed
-            raise TypeError(f"unknown decision {decision!r}")
+        row = effect_row(task.id, effect, batch)
+        cursor = conn.execute(_SUPERVISED, (*params(row, now), task.id, task.lock_epoch))
         if cursor.rowcount == 0:
-            out.append(False)
+            out.append(False)  # the task moved on
             continue
-        conn.execute(_DROP_REQUESTS, (task.id,))
-        events.append((task.id, task.key, task.reply_to, kind, batch.dumps_error(detail), now))
-        batch.rings.add(ch.TASKS)
+        events.append(written(batch, row, task.key, task.reply_to))
         out.append(True)
     batch.events(events)
     return out

@@ -7,11 +7,11 @@ off.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core import operator as rules
-from shepherd.errors import InvalidStateError, UnknownTaskError
+from shepherd.errors import InvalidStateError, ShepherdError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.ops import CancelTask, RetryTask
@@ -44,7 +44,6 @@ _APPLY = (
     "lock_epoch = lock_epoch + 1, complete_by = NULL, not_before = ?, updated_at = ? "
     f"WHERE id = ? RETURNING {TASK_COLUMNS}"
 )
-_CANCEL_STATE = "SELECT process_state, key, reply_to FROM tasks WHERE id = ?"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
@@ -55,12 +54,9 @@ def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
     out: list[object] = []
     for op in ops:
         task_id, seq, payload = op.task_id, op.seq, op.payload
-        row = conn.execute(_GET_TASK, (task_id,)).fetchone()
-        if row is None:
-            out.append(UnknownTaskError(task_id))
-            continue
-        if not rules.may_retry(row["process_state"]):
-            out.append(InvalidStateError(task_id, row["process_state"], "retry"))
+        row = _find(conn, task_id, rules.may_retry, "retry")
+        if isinstance(row, ShepherdError):
+            out.append(row)
             continue
         override = None if payload is None else batch.dumps(payload)
         if seq is not None:
@@ -73,10 +69,9 @@ def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
             # The operator checked the step's unknown side effects: run them again.
             clear_started(conn, task_id, seq)
         conn.execute(_RESET_FAILED, (task_id,))
-        in_undo = conn.execute(_IN_UNDO, (task_id,)).fetchone()
-        effect = rules.on_retry(
-            seq=seq, cancel_requested=bool(row["cancel_requested"]), undoing=in_undo is not None
-        )
+        undoing = conn.execute(_IN_UNDO, (task_id,)).fetchone() is not None
+        cancel_requested = bool(row["cancel_requested"])
+        effect = rules.on_retry(seq=seq, cancel_requested=cancel_requested, undoing=undoing)
         out.append(_apply(batch, task_id, row, effect))
     return out
 
@@ -88,17 +83,26 @@ def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
     out: list[object] = []
     for op in ops:
         task_id = op.task_id
-        row = conn.execute(_CANCEL_STATE, (task_id,)).fetchone()
-        if row is None:
-            out.append(UnknownTaskError(task_id))
-            continue
-        if not rules.may_cancel(row["process_state"]):
-            out.append(InvalidStateError(task_id, row["process_state"], "cancel"))
+        row = _find(conn, task_id, rules.may_cancel, "cancel")
+        if isinstance(row, ShepherdError):
+            out.append(row)
             continue
         task = _apply(batch, task_id, row, rules.on_cancel())
         conn.execute(_DROP_REQUESTS, (task_id,))
         out.append(task)
     return out
+
+
+def _find(
+    conn: sqlite3.Connection, task_id: str, may: Callable[[str], bool], action: str
+) -> sqlite3.Row | ShepherdError:
+    """The task's row, or the caller's error if `action` is not allowed now."""
+    row: sqlite3.Row | None = conn.execute(_GET_TASK, (task_id,)).fetchone()
+    if row is None:
+        return UnknownTaskError(task_id)
+    if not may(row["process_state"]):
+        return InvalidStateError(task_id, row["process_state"], action)
+    return row
 
 
 def _apply(batch: Batch, task_id: str, row: sqlite3.Row, effect: rules.OperatorEffect) -> Task:

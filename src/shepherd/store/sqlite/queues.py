@@ -12,19 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.errors import PayloadError
 from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
+from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
-from shepherd.store.sqlite.rows import (
-    EVENT_COLUMNS,
-    REQUEST_COLUMNS,
-    chunks,
-    event_from_row,
-    owners,
-    request_from_row,
-    tuples,
-)
+from shepherd.store.sqlite.rows import chunks, event_from_row, owners, request_from_row, tuples
+from shepherd.store.step_writes import reply_body
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event
@@ -73,7 +66,7 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
             )
             .fetchall()
         )
-        rows.sort(key=lambda r: r[0])  # RETURNING order is unspecified
+        rows.sort(key=lambda r: r[RequestCol.ID])  # RETURNING order is unspecified
         out.append([request_from_row(r) for r in rows])
     return out
 
@@ -90,21 +83,11 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
         live.update(tuples(conn).execute(_LIVE.format(marks=marks), (*chunk, now)).fetchall())
     acked = []
     for op in ops:
-        request, worker, ok, body = op.request, op.worker, op.ok, op.body
-        if (request.id, worker) not in live:
+        request = op.request
+        if (request.id, op.worker) not in live:
             out.append(False)
             continue
-        if ok:
-            try:
-                encoded = batch.dumps(body)
-            except PayloadError as exc:
-                # An unencodable result is the handler's permanent failure.
-                ok, encoded = (
-                    False,
-                    batch.dumps_error({"type": "PayloadError", "message": str(exc)}),
-                )
-        else:
-            encoded = batch.dumps_error(body)  # an error is cut to size, never refused
+        ok, encoded = reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error)
         acked.append((request.id,))
         replies.append(
             (

@@ -11,13 +11,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.core.retention import Tombstone
-from shepherd.core.states import ProcessState
 from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
-from shepherd.store.rows import unix_instant
+from shepherd.store.rows import TOMBSTONE_COLUMNS
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.sqlite.rows import RECORDS, chunks
 
 if TYPE_CHECKING:
+    from shepherd.core.retention import Tombstone
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["checkpoint", "get_tombstone", "purge_tasks", "purge_tombstones", "purged_key"]
@@ -46,40 +46,36 @@ _OLD_TOMBSTONES = (
     "DELETE FROM tombstones WHERE task_id IN "
     "(SELECT task_id FROM tombstones WHERE purged_at < ? ORDER BY purged_at LIMIT ?)"
 )
-_GET_TOMBSTONE = (
-    "SELECT task_id, workflow, key, process_state, ended_at, purged_at FROM tombstones "
-    "WHERE task_id = ?"
-)
+_GET_TOMBSTONE = f"SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE task_id = ?"
 _PURGED_KEY = "SELECT task_id FROM tombstones WHERE workflow = ? AND key = ?"
-_CHUNK = 500
 
 
 @WRITES.handles(PurgeTasks)
 def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
-    conn, now = batch.conn, batch.now
-    out: list[object] = []
-    for op in ops:
-        ended_before, limit = op.ended_before.timestamp(), op.limit
-        rows = conn.execute(_ENDED, (ended_before, limit)).fetchall()
-        ids = [row["id"] for row in rows]
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for table in _BY_TASK:
-                conn.execute(f"DELETE FROM {table} WHERE task_id IN ({marks})", chunk)
-            conn.execute(f"DELETE FROM tasks WHERE id IN ({marks})", chunk)
-        conn.executemany(_DONE_KEYS, [(task_id + "/", task_id + "0") for task_id in ids])
-        conn.executemany(
-            _TOMBSTONE,
-            [
-                (r["id"], r["workflow"], r["key"], r["process_state"], r["updated_at"], now)
-                for r in rows
-                if r["key"] is not None
-            ],
-        )
-        out.append(len(ids))
-    return out
+    return [_purge(batch, op.ended_before.timestamp(), op.limit) for op in ops]
+
+
+def _purge(batch: Batch, ended_before: float, limit: int) -> int:
+    """Purge up to `limit` tasks ended before `ended_before`; how many were."""
+    conn = batch.conn
+    rows = conn.execute(_ENDED, (ended_before, limit)).fetchall()
+    ids = [row["id"] for row in rows]
+    for chunk in chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        for table in _BY_TASK:
+            conn.execute(f"DELETE FROM {table} WHERE task_id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM tasks WHERE id IN ({marks})", chunk)
+    conn.executemany(_DONE_KEYS, [(task_id + "/", task_id + "0") for task_id in ids])
+    conn.executemany(
+        _TOMBSTONE,
+        [
+            (r["id"], r["workflow"], r["key"], r["process_state"], r["updated_at"], batch.now)
+            for r in rows
+            if r["key"] is not None
+        ],
+    )
+    return len(ids)
 
 
 @WRITES.handles(PurgeTombstones)
@@ -102,16 +98,7 @@ def get_tombstone(at: Reading, op: GetTombstone) -> Tombstone | None:
     """The tombstone of a purged task, or None."""
     conn = at.conn
     row = conn.execute(_GET_TOMBSTONE, (op.task_id,)).fetchone()
-    if row is None:
-        return None
-    return Tombstone(
-        task_id=row["task_id"],
-        workflow=row["workflow"],
-        key=row["key"],
-        process_state=ProcessState(row["process_state"]),
-        ended_at=unix_instant(row["ended_at"]),
-        purged_at=unix_instant(row["purged_at"]),
-    )
+    return None if row is None else RECORDS.tombstone(row)
 
 
 def checkpoint(conn: sqlite3.Connection, busy_timeout: float) -> None:

@@ -1,32 +1,42 @@
-"""SQLite rows: the column lists statements select, and the records they become.
+"""SQLite rows: the records they become, and plain tuples for the hot paths.
 
-The store's connection returns `sqlite3.Row`s, so handlers read columns by
-name; the hot paths read plain tuples by position instead (`tuples`).
-Instants are unix seconds (REAL); `shepherd.store.rows` turns rows into
-records for both backends (by position: PostgreSQL's rows are tuples), given
-`unix_instant`.
+The column lists and their positions are `shepherd.store.rows`', shared with
+PostgreSQL. The store's connection returns `sqlite3.Row`s, read by column
+name; the hot paths read plain tuples (`tuples`) by the positions that module
+names. Instants are unix seconds (REAL).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from shepherd.store import rows as shared
-from shepherd.store.rows import unix_instant
+from shepherd.store.rows import (
+    EVENT_COLUMNS,
+    OWNER_COLUMNS,
+    REQUEST_COLUMNS,
+    STEP_COLUMNS,
+    TASK_COLUMNS,
+    Owners,
+    Records,
+    StepCol,
+    TaskCol,
+    unix_instant,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shepherd.core.records import Event, Request, Step, Task
-
 __all__ = [
     "CHUNK",
     "EVENT_COLUMNS",
+    "RECORDS",
     "REQUEST_COLUMNS",
     "STEP_COLUMNS",
     "TASK_COLUMNS",
     "Owners",
+    "StepCol",
+    "TaskCol",
     "chunks",
     "event_from_row",
     "owners",
@@ -39,23 +49,17 @@ __all__ = [
 
 T = TypeVar("T")
 
-TASK_COLUMNS = (
-    "id, workflow, key, input, result, error, process_state, locked_by, lock_epoch, "
-    "complete_by, complete_within, failure_count, not_before, reply_to, cancel_requested, "
-    "created_at, updated_at, crashes, owner_deaths"
-)
-STEP_COLUMNS = (
-    "task_id, seq, kind, agent, state, attempt, complete_by, request, payload_override, "
-    "result, error, undo, compensates"
-)
-REQUEST_COLUMNS = (
-    "id, agent, task_id, seq, attempt, lock_epoch, kind, payload, complete_by, within, retry, "
-    "suspect"
-)
-EVENT_COLUMNS = "id, task_id, key, reply_to, kind, detail, at"
-
 #: Most `?` marks in one `IN (...)` list.
 CHUNK = 500
+
+#: Records from this store's rows (instants in unix seconds).
+RECORDS = Records(unix_instant)
+task_from_row = RECORDS.task
+step_from_row = RECORDS.step
+request_from_row = RECORDS.request
+event_from_row = RECORDS.event
+
+_OWNERS = f"SELECT {OWNER_COLUMNS} FROM tasks WHERE id IN ({{marks}})"
 
 
 def ts(value: datetime) -> float:
@@ -63,45 +67,12 @@ def ts(value: datetime) -> float:
     return value.timestamp()
 
 
-def task_from_row(row: tuple[Any, ...], steps: tuple[Step, ...] = ()) -> Task:
-    """A Task from a row of TASK_COLUMNS."""
-    return shared.task_from_row(row, unix_instant, steps)
-
-
-def step_from_row(row: tuple[Any, ...]) -> Step:
-    """A Step from a row of STEP_COLUMNS."""
-    return shared.step_from_row(row, unix_instant)
-
-
-def request_from_row(row: tuple[Any, ...]) -> Request:
-    """A Request from a row of REQUEST_COLUMNS."""
-    return shared.request_from_row(row, unix_instant)
-
-
-def event_from_row(row: tuple[Any, ...]) -> Event:
-    """An Event from a row of EVENT_COLUMNS."""
-    return shared.event_from_row(row, unix_instant)
-
-
-class Owners(dict[str, tuple[int, str | None]]):
-    """task id -> (lock_epoch, locked_by), plus (key, reply_to) in `meta`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.meta: dict[str, tuple[str | None, str | None]] = {}
-
-
 def owners(conn: sqlite3.Connection, task_ids: list[str]) -> Owners:
     """Read the fencing columns of many tasks in few statements (inside the write lock)."""
     found = Owners()
     for chunk in chunks(list(dict.fromkeys(task_ids))):
         marks = ",".join("?" * len(chunk))
-        for task_id, lock_epoch, locked_by, key, reply_to in tuples(conn).execute(
-            f"SELECT id, lock_epoch, locked_by, key, reply_to FROM tasks WHERE id IN ({marks})",
-            chunk,
-        ):
-            found[task_id] = (lock_epoch, locked_by)
-            found.meta[task_id] = (key, reply_to)
+        found.add(tuples(conn).execute(_OWNERS.format(marks=marks), chunk))
     return found
 
 

@@ -10,21 +10,17 @@ attempt; the others are dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from shepherd.core.records import Reply
-from shepherd.errors import StaleEpochError
-from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.ops import RecordReplies, StartStep
-from shepherd.store.rows import reply_event, taken_reply
+from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import WRITES
 from shepherd.store.sqlite.rows import owners, tuples
+from shepherd.store.step_writes import REPLY_COLUMNS, plan_starts, sort_replies
 
 if TYPE_CHECKING:
-    from shepherd.store.sqlite.batch import Batch, EventRow
+    from shepherd.store.sqlite.batch import Batch
 
 __all__ = ["record_replies", "start_step"]
 
@@ -46,19 +42,17 @@ _ENQUEUE = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _REPLIES = (
-    "SELECT r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
-    "t.lock_epoch, t.key, t.reply_to, s.state, s.attempt, s.agent, s.kind, s.compensates "
-    "FROM replies r JOIN tasks t ON t.id = r.task_id "
+    f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
     "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
     "WHERE t.locked_by = ? ORDER BY r.id LIMIT ?"
 )
-_COMPLETED = (
-    "UPDATE steps SET state = 'completed', result = ?, finished_at = ? "
-    "WHERE task_id = ? AND seq = ?"
+# (task_id, seq, body, now): the reply's body becomes the step's result or error.
+_RECORD = (
+    "UPDATE steps SET state = '{state}', {column} = ?3, finished_at = ?4 "
+    "WHERE task_id = ?1 AND seq = ?2"
 )
-_FAILED = (
-    "UPDATE steps SET state = 'failed', error = ?, finished_at = ? WHERE task_id = ? AND seq = ?"
-)
+_COMPLETED = _RECORD.format(state="completed", column="result")
+_FAILED = _RECORD.format(state="failed", column="error")
 _COMPENSATED = "UPDATE steps SET state = 'compensated' WHERE task_id = ? AND seq = ?"
 _EXTEND_CLAIM = "UPDATE tasks SET complete_by = ? + complete_within, updated_at = ? WHERE id = ?"
 _DROP_REPLY = "DELETE FROM replies WHERE id = ?"
@@ -68,66 +62,17 @@ _DROP_REPLY = "DELETE FROM replies WHERE id = ?"
 def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps `running` and queue their requests (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
-    out: list[object] = []
-    steps = []
-    requests = []
-    touched = []
-    superseded = []
     found = owners(conn, [op.start.task_id for op in ops])
-    for s in (op.start for op in ops):
-        if found.get(s.task_id) != (s.epoch, s.owner):
-            out.append(StaleEpochError(s.task_id, s.epoch))
-            continue
-        try:
-            payload = batch.dumps(s.payload)
-        except Exception as exc:
-            out.append(exc)
-            continue
-        complete_by = now + s.within + s.queue_allowance
-        touched.append((complete_by + REPLY_GRACE, now, s.task_id))
-        if s.attempt > 1:
-            superseded.append((s.task_id, s.seq))
-        steps.append(
-            (
-                s.task_id,
-                s.seq,
-                str(s.kind),
-                s.agent,
-                s.attempt,
-                complete_by,
-                payload,
-                s.undo,
-                s.compensates,
-                now,
-            )
-        )
-        requests.append(
-            (
-                s.agent,
-                s.task_id,
-                s.seq,
-                s.attempt,
-                s.epoch,
-                str(s.kind),
-                payload,
-                complete_by,
-                float(s.within),
-                None if s.retry is None else dumps_detail(s.retry),
-                int(s.suspect),
-                now,
-                now,
-            )
-        )
+    plan = plan_starts(
+        (op.start for op in ops), found, encode=batch.encode, later=lambda seconds: now + seconds
+    )
+    conn.executemany(_SUPERSEDE, plan.superseded)
+    conn.executemany(_TOUCH, [(at, now, task_id) for task_id, (_, _, at) in plan.claims.items()])
+    if plan.steps:
+        conn.executemany(_UPSERT_STEP, [(*row, now) for row in plan.steps])
+        conn.executemany(_ENQUEUE, [(*row, now, now) for row in plan.requests])
         batch.rings.add(ch.REQUESTS)
-        out.append(datetime.fromtimestamp(complete_by, UTC))
-    if superseded:
-        conn.executemany(_SUPERSEDE, superseded)
-    if touched:
-        conn.executemany(_TOUCH, touched)
-    if steps:
-        conn.executemany(_UPSERT_STEP, steps)
-        conn.executemany(_ENQUEUE, requests)
-    return out
+    return plan.outcomes(unix_instant)
 
 
 @WRITES.handles(RecordReplies)
@@ -136,39 +81,14 @@ def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     conn, now = batch.conn, batch.now
     out: list[object] = []
     for op in ops:
-        owner, limit = op.owner, op.limit
-        # Tuples read by position (a hot path): 0 reply id, 1 task_id, 2 seq, 6 body,
-        # 8 key, 9 reply_to, 13 the step's kind, 14 compensates (see _REPLIES).
-        rows = tuples(conn).execute(_REPLIES, (owner, limit)).fetchall()
-        taken: list[tuple[Reply, bool]] = []
-        completed = []
-        failed = []
-        compensated = []
-        touched = []
-        events: list[EventRow] = []
-        for r in rows:
-            reply, current = taken_reply(r)
-            taken.append((reply, current))
-            if not current:
-                continue
-            if reply.ok:
-                completed.append((r[6], now, r[1], r[2]))
-                if r[13] == "undo" and r[14] is not None:
-                    compensated.append((r[1], r[14]))
-            else:
-                failed.append((r[6], now, r[1], r[2]))
-            touched.append((now, now, r[1]))
-            events.append((r[1], r[8], r[9], *reply_event(r, reply), now))
-        if completed:
-            conn.executemany(_COMPLETED, completed)
-        if failed:
-            conn.executemany(_FAILED, failed)
-        if compensated:
-            conn.executemany(_COMPENSATED, compensated)
-        if touched:
-            conn.executemany(_EXTEND_CLAIM, touched)
-        if rows:
-            conn.executemany(_DROP_REPLY, [(r[0],) for r in rows])
-        batch.events(events)
-        out.append(taken)
+        # Tuples (a hot path), read by the positions of REPLY_COLUMNS.
+        rows = tuples(conn).execute(_REPLIES, (op.owner, op.limit)).fetchall()
+        replies = sort_replies(rows)
+        conn.executemany(_COMPLETED, [(*row, now) for row in replies.completed])
+        conn.executemany(_FAILED, [(*row, now) for row in replies.failed])
+        conn.executemany(_COMPENSATED, replies.compensated)
+        conn.executemany(_EXTEND_CLAIM, [(now, now, task_id) for task_id in replies.touched])
+        conn.executemany(_DROP_REPLY, [(reply_id,) for reply_id in replies.ids])
+        batch.events([(*event, now) for event in replies.events])
+        out.append(replies.taken)
     return out

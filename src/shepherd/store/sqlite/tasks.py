@@ -2,28 +2,33 @@
 
 Each handler gets every operation of its kind in the batch and returns one
 outcome per operation, in order (a value, or an exception for that caller).
-The owner's writes are fenced by `(lock_epoch, locked_by)`: `finish` reads
-its tasks' fencing columns first (`owners`, under the write lock), `fail` and
-`start_compensation` update `WHERE lock_epoch = ? AND locked_by = ?`.
+The owner's ends of a task (`finish`, `fail`, `start_compensation`) write
+what `core.effects` makes of them (`effects.UPDATE`), fenced by
+`WHERE lock_epoch = ? AND locked_by = ?`; `finish` also checks its tasks'
+fencing columns first (`owners`, under the write lock), to write them all at
+once.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
+from shepherd.core.effects import on_fail, on_finish, on_start_compensation
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import StaleEpochError
+from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.contract import Submitted
+from shepherd.store.effect_rows import effect_row
 from shepherd.store.ids import new_task_id
 from shepherd.store.ops import (
     ClaimTasks,
     CountTasks,
+    CountWorkflowTasks,
     FailTask,
     FinishTask,
     GetTask,
@@ -34,6 +39,7 @@ from shepherd.store.ops import (
 )
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.sqlite.effects import UPDATE, params, written
 from shepherd.store.sqlite.rows import (
     STEP_COLUMNS,
     TASK_COLUMNS,
@@ -47,6 +53,8 @@ from shepherd.store.sqlite.rows import (
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
+    from shepherd.core.effects import TaskEffect
+    from shepherd.store.effect_rows import EffectRow
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = [
@@ -60,6 +68,8 @@ __all__ = [
     "start_compensation",
     "submit",
 ]
+
+_Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
 
 _INSERT = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
@@ -76,21 +86,9 @@ _CLAIM = (
     "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
     f"ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
 )
-_FINISH = (
-    "UPDATE tasks SET process_state = 'processed', result = ?, locked_by = NULL, "
-    "complete_by = NULL, updated_at = ? WHERE id = ?"
-)
-_FAIL = (
-    "UPDATE tasks SET process_state = ?, error = ?, locked_by = NULL, "
-    "complete_by = NULL, updated_at = ? "
-    "WHERE id = ? AND lock_epoch = ? AND locked_by = ? RETURNING key, reply_to"
-)
-# failure_count restarts: compensation has its own budget (core.transitions).
-_COMPENSATE = (
-    "UPDATE tasks SET process_state = 'compensating', error = ?, failure_count = 0, "
-    "updated_at = ? WHERE id = ? AND lock_epoch = ? AND locked_by = ? "
-    "RETURNING key, reply_to"
-)
+# The owner's fence: the task is still held by that owner, at that epoch.
+_OWNED = UPDATE + " WHERE id = ? AND lock_epoch = ? AND locked_by = ?"
+_OWNED_RETURNING = _OWNED + " RETURNING key, reply_to"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 _RELEASE = (
     "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
@@ -103,6 +101,7 @@ _STEPS_OF_TASK = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ? ORDER BY s
 _STEPS_OF = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id IN ({{marks}}) ORDER BY seq"
 _LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT ?"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
+_COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP BY process_state"
 
 
 @WRITES.handles(SubmitTask)
@@ -190,68 +189,59 @@ def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
-    events: list[EventRow] = []
-    done = []
+    ended: list[EffectRow] = []
+    done: dict[str, tuple[object, ...]] = {}
     found = owners(conn, [op.task_id for op in ops])
     for op in ops:
-        task_id, owner, epoch, result = op.task_id, op.owner, op.epoch, op.result
+        task_id, owner, epoch = op.task_id, op.owner, op.epoch
         if found.get(task_id) != (epoch, owner):
             out.append(StaleEpochError(task_id, epoch))
             continue
         try:
-            encoded = batch.dumps(result)
-        except Exception as exc:
+            row = effect_row(task_id, on_finish(op.result), batch)
+        except PayloadError as exc:
             out.append(exc)
             continue
-        done.append((encoded, now, task_id))
-        key, reply_to = found.meta[task_id]
-        events.append(
-            (task_id, key, reply_to, EventKind.PROCESSED, dumps_detail({}, result=encoded), now)
-        )
-        batch.rings.add(ch.task_channel(task_id))
+        done[task_id] = (*params(row, now), task_id, epoch, owner)  # the last one wins
+        ended.append(row)
         out.append(None)
-    conn.executemany(_FINISH, done)
-    batch.events(events)
+    conn.executemany(_OWNED, done.values())
+    batch.events([written(batch, row, *found.meta[row.task_id]) for row in ended])
     return out
 
 
 @WRITES.handles(FailTask)
 def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
-    conn, now = batch.conn, batch.now
-    out: list[object] = []
-    events: list[EventRow] = []
-    for op in ops:
-        task_id, owner, epoch, state, error = op.task_id, op.owner, op.epoch, op.state, op.error
-        encoded = batch.dumps_error(error)
-        row = conn.execute(_FAIL, (str(state), encoded, now, task_id, epoch, owner)).fetchone()
-        if row is None:
-            out.append(StaleEpochError(task_id, epoch))
-            continue
-        conn.execute(_DROP_REQUESTS, (task_id,))
-        detail = dumps_detail({}, error=encoded)
-        events.append((task_id, row["key"], row["reply_to"], str(state), detail, now))
-        batch.rings.add(ch.task_channel(task_id))
-        out.append(None)
-    batch.events(events)
-    return out
+    return _write_owned(batch, ops, lambda op: on_fail(op.state, op.error))
 
 
 @WRITES.handles(StartCompensation)
 def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
+    return _write_owned(batch, ops, lambda op: on_start_compensation(op.error))
+
+
+def _write_owned(
+    batch: Batch, ops: Sequence[_Owned], decide: Callable[[_Owned], TaskEffect]
+) -> list[object]:
+    """Write the effect `decide` makes of each operation, fenced by its owner and epoch."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
     for op in ops:
-        task_id, owner, epoch, error = op.task_id, op.owner, op.epoch, op.error
-        encoded = batch.dumps_error(error)
-        row = conn.execute(_COMPENSATE, (encoded, now, task_id, epoch, owner)).fetchone()
-        if row is None:
+        task_id, owner, epoch = op.task_id, op.owner, op.epoch
+        try:
+            row = effect_row(task_id, decide(op), batch)
+        except ValueError as exc:  # a state a task cannot fail into
+            out.append(exc)
+            continue
+        cursor = conn.execute(_OWNED_RETURNING, (*params(row, now), task_id, epoch, owner))
+        returned = cursor.fetchone()
+        if returned is None:
             out.append(StaleEpochError(task_id, epoch))
             continue
-        detail = dumps_detail({}, error=encoded)
-        events.append((task_id, row["key"], row["reply_to"], EventKind.COMPENSATING, detail, now))
+        events.append(written(batch, row, returned["key"], returned["reply_to"]))
         out.append(None)
     batch.events(events)
     return out
@@ -313,3 +303,10 @@ def count_tasks(at: Reading, op: CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     conn = at.conn
     return {ProcessState(state): count for state, count in conn.execute(_COUNT).fetchall()}
+
+
+@READS.handles(CountWorkflowTasks)
+def count_workflow_tasks(at: Reading, op: CountWorkflowTasks) -> dict[ProcessState, int]:
+    """How many tasks of one workflow are in each state."""
+    rows = at.conn.execute(_COUNT_OF, (op.workflow,)).fetchall()
+    return {ProcessState(state): count for state, count in rows}

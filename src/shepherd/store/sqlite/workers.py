@@ -64,7 +64,7 @@ def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
 @WRITES.handles(BeatWorker)
 def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    return [batch.conn.execute(_BEAT, (batch.now, op.instance)).rowcount == 1 for op in ops]
+    return [*batch.changed(_BEAT, [(batch.now, op.instance) for op in ops])]
 
 
 @WRITES.handles(StopWorker)

@@ -1,0 +1,59 @@
+"""How SQLite writes a `core.effects.TaskEffect`: one UPDATE of the task, then its event.
+
+Every write that `core.effects` decides (the owner's end of a task, a
+supervisor's decision, a crash verdict) is `UPDATE` followed by the writer's
+own fence: the owner's in `tasks`, the supervisor's in `leases`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shepherd.store.sqlite.rows import ts
+
+if TYPE_CHECKING:
+    from shepherd.store.effect_rows import EffectRow
+    from shepherd.store.sqlite.batch import Batch, EventRow
+
+__all__ = ["UPDATE", "params", "written"]
+
+#: An `EffectRow`'s columns (`params`); a NULL leaves its column as it is. The
+#: writer appends its `WHERE`.
+UPDATE = (
+    "UPDATE tasks SET process_state = ?, "
+    "locked_by = CASE WHEN ? THEN NULL ELSE locked_by END, "
+    "complete_by = CASE WHEN ? THEN NULL ELSE complete_by END, "
+    "lock_epoch = lock_epoch + ?, failure_count = coalesce(?, failure_count), "
+    "not_before = coalesce(?, not_before), result = coalesce(?, result), "
+    "error = coalesce(?, error), crashes = coalesce(?, crashes), "
+    "owner_deaths = coalesce(?, owner_deaths), updated_at = ?"
+)
+_DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
+
+
+def params(row: EffectRow, now: float) -> tuple[object, ...]:
+    """The parameters of `UPDATE` for `row`, written at `now`; the fence's follow."""
+    return (
+        row.process_state,
+        row.release,
+        row.release,
+        int(row.revoke),
+        row.failure_count,
+        None if row.not_before is None else ts(row.not_before),
+        row.result,
+        row.error,
+        row.crashes,
+        row.owner_deaths,
+        now,
+    )
+
+
+def written(batch: Batch, row: EffectRow, key: str | None, reply_to: str | None) -> EventRow:
+    """Once `row` is written by `batch`: drop requests if it says so, ring; the event to insert.
+
+    `key` and `reply_to` are the task's, which every event repeats.
+    """
+    if row.drop_requests:
+        batch.conn.execute(_DROP_REQUESTS, (row.task_id,))
+    batch.rings.update(row.rings)
+    return (row.task_id, key, reply_to, row.event, row.detail, batch.now)

@@ -1,0 +1,244 @@
+"""What `start_step`, `reply_and_ack` and `record_replies` write, decided once for both backends.
+
+A backend reads what it must under its lock (the tasks' fencing columns, the
+owner's replies), hands it here, and turns the answer into its own statements
+(`executemany` on SQLite, `unnest` arrays on PostgreSQL). Instants stay in the
+backend's type `T`: `later(seconds)` is the batch's instant plus `seconds`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from shepherd.core.events import EventKind
+from shepherd.core.records import JsonValue, Reply
+from shepherd.core.states import StepKind, StepState
+from shepherd.errors import PayloadError, StaleEpochError
+from shepherd.payloads import dumps_detail, load_stored
+from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.rows import Columns, Row
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shepherd.store.contract import StepStart
+
+__all__ = [
+    "REPLY_COLUMNS",
+    "Replies",
+    "ReplyCol",
+    "Starts",
+    "plan_starts",
+    "reply_body",
+    "sort_replies",
+]
+
+T = TypeVar("T")
+
+
+class ReplyCol(Columns):
+    """A row of REPLY_COLUMNS: a reply, then its task's and its step's columns."""
+
+    ID: ClassVar[int]
+    TASK_ID: ClassVar[int]
+    SEQ: ClassVar[int]
+    ATTEMPT: ClassVar[int]
+    LOCK_EPOCH: ClassVar[int]
+    OK: ClassVar[int]
+    BODY: ClassVar[int]
+    TASK_EPOCH: ClassVar[int]
+    KEY: ClassVar[int]
+    REPLY_TO: ClassVar[int]
+    STEP_STATE: ClassVar[int]
+    STEP_ATTEMPT: ClassVar[int]
+    AGENT: ClassVar[int]
+    KIND: ClassVar[int]
+    COMPENSATES: ClassVar[int]
+
+
+#: The SELECT list of a reply (`r`) joined with its task (`t`) and its step (`s`).
+REPLY_COLUMNS = (
+    "r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
+    "t.lock_epoch AS task_epoch, t.key, t.reply_to, s.state AS step_state, "
+    "s.attempt AS step_attempt, s.agent, s.kind, s.compensates"
+)
+
+
+@dataclass(slots=True)
+class Starts(Generic[T]):
+    """What a batch of `start_step` operations writes.
+
+    Attributes:
+        out: Per operation, in order: its step's complete_by, or its caller's error.
+        steps: Step rows (task_id, seq, kind, agent, attempt, complete_by, request,
+            undo, compensates), to upsert `running`.
+        requests: Request rows (agent, task_id, seq, attempt, lock_epoch, kind,
+            payload, complete_by, within, retry, suspect), to enqueue.
+        claims: task id -> (lock_epoch, locked_by, the claim's new complete_by):
+            the last step's wins, as if applied one by one.
+        superseded: (task_id, seq) of steps started again: their old requests go.
+    """
+
+    out: list[T | Exception] = field(default_factory=list)
+    steps: list[tuple[Any, ...]] = field(default_factory=list)
+    requests: list[tuple[Any, ...]] = field(default_factory=list)
+    claims: dict[str, tuple[int, str, T]] = field(default_factory=dict)
+    superseded: list[tuple[str, int]] = field(default_factory=list)
+
+    def outcomes(self, instant: Callable[[T], datetime]) -> list[object]:
+        """`out` with each complete_by as an aware datetime."""
+        return [value if isinstance(value, Exception) else instant(value) for value in self.out]
+
+
+def plan_starts(
+    starts: Iterable[StepStart],
+    owners: Mapping[str, tuple[int, str | None]],
+    *,
+    encode: Callable[[JsonValue], str | Exception],
+    later: Callable[[float], T],
+) -> Starts[T]:
+    """Mark steps running and queue their requests, fenced by the owners' epochs.
+
+    Args:
+        starts: The operations' steps, in order.
+        owners: task id -> (lock_epoch, locked_by), read under the batch's lock.
+        encode: The batch's payload encoding (`Encoding.encode`).
+        later: The batch's instant plus seconds, in the backend's type.
+    """
+    plan: Starts[T] = Starts()
+    for s in starts:
+        if owners.get(s.task_id) != (s.epoch, s.owner):
+            plan.out.append(StaleEpochError(s.task_id, s.epoch))
+            continue
+        payload = encode(s.payload)
+        if isinstance(payload, Exception):
+            plan.out.append(payload)
+            continue
+        window = s.within + s.queue_allowance
+        complete_by = later(window)
+        # The claim outlives the step's deadline, so the agent's deadline passes
+        # first and the supervisor sees the step's failure, not a race.
+        plan.claims[s.task_id] = (s.epoch, s.owner, later(window + REPLY_GRACE))
+        if s.attempt > 1:
+            plan.superseded.append((s.task_id, s.seq))
+        kind = str(s.kind)
+        plan.steps.append(
+            (
+                s.task_id,
+                s.seq,
+                kind,
+                s.agent,
+                s.attempt,
+                complete_by,
+                payload,
+                s.undo,
+                s.compensates,
+            )
+        )
+        retry = None if s.retry is None else dumps_detail(s.retry)
+        plan.requests.append(
+            (
+                s.agent,
+                s.task_id,
+                s.seq,
+                s.attempt,
+                s.epoch,
+                kind,
+                payload,
+                complete_by,
+                float(s.within),
+                retry,
+                int(s.suspect),
+            )
+        )
+        plan.out.append(complete_by)
+    return plan
+
+
+def reply_body(
+    ok: bool,
+    body: JsonValue,
+    *,
+    dumps: Callable[[JsonValue], str],
+    dumps_error: Callable[[JsonValue], str],
+) -> tuple[bool, str]:
+    """A reply's outcome and body as stored, encoded by the batch's `dumps` and `dumps_error`.
+
+    An error is cut to size, never refused; a result that cannot be stored is
+    the handler's permanent failure.
+    """
+    if not ok:
+        return False, dumps_error(body)
+    try:
+        return True, dumps(body)
+    except PayloadError as exc:
+        return False, dumps_error({"type": "PayloadError", "message": str(exc)})
+
+
+@dataclass(slots=True)
+class Replies:
+    """What recording the replies taken for one owner writes.
+
+    Attributes:
+        taken: Every reply, with whether it was recorded (the caller's outcome).
+        ids: The ids of every reply taken: all of them are deleted.
+        completed: (task_id, seq, body) of the steps completed, in order.
+        failed: (task_id, seq, body) of the steps failed, in order.
+        compensated: (task_id, seq) of the forward steps an undo step completed for.
+        touched: The tasks whose claim moves one window ahead (once per reply).
+        events: (task_id, key, reply_to, kind, detail as JSON text), in order.
+    """
+
+    taken: list[tuple[Reply, bool]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    completed: list[tuple[str, int, str]] = field(default_factory=list)
+    failed: list[tuple[str, int, str]] = field(default_factory=list)
+    compensated: list[tuple[str, int]] = field(default_factory=list)
+    touched: list[str] = field(default_factory=list)
+    events: list[tuple[str, str | None, str | None, str, str]] = field(default_factory=list)
+
+
+def sort_replies(rows: Sequence[Row]) -> Replies:
+    """Sort rows of REPLY_COLUMNS into what is recorded and what is dropped.
+
+    A reply counts only for the task's current epoch and the running step's
+    current attempt; any other is from an attempt someone has given up on.
+    """
+    out = Replies()
+    for row in rows:
+        reply = Reply(
+            id=row[ReplyCol.ID],
+            task_id=row[ReplyCol.TASK_ID],
+            seq=row[ReplyCol.SEQ],
+            attempt=row[ReplyCol.ATTEMPT],
+            lock_epoch=row[ReplyCol.LOCK_EPOCH],
+            ok=bool(row[ReplyCol.OK]),
+            body=load_stored(row[ReplyCol.BODY]),
+        )
+        current = (
+            row[ReplyCol.TASK_EPOCH] == reply.lock_epoch
+            and row[ReplyCol.STEP_STATE] == StepState.RUNNING
+            and row[ReplyCol.STEP_ATTEMPT] == reply.attempt
+        )
+        out.taken.append((reply, current))
+        out.ids.append(reply.id)
+        if not current:
+            continue
+        task_id, seq, body = reply.task_id, reply.seq, row[ReplyCol.BODY]
+        agent = row[ReplyCol.AGENT]
+        detail: dict[str, JsonValue] = {"seq": seq, "agent": agent, "attempt": reply.attempt}
+        if reply.ok:
+            out.completed.append((task_id, seq, body))
+            compensates = row[ReplyCol.COMPENSATES]
+            if row[ReplyCol.KIND] == StepKind.UNDO and compensates is not None:
+                out.compensated.append((task_id, compensates))
+            kind, text = EventKind.STEP_COMPLETED, dumps_detail(detail)
+        else:
+            out.failed.append((task_id, seq, body))
+            # The body as stored (cut to size when it was written), not encoded again.
+            kind, text = EventKind.STEP_FAILED, dumps_detail(detail, error=body)
+        out.touched.append(task_id)
+        out.events.append((task_id, row[ReplyCol.KEY], row[ReplyCol.REPLY_TO], kind, text))
+    return out
