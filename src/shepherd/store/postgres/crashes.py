@@ -16,7 +16,7 @@ from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, U
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.leases import apply_effects
 from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import TASK_COLUMNS, task_from_row, utc
+from shepherd.store.postgres.rows import TASK_COLUMNS, TaskCol, task_from_row, utc
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 
 if TYPE_CHECKING:
@@ -86,6 +86,8 @@ async def crash_victims(reader: Reader, op: CrashVictims) -> list[tuple[Task, bo
     complete_by was still ahead at the process's last beat.
     """
     owner, agent = f"{op.instance}/s", f"{op.instance}/a"
-    running = {r[0]: int(r[1]) for r in await reader.fetch(RUNNING, (agent, op.beat_at))}
+    running = {t: int(seq) for t, seq in await reader.fetch(RUNNING, (agent, op.beat_at))}
     rows = await reader.fetch(VICTIMS, (owner, agent, op.beat_at))
-    return [(task_from_row(r), r[7] == owner, running.get(r[0])) for r in rows]
+    return [
+        (task_from_row(r), r[TaskCol.LOCKED_BY] == owner, running.get(r[TaskCol.ID])) for r in rows
+    ]

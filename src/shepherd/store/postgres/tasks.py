@@ -50,6 +50,8 @@ from shepherd.store.postgres.rows import (
     TASK_COLUMNS,
     TASK_COLUMNS_T,
     TASK_WIDTH,
+    StepCol,
+    TaskCol,
     step_from_row,
     task_from_row,
 )
@@ -142,9 +144,9 @@ async def lock_owners(batch: Batch, task_ids: Sequence[str]) -> Owners:
     """
     found = Owners()
     cursor = await batch.send(_LOCK_OWNERS, (list(dict.fromkeys(task_ids)),))
-    for row in await cursor.fetchall():
-        found[row[0]] = (row[1], row[2])
-        found.meta[row[0]] = (row[3], row[4])
+    for task_id, epoch, owner, key, reply_to in await cursor.fetchall():
+        found[task_id] = (epoch, owner)
+        found.meta[task_id] = (key, reply_to)
     return found
 
 
@@ -201,8 +203,8 @@ async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
         # while the insert waited on the purged task's key is seen here.
         keys = [(item.workflow, item.key) for _, _, item, _ in fresh if item.key is not None]
         purged = await retention.purged_keys(batch, keys) if keys else None
-        created = {row[0] for row in await cursor.fetchall()}
-        tombs = {(r[0], r[1]) for r in await purged.fetchall()} if purged is not None else set()
+        created = {task_id for (task_id,) in await cursor.fetchall()}
+        tombs = {(w, k) for w, k in await purged.fetchall()} if purged is not None else set()
         raced = [
             t for _, t, item, _ in fresh if t in created and (item.workflow, item.key) in tombs
         ]
@@ -215,7 +217,7 @@ async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
             cursor = await batch.send(
                 _EXISTING, ([item.workflow for item in taken], [item.key for item in taken])
             )
-            existing = {(r[0], r[1]): r[2] for r in await cursor.fetchall() if r[2] is not None}
+            existing = {(w, k): t for w, k, t in await cursor.fetchall() if t is not None}
         for i, task_id, item, _ in fresh:
             if task_id in created:
                 detail = dumps_detail({"workflow": item.workflow})
@@ -249,18 +251,20 @@ async def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
         owner, limit = op.owner, op.limit
         cursor = await batch.send(_CLAIM, (owner, now, now, now, limit_of(limit)))
         rows = await cursor.fetchall()
-        rows.sort(key=lambda r: r[12])  # RETURNING order is unspecified
+        rows.sort(key=lambda r: r[TaskCol.NOT_BEFORE])  # RETURNING order is unspecified
         # A task claimed for the first time (epoch 1) has no steps yet.
-        older = [r[0] for r in rows if r[8] > 1]
+        older = [r[TaskCol.ID] for r in rows if r[TaskCol.LOCK_EPOCH] > 1]
         steps: dict[str, list[Step]] = defaultdict(list)
         if older:
             found = await batch.send(_STEPS_OF, (older,))
             for s in await found.fetchall():
-                steps[s[0]].append(step_from_row(s))
+                steps[s[StepCol.TASK_ID]].append(step_from_row(s))
         for r in rows:
-            detail = dumps_detail({"owner": owner, "lock_epoch": r[8]})
-            batch.event(r[0], r[2], r[13], EventKind.CLAIMED, detail)
-        out.append([task_from_row(r, tuple(steps.get(r[0], ()))) for r in rows])
+            detail = dumps_detail({"owner": owner, "lock_epoch": r[TaskCol.LOCK_EPOCH]})
+            batch.event(
+                r[TaskCol.ID], r[TaskCol.KEY], r[TaskCol.REPLY_TO], EventKind.CLAIMED, detail
+            )
+        out.append([task_from_row(r, tuple(steps.get(r[TaskCol.ID], ()))) for r in rows])
     return out
 
 
@@ -339,7 +343,7 @@ async def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
     out: list[object] = []
     for cursor in cursors:
         row = await cursor.fetchone()
-        count = int(row[0]) if row is not None else 0
+        count = 0 if row is None else int(*row)
         if count:
             batch.rings.add(ch.TASKS)
         out.append(count)
@@ -384,11 +388,11 @@ async def list_tasks(reader: Reader, op: ListTasks) -> list[Task]:
 @READS.handles(CountTasks)
 async def count_tasks(reader: Reader, op: CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
-    return {ProcessState(r[0]): int(r[1]) for r in await reader.fetch(_COUNT)}
+    return {ProcessState(state): int(n) for state, n in await reader.fetch(_COUNT)}
 
 
 @READS.handles(CountWorkflowTasks)
 async def count_workflow_tasks(reader: Reader, op: CountWorkflowTasks) -> dict[ProcessState, int]:
     """How many tasks of one workflow are in each state."""
     rows = await reader.fetch(_COUNT_OF, (op.workflow,))
-    return {ProcessState(r[0]): int(r[1]) for r in rows}
+    return {ProcessState(state): int(n) for state, n in rows}

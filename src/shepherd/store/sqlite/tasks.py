@@ -43,6 +43,8 @@ from shepherd.store.sqlite.effects import UPDATE, params, written
 from shepherd.store.sqlite.rows import (
     STEP_COLUMNS,
     TASK_COLUMNS,
+    StepCol,
+    TaskCol,
     chunks,
     owners,
     step_from_row,
@@ -159,28 +161,28 @@ def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
         # Tuples read by position (a hot path): 0 id, 2 key, 8 lock_epoch, 12 not_before,
         # 13 reply_to.
         rows = tuples(conn).execute(_CLAIM, (owner, now, now, now, limit)).fetchall()
-        rows.sort(key=lambda r: r[12])  # RETURNING order is unspecified
+        rows.sort(key=lambda r: r[TaskCol.NOT_BEFORE])  # RETURNING order is unspecified
         # A task claimed for the first time (epoch 1) has no steps yet.
-        older = [r[0] for r in rows if r[8] > 1]
+        older = [r[TaskCol.ID] for r in rows if r[TaskCol.LOCK_EPOCH] > 1]
         steps: dict[str, list[Step]] = defaultdict(list)
         for chunk in chunks(older):
             marks = ",".join("?" * len(chunk))
             for s in tuples(conn).execute(_STEPS_OF.format(marks=marks), chunk):
-                steps[s[0]].append(step_from_row(s))
+                steps[s[StepCol.TASK_ID]].append(step_from_row(s))
         batch.events(
             [
                 (
-                    r[0],
-                    r[2],
-                    r[13],
+                    r[TaskCol.ID],
+                    r[TaskCol.KEY],
+                    r[TaskCol.REPLY_TO],
                     EventKind.CLAIMED,
-                    dumps_detail({"owner": owner, "lock_epoch": r[8]}),
+                    dumps_detail({"owner": owner, "lock_epoch": r[TaskCol.LOCK_EPOCH]}),
                     now,
                 )
                 for r in rows
             ]
         )
-        out.append([task_from_row(r, tuple(steps.get(r[0], ()))) for r in rows])
+        out.append([task_from_row(r, tuple(steps.get(r[TaskCol.ID], ()))) for r in rows])
     return out
 
 
