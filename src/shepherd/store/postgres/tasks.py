@@ -204,7 +204,7 @@ async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
         keys = [(item.workflow, item.key) for _, _, item, _ in fresh if item.key is not None]
         purged = await retention.purged_keys(batch, keys) if keys else None
         created = {task_id for (task_id,) in await cursor.fetchall()}
-        tombs = {(w, k) for w, k in await purged.fetchall()} if purged is not None else set()
+        tombs = {(w, k) for w, k, _ in await purged.fetchall()} if purged is not None else set()
         raced = [
             t for _, t, item, _ in fresh if t in created and (item.workflow, item.key) in tombs
         ]
