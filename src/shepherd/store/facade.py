@@ -9,7 +9,7 @@ two, plus its life cycle; it writes no method of the contract twice.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, Unpack
 
@@ -39,8 +39,12 @@ class Facade(ABC):
 
     # -- what a backend supplies ------------------------------------------
     @abstractmethod
-    async def write(self, op: ops.Write[R]) -> R:
-        """Run `op` in the next group-commit transaction; return its outcome once durable."""
+    def write(self, op: ops.Write[R]) -> Awaitable[R]:
+        """Run `op` in the next group-commit transaction; its outcome once durable.
+
+        Not a coroutine function itself: a backend hands back the group
+        committer's awaitable, so a write costs no extra frame on the hot path.
+        """
 
     @abstractmethod
     async def read(self, op: ops.Read[R]) -> R:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
@@ -197,9 +197,13 @@ class PostgresStore(Facade):
         return stats
 
     # -- operations --------------------------------------------------------
-    async def write(self, op: ops.Write[R]) -> R:
+    def write(self, op: ops.Write[R]) -> Awaitable[R]:
         if self._pool is None:
-            await self.open()
+            return self._open_then_write(op)
+        return self._writer.submit(op)
+
+    async def _open_then_write(self, op: ops.Write[R]) -> R:
+        await self.open()
         return await self._writer.submit(op)
 
     async def read(self, op: ops.Read[R]) -> R:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
@@ -120,9 +120,13 @@ class SQLiteStore(Facade):
         return stats
 
     # -- operations --------------------------------------------------------
-    async def write(self, op: ops.Write[R]) -> R:
+    def write(self, op: ops.Write[R]) -> Awaitable[R]:
         if self._executor is None:
-            await self.open()
+            return self._open_then_write(op)
+        return self._committer.submit(op)
+
+    async def _open_then_write(self, op: ops.Write[R]) -> R:
+        await self.open()
         return await self._committer.submit(op)
 
     async def _run_batch(self, batch: Sequence[ops.Write[Any]]) -> Sequence[object]:
