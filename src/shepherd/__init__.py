@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from shepherd.errors import UnknownTaskError as UnknownTaskError
     from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
     from shepherd.scheduler.context import WorkflowContext as WorkflowContext
+    from shepherd.submission import Submission as Submission
 
 # Imported on first use, so that `import shepherd.core` stays free of asyncio and drivers.
 _LAZY: dict[str, str] = {
@@ -41,6 +42,7 @@ _LAZY: dict[str, str] = {
     "Alert": "shepherd.alerts",
     "App": "shepherd.app",
     "WorkflowContext": "shepherd.scheduler.context",
+    "Submission": "shepherd.submission",
     "RetryPolicy": "shepherd.core.retry",
     "BreakerPolicy": "shepherd.core.breaker",
     "ProcessState": "shepherd.core.states",
@@ -100,6 +102,7 @@ __all__ = [
     "StoreDamagedError",
     "StoreFullError",
     "StoreUnavailableError",
+    "Submission",
     "TaskFailedError",
     "TransientError",
     "UnknownAgentError",

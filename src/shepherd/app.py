@@ -31,18 +31,16 @@ from shepherd.errors import (
     IncompleteAppError,
     TaskFailedError,
     UnknownTaskError,
-    UnknownWorkflowError,
 )
 from shepherd.metrics import Metrics
-from shepherd.payloads import check_text
 from shepherd.registry import WorkerRegistry
 from shepherd.running import run_roles
 from shepherd.scheduler import Scheduler, Workflow
 from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
 from shepherd.store import open_store
 from shepherd.store import signals as ch
-from shepherd.store.contract import NewTask
 from shepherd.store.signals import Signals
+from shepherd.submission import Submission, commit_unknown, new_task, new_tasks
 from shepherd.supervisor import Supervisor
 from shepherd.watchdog import Watchdog
 
@@ -244,6 +242,8 @@ class App:
                 clock=self.clock,
                 sqlite_synchronous=self.settings.sqlite_synchronous,
                 max_payload_bytes=self.settings.max_payload_bytes,
+                read_pool_min=self.settings.read_pool_min,
+                read_pool_max=self.settings.read_pool_max,
             )
         return self._store
 
@@ -318,37 +318,60 @@ class App:
                 task may or may not exist (the message says whether a retry is safe).
             StoreUnavailableError: The store cannot be reached; nothing was written.
         """
-        spec = self.workflows.get(workflow)
-        if spec is None:
-            raise UnknownWorkflowError(workflow, list(self.workflows))
-        check_text("key", key)
-        check_text("reply_to", reply_to)
+        task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to)
         await self.open()
-        task = NewTask(
-            workflow=workflow,
-            input=data,
-            key=key,
-            reply_to=reply_to,
-            complete_within=spec.complete_within,
-        )
         try:
             if connection is not None:
                 submitted = await self.store.submit_task_in(task, connection)
             else:
                 submitted = await self.store.submit_task(task)
         except CommitUnknownError as exc:
-            retry = (
-                f"submitting again with the same key ({key!r}) is safe: it returns the task "
-                "if it exists, or creates it"
-                if key is not None
-                else "without a key, submitting again may create a second task; pass key= "
-                "to make submits safe to retry"
-            )
-            raise CommitUnknownError(
-                f"the store was lost while the submit of a {workflow!r} task was committing: "
-                f"it may or may not exist; {retry} ({exc.message})"
-            ) from None
+            raise commit_unknown(exc, [task]) from None
         return submitted.task_id
+
+    async def submit_many(
+        self, submissions: Iterable[Submission], *, connection: object | None = None
+    ) -> list[str]:
+        """Submit many tasks in ONE transaction; return their ids, in order.
+
+        For producers that have many tasks at once: one commit, and one
+        wake-up of the schedulers, instead of one per task. Each
+        `Submission(workflow, data, key=..., reply_to=...)` means what the
+        arguments of `submit` mean. The tasks are written all or none. A key
+        already used (for the same workflow) returns the existing task's id,
+        and a key repeated within `submissions` gives the same id at each of
+        its places (one task is created).
+
+        Args:
+            submissions: The tasks (`shepherd.Submission`); none writes nothing.
+            connection: Transactional submit (PostgreSQL store only), as in
+                `submit`: every task is written in YOUR transaction.
+
+        Raises:
+            UnknownWorkflowError: A submission names no registered workflow.
+            PayloadError: A submission is not a `Submission`, its `data` is not
+                acceptable JSON, or its `key` or `reply_to` is not a str a store
+                can keep. Nothing is written (with `connection`, no statement
+                is sent); the message starts with the submission's index
+                (`submissions[3]: ...`).
+            ConfigError: As `submit`, for `connection`.
+            CommitUnknownError: The store was lost while the transaction
+                committed: all the tasks or none exist (the message says whether
+                a retry is safe: it is when every submission has a key).
+            StoreUnavailableError: The store cannot be reached; nothing was written.
+        """
+        tasks = new_tasks(self.workflows, submissions)
+        if not tasks and connection is None:
+            return []
+        await self.open()
+        try:
+            if connection is not None:
+                submitted = await self.store.submit_tasks_in(tasks, connection)
+            else:
+                submitted = await self.store.submit_tasks(tasks)
+        except CommitUnknownError as exc:
+            raise commit_unknown(exc, tasks) from None
+        return [s.task_id for s in submitted]
 
     async def get_task(self, task_id: str) -> Task:
         """The task with its steps.

@@ -46,6 +46,11 @@ class Settings:
         max_payload_bytes: Largest accepted payload, in bytes of UTF-8 JSON.
         sqlite_synchronous: SQLite durability, `FULL` (survives power loss) or
             `NORMAL` (faster; the last commits may be lost on power loss).
+        read_pool_min: PostgreSQL: read connections a process keeps open (its
+            writer and its listener have one connection each besides). Ignored
+            by SQLite, which reads on its one connection.
+        read_pool_max: PostgreSQL: most read connections a process opens at once;
+            at least `read_pool_min`. Ignored by SQLite.
         breaker_refresh: Seconds an agent process trusts its copy of a circuit
             breaker before reading the shared one again.
         worker_beat: Seconds between a process's heartbeats in the worker registry.
@@ -82,6 +87,8 @@ class Settings:
     default_step_within: float = 30.0
     max_payload_bytes: int = 1048576
     sqlite_synchronous: str = "FULL"
+    read_pool_min: int = 2
+    read_pool_max: int = 8
     breaker_refresh: float = 1.0
     worker_beat: float = 1.0
     worker_ttl: float = 10.0
@@ -99,6 +106,12 @@ class Settings:
             except _Problem as problem:
                 raise ConfigError(name, str(problem)) from None
             object.__setattr__(self, name, value)
+        if self.read_pool_max < self.read_pool_min:
+            raise ConfigError(
+                "read_pool_max",
+                f"must be at least read_pool_min ({self.read_pool_min}), not "
+                f"{self.read_pool_max}: raise read_pool_max or lower read_pool_min",
+            )
         if self.worker_ttl <= self.worker_beat:
             raise ConfigError(
                 "worker_ttl",

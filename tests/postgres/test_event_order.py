@@ -13,11 +13,25 @@ import asyncio
 import psycopg
 import pytest
 
+from shepherd.core.records import Event
 from shepherd.store.contract import NewTask
 from shepherd.store.postgres import PostgresStore
+from shepherd.testing import wait_until
 from support.postgres import OpenStore
 
 pytestmark = pytest.mark.postgres
+
+
+async def _events_when(store: PostgresStore, *, count: int) -> list[Event]:
+    """Every event from the start, once `count` of them are delivered (polled, 30 s at most)."""
+    found: list[Event] = []
+
+    async def delivered() -> bool:
+        found[:] = await store.read_events(reply_to=None, after_id=0)
+        return len(found) >= count
+
+    await wait_until(delivered, timeout=30, message=f"fewer than {count} events delivered")
+    return found
 
 
 @pytest.mark.timeout(60)
@@ -34,7 +48,9 @@ async def test_an_event_committed_first_waits_behind_an_older_open_transaction(
         await store.submit_task(NewTask(workflow="w", input=None))
         assert await store.read_events(reply_to=None, after_id=0) == []
         await held.commit()
-    events = await store.read_events(reply_to=None, after_id=0)
+    # Final once every older transaction in the cluster has ended (another
+    # database's tests may hold one a moment): poll for both.
+    events = await _events_when(store, count=2)
     assert events[0].task_id == "held"
     assert [e.kind for e in events] == ["note", "received"]
     assert [e.id for e in events] == sorted(e.id for e in events)
@@ -106,7 +122,7 @@ async def test_a_cursor_whose_event_was_purged_goes_on_from_the_higher_ids(
     store = await open_store()
     for n in range(4):
         await store.submit_task(NewTask(workflow="w", input={"n": n}))
-    events = await store.read_events(reply_to=None, after_id=0)
+    events = await _events_when(store, count=4)
     cursor = events[1].id
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
         await conn.execute("DELETE FROM events WHERE id <= %s", (cursor,))

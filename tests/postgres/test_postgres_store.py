@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from shepherd.core.records import Task
+from shepherd.core.records import Event, Task
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.core.supervision import Compensate, Escalate, Reset
 from shepherd.errors import (
@@ -602,7 +602,13 @@ async def test_read_events_by_reply_to_and_cursor(store: PostgresStore) -> None:
     await submit(store, 2, reply_to="app-2")
     (claimed,) = [t for t in await store.claim_tasks(owner="s1", limit=10) if t.id == mine]
     await store.finish_task(mine, owner="s1", epoch=claimed.lock_epoch, result="r")
-    events = await store.read_events(reply_to="app-1", after_id=0)
+    events: list[Event] = []
+
+    async def delivered() -> bool:  # final once older transactions in the cluster end
+        events[:] = await store.read_events(reply_to="app-1", after_id=0)
+        return len(events) >= 3
+
+    await wait_until(delivered, timeout=30)
     assert [e.kind for e in events] == ["received", "claimed", "processed"]
     assert all(e.task_id == mine for e in events)
     later = await store.read_events(reply_to="app-1", after_id=events[0].id)

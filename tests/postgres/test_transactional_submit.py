@@ -8,14 +8,15 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from shepherd import App
+from shepherd import App, Submission
 from shepherd.agents import AgentRequest
-from shepherd.core.records import JsonValue
+from shepherd.core.records import Event, JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, PayloadError
 from shepherd.scheduler import WorkflowContext
 from shepherd.store.contract import NewTask
 from shepherd.store.postgres import PostgresStore
+from shepherd.testing import wait_until
 from support.postgres import MakePostgresUrl, OpenStore
 
 Conn = psycopg.AsyncConnection[tuple[object, ...]]
@@ -131,7 +132,13 @@ async def test_repeated_key_returns_the_existing_task(business: str, open_store:
     assert task is not None
     assert task.input == 2
     assert len(await store.list_tasks()) == 2
-    received = await store.read_events(reply_to=None, after_id=0)
+    received: list[Event] = []
+
+    async def delivered() -> bool:  # final once older transactions in the cluster end
+        received[:] = await store.read_events(reply_to=None, after_id=0)
+        return len(received) >= 2
+
+    await wait_until(delivered, timeout=30)
     assert sorted(e.task_id for e in received) == sorted([committed.task_id, first.task_id])
 
 
@@ -178,6 +185,10 @@ async def test_sqlite_store_refuses_a_connection(tmp_path: Path) -> None:
     async with app:
         with pytest.raises(ConfigError, match="needs the PostgreSQL store"):
             await app.submit("confirm", {"order": "o7"}, connection=object())
+        with pytest.raises(ConfigError, match="needs the PostgreSQL store"):
+            await app.submit_many([Submission("confirm", {"order": "o7"})], connection=object())
+        with pytest.raises(ConfigError, match="needs the PostgreSQL store"):
+            await app.submit_many([], connection=object())
         assert await app.list_tasks() == []
 
 
@@ -195,3 +206,107 @@ async def test_failed_statement_rolls_back_to_a_savepoint(
         await conn.execute("INSERT INTO orders (id) VALUES ('o8')")
         await conn.commit()
     assert await orders(other) == ["o8"]
+
+
+@pytest.mark.postgres
+async def test_submit_many_commits_with_the_callers_rows(business: str) -> None:
+    app = echo_app(business)
+    async with app, app.running():
+        async with await connect(business) as conn:
+            await conn.execute("INSERT INTO orders (id) VALUES ('m1'), ('m2')")
+            ids = await app.submit_many(
+                [Submission("confirm", {"order": o}, key=o) for o in ("m1", "m2")],
+                connection=conn,
+            )
+            assert [await app.store.get_task(task_id) for task_id in ids] == [None, None]
+            await conn.commit()
+        results = [await app.result(task_id, timeout=10) for task_id in ids]
+        assert results == [{"confirmed": {"order": "m1"}}, {"confirmed": {"order": "m2"}}]
+        assert await orders(business) == ["m1", "m2"]
+
+
+@pytest.mark.postgres
+async def test_submit_many_rolls_back_with_the_callers_transaction(business: str) -> None:
+    app = echo_app(business)
+    async with app:
+        async with await connect(business) as conn, conn.transaction(force_rollback=True):
+            await conn.execute("INSERT INTO orders (id) VALUES ('m3')")
+            ids = await app.submit_many(
+                [Submission("confirm", n, key=f"k{n}") for n in range(3)], connection=conn
+            )
+        assert await orders(business) == []
+        assert await app.store.list_tasks() == []
+        # The keys were never used.
+        assert set(await app.submit_many([Submission("confirm", 0, key="k0")])).isdisjoint(ids)
+
+
+@pytest.mark.postgres
+async def test_submit_many_deduplicates_keys_in_the_callers_transaction(
+    business: str, open_store: OpenStore
+) -> None:
+    store = await open_store()
+    committed = await store.submit_task(NewTask(workflow="confirm", input=0, key="old"))
+    async with await connect(business) as conn:
+        first = await store.submit_task_in(NewTask(workflow="confirm", input=1, key="k"), conn)
+        many = await store.submit_tasks_in(
+            [
+                NewTask(workflow="confirm", input=2, key="k"),
+                NewTask(workflow="confirm", input=3, key="new"),
+                NewTask(workflow="confirm", input=4, key="old"),
+                NewTask(workflow="confirm", input=5, key="new"),
+            ],
+            conn,
+        )
+        await conn.commit()
+    assert [s.task_id for s in many] == [
+        first.task_id,
+        many[1].task_id,
+        committed.task_id,
+        many[1].task_id,
+    ]
+    assert [s.created for s in many] == [False, True, False, False]
+    assert len(await store.list_tasks()) == 3
+
+
+@pytest.mark.postgres
+async def test_submit_many_bad_payload_sends_no_statement(business: str) -> None:
+    """PayloadError names the submission and comes before any statement: the transaction goes on."""
+    app = echo_app(business)
+    async with app:
+        async with await connect(business) as conn:
+            await conn.execute("INSERT INTO orders (id) VALUES ('m5')")
+            with pytest.raises(PayloadError, match=r"^submissions\[1\]: "):
+                await app.submit_many(
+                    [Submission("confirm", 1), Submission("confirm", float("inf"))],
+                    connection=conn,
+                )
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            await conn.commit()
+        assert await orders(business) == ["m5"]
+        assert await app.store.list_tasks() == []
+
+
+@pytest.mark.postgres
+async def test_submit_many_checks_the_connection_even_with_nothing_to_submit(
+    business: str, store: PostgresStore
+) -> None:
+    async with await psycopg.AsyncConnection.connect(business, autocommit=True) as conn:
+        with pytest.raises(ConfigError, match="autocommit"):
+            await store.submit_tasks_in([], conn)
+        async with conn.transaction():
+            assert await store.submit_tasks_in([], conn) == []
+
+
+@pytest.mark.postgres
+async def test_submit_many_failed_statement_rolls_back_to_a_savepoint(
+    store: PostgresStore, make_postgres_url: MakePostgresUrl
+) -> None:
+    other = make_postgres_url(empty=True)
+    async with await connect(other) as conn:
+        await conn.execute("CREATE TABLE orders (id text PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            await store.submit_tasks_in([NewTask(workflow="confirm", input=1)], conn)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        await conn.execute("INSERT INTO orders (id) VALUES ('m8')")
+        await conn.commit()
+    assert await orders(other) == ["m8"]

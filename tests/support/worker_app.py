@@ -31,6 +31,7 @@ def build_app(
     max_in_flight: int = 10000,
     agent_concurrency: int = 1000,
     supervisor_interval: float = 0.1,
+    poll_interval: float = 0.05,
 ) -> App:
     """The app, on `store_url`; the test process builds the same one to submit tasks.
 
@@ -43,11 +44,12 @@ def build_app(
         agent_concurrency: Agent handlers running at once in this process.
         supervisor_interval: Seconds between supervisor scans (the lease lasts
             max(1 s, 3 intervals) unrenewed).
+        poll_interval: Seconds between the roles' fallback polls.
     """
     app = App(
         store_url,
         supervisor_interval=supervisor_interval,
-        poll_interval=0.05,
+        poll_interval=poll_interval,
         lease_ttl=1.0,
         claim_batch=claim_batch,
         max_in_flight=max_in_flight,
@@ -95,6 +97,7 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=10000)
     parser.add_argument("--agent-concurrency", type=int, default=1000)
     parser.add_argument("--supervisor-interval", type=float, default=0.1)
+    parser.add_argument("--poll-interval", type=float, default=0.05)
     args = parser.parse_args()
     app = build_app(
         args.store,
@@ -104,6 +107,7 @@ def main() -> None:
         max_in_flight=args.max_in_flight,
         agent_concurrency=args.agent_concurrency,
         supervisor_interval=args.supervisor_interval,
+        poll_interval=args.poll_interval,
     )
     roles = args.roles.split(",")
     asyncio.run(app.run(roles, ready=lambda: print("ready", os.getpid(), flush=True)))

@@ -43,6 +43,7 @@ def test_public_api_is_frozen() -> None:
         "StoreDamagedError",
         "StoreFullError",
         "StoreUnavailableError",
+        "Submission",
         "TaskFailedError",
         "TransientError",
         "UnknownAgentError",

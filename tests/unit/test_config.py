@@ -52,6 +52,8 @@ def test_every_field_has_an_env_variable() -> None:
         "default_step_within": ("9", 9.0),
         "max_payload_bytes": ("1024", 1024),
         "sqlite_synchronous": ("NORMAL", "NORMAL"),
+        "read_pool_min": ("3", 3),
+        "read_pool_max": ("9", 9),
         "breaker_refresh": ("0.5", 0.5),
         "worker_beat": ("0.5", 0.5),
         "worker_ttl": ("3", 3.0),
@@ -87,6 +89,8 @@ def test_settings_are_frozen() -> None:
         ("block_warning", 0, "positive number of seconds"),
         ("max_payload_bytes", -1, "positive integer"),
         ("sqlite_synchronous", "OFF", "must be one of FULL, NORMAL"),
+        ("read_pool_min", 0, "positive integer"),
+        ("read_pool_max", 2.5, "must be an integer"),
         ("breaker_refresh", 0, "positive number of seconds"),
         ("worker_beat", 0, "positive number of seconds"),
         ("worker_ttl", float("inf"), "positive number of seconds"),
@@ -164,3 +168,14 @@ def test_unknown_keyword_is_refused() -> None:
 
 def test_unknown_env_variables_are_ignored() -> None:
     assert Settings.from_env({"SHEPHERD_SOMETHING_ELSE": "x", "PATH": "/bin"}) == Settings()
+
+
+def test_read_pool_defaults_and_bounds() -> None:
+    assert (Settings().read_pool_min, Settings().read_pool_max) == (2, 8)
+    assert Settings(read_pool_min=4, read_pool_max=4).read_pool_max == 4
+    with pytest.raises(ConfigError, match=r"at least read_pool_min \(3\), not 2") as caught:
+        Settings(read_pool_min=3, read_pool_max=2)
+    assert caught.value.field == "read_pool_max"
+    # A minimum above the default maximum is refused too, and the message says what to do.
+    with pytest.raises(ConfigError, match="raise read_pool_max or lower read_pool_min"):
+        Settings.from_env({"SHEPHERD_READ_POOL_MIN": "10"})

@@ -17,8 +17,14 @@ def open_store(
     clock: Clock | None = None,
     sqlite_synchronous: str = "FULL",
     max_payload_bytes: int = 1024 * 1024,
+    read_pool_min: int = 2,
+    read_pool_max: int = 8,
 ) -> Store:
-    """A store for `url` (not yet opened): `sqlite:///file.db` or `postgresql://...`."""
+    """A store for `url` (not yet opened): `sqlite:///file.db` or `postgresql://...`.
+
+    `sqlite_synchronous` applies to SQLite only; `read_pool_min` and
+    `read_pool_max` (the read connections' pool) to PostgreSQL only.
+    """
     if url.startswith("sqlite://"):
         from shepherd.store.sqlite import SQLiteStore
 
@@ -32,7 +38,13 @@ def open_store(
             raise StoreUnavailableError(
                 f"PostgreSQL store needs the 'postgres' extra (psycopg 3): {exc}"
             ) from exc
-        return PostgresStore(url, clock=clock, max_payload_bytes=max_payload_bytes)
+        return PostgresStore(
+            url,
+            clock=clock,
+            max_payload_bytes=max_payload_bytes,
+            min_connections=read_pool_min,
+            max_connections=read_pool_max,
+        )
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise StoreUnavailableError(
         f"unsupported store URL {url!r}: scheme {scheme!r} is not sqlite:// or postgresql://"

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, Unpack
 
+from shepherd.errors import ConfigError
 from shepherd.store import ops
 
 if TYPE_CHECKING:
@@ -63,14 +64,32 @@ class Facade(ABC):
     def statistics(self) -> dict[str, float]: ...
 
     @abstractmethod
-    async def submit_task_in(self, task: NewTask, connection: object) -> Submitted: ...
-
-    @abstractmethod
     async def checkpoint(self) -> None: ...
 
     # -- application -------------------------------------------------------
     async def submit_task(self, task: NewTask) -> Submitted:
         return await self.write(ops.SubmitTask(task=task))
+
+    async def submit_tasks(self, tasks: Sequence[NewTask]) -> list[Submitted]:
+        if not tasks:
+            return []
+        return await self.write(ops.SubmitTasks(tasks=tuple(tasks)))
+
+    # A backend that can join a caller's transaction (PostgreSQL) overrides these two.
+    async def submit_task_in(self, task: NewTask, connection: object) -> Submitted:
+        raise self._cannot_join()
+
+    async def submit_tasks_in(
+        self, tasks: Sequence[NewTask], connection: object
+    ) -> list[Submitted]:
+        raise self._cannot_join()
+
+    def _cannot_join(self) -> ConfigError:
+        return ConfigError(
+            "connection",
+            "transactional submit (connection=...) needs the PostgreSQL store; "
+            f"{type(self).__name__} cannot join a caller's transaction",
+        )
 
     async def get_task(self, task_id: str) -> Task | None:
         return await self.read(ops.GetTask(task_id=task_id))

@@ -76,6 +76,7 @@ __all__ = [
     "StartStep",
     "StopWorker",
     "SubmitTask",
+    "SubmitTasks",
     "TakeRequests",
     "TaskEvents",
     "TaskFilters",
@@ -115,6 +116,11 @@ def _op(cls: type[T]) -> type[T]:
 @_op
 class SubmitTask(Write[Submitted]):
     task: NewTask
+
+
+@_op
+class SubmitTasks(Write[list[Submitted]]):
+    tasks: tuple[NewTask, ...]
 
 
 @_op

@@ -367,6 +367,26 @@ class ApplicationStore(Signalled, Protocol):
         store's database); the others raise `ConfigError`.
         """
 
+    async def submit_tasks(self, tasks: Sequence[NewTask]) -> list[Submitted]:
+        """Insert pending tasks and their `received` events in ONE transaction: all or none.
+
+        One outcome per task, in order, as `submit_task` gives it; a key
+        repeated within `tasks` (same workflow) gives the first one's task to
+        each (`created` only for the first). Every input is encoded before
+        anything is written: one refused (`PayloadError`, its message starting
+        `submissions[i]:`) writes none of them. Roles are woken once.
+        """
+
+    async def submit_tasks_in(
+        self, tasks: Sequence[NewTask], connection: object
+    ) -> list[Submitted]:
+        """`submit_tasks` inside the caller's open transaction, as `submit_task_in` does one.
+
+        Every input is encoded before any statement is sent; the statements
+        run in one savepoint, so a failure leaves the caller's transaction
+        usable and none of the tasks written.
+        """
+
     async def read_events(
         self, *, reply_to: str | None, after_id: int, limit: int = 1000
     ) -> list[Event]:

@@ -25,8 +25,8 @@ from shepherd.errors import ConfigError, ShepherdError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES, dumps
 from shepherd.store import ops
 from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.encoding import Encoding
 from shepherd.store.facade import Facade
-from shepherd.store.postgres import tasks
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
     Connection,
@@ -36,11 +36,12 @@ from shepherd.store.postgres.connection import (
     migrate,
     reason,
 )
-from shepherd.store.postgres.handlers import READS
+from shepherd.store.postgres.handlers import READS, WRITES
 from shepherd.store.postgres.listener import Listener
 from shepherd.store.postgres.rows import utc
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
+from shepherd.store.submits import encode_all
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -192,8 +193,13 @@ class PostgresStore(Facade):
         return self.clock.now() + self._writer.skew
 
     def statistics(self) -> dict[str, float]:
+        """The writer's and the listener's counters, and the read pool's size and bounds."""
         stats = self._writer.statistics()
         stats.update(self.listener.statistics())
+        pool = self._pool
+        stats["read_pool_min"] = self.min_connections
+        stats["read_pool_max"] = self.max_connections
+        stats["read_pool_size"] = 0 if pool is None else pool.get_stats()["pool_size"]
         return stats
 
     # -- operations --------------------------------------------------------
@@ -271,6 +277,36 @@ class PostgresStore(Facade):
         """
         conn = _joinable(connection)
         dumps(task.input, limit=self._writer.payload_limit)  # before touching the transaction
+        outcome = await self._submit_in(conn, ops.SubmitTask(task=task))
+        assert isinstance(outcome, Submitted)
+        return outcome
+
+    async def submit_tasks_in(
+        self, tasks: Sequence[NewTask], connection: object
+    ) -> list[Submitted]:
+        """Insert the tasks and their `received` events in the caller's transaction.
+
+        As `submit_task_in`, with the group committer's `tasks.submit_many`:
+        every input is encoded before any statement is sent (`PayloadError`
+        naming the first refused task's index), then all the tasks are
+        inserted in one savepoint, so that they are written all or none. The
+        connection is checked even when `tasks` is empty.
+
+        Raises:
+            ConfigError: As `submit_task_in`.
+            PayloadError: An input is not acceptable JSON or too large.
+            psycopg.Error: A statement failed on the caller's connection.
+        """
+        conn = _joinable(connection)
+        encode_all(Encoding(payload_limit=self._writer.payload_limit), tasks)
+        if not tasks:
+            return []
+        outcome = await self._submit_in(conn, ops.SubmitTasks(tasks=tuple(tasks)))
+        assert isinstance(outcome, list)
+        return outcome
+
+    async def _submit_in(self, conn: Connection, op: ops.SubmitTask | ops.SubmitTasks) -> object:
+        """Run one submit operation on the caller's connection, inside a savepoint."""
         if self._pool is None:
             await self.open()
         # Also begins the caller's transaction if autocommit is off and none is open,
@@ -283,7 +319,7 @@ class PostgresStore(Facade):
             now = utc(database_now)
         async with conn.transaction():
             batch = Batch(conn, now, payload_limit=self._writer.payload_limit)
-            (outcome,) = await tasks.submit(batch, [ops.SubmitTask(task=task)])
+            (outcome,) = await WRITES[type(op)](batch, [op])
             if isinstance(outcome, BaseException):
                 raise outcome
             await batch.finish()
@@ -291,7 +327,6 @@ class PostgresStore(Facade):
         # nothing and waits; the NOTIFY wakes it (through the listener) at commit.
         for channel in batch.rings:
             self.signals.ring(channel)
-        assert isinstance(outcome, Submitted)
         return outcome
 
     async def checkpoint(self) -> None:

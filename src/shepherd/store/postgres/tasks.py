@@ -39,6 +39,7 @@ from shepherd.store.ops import (
     ReleaseTasks,
     StartCompensation,
     SubmitTask,
+    SubmitTasks,
 )
 from shepherd.store.postgres import retention
 from shepherd.store.postgres.batch import WRITES
@@ -55,6 +56,7 @@ from shepherd.store.postgres.rows import (
     step_from_row,
     task_from_row,
 )
+from shepherd.store.submits import Plan
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ __all__ = [
     "release",
     "start_compensation",
     "submit",
+    "submit_many",
 ]
 
 _Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
@@ -163,16 +166,33 @@ def limit_of(limit: int) -> int | None:
 @WRITES.handles(SubmitTask)
 async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
-    items = [op.task for op in ops]
+    tasks = [op.task for op in ops]
+    return await _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
+
+
+@WRITES.handles(SubmitTasks)
+async def submit_many(batch: Batch, ops: Sequence[SubmitTasks]) -> list[object]:
+    """Insert each operation's tasks, all or none, as `submit` inserts one."""
+    plan = Plan.of(batch, ops)
+    return plan.finish(await _insert(batch, plan.tasks, plan.encoded))
+
+
+async def _insert(
+    batch: Batch, items: Sequence[NewTask], inputs: Sequence[str | Exception]
+) -> list[object]:
+    """Insert the tasks whose input encoded, in one statement; one outcome per task.
+
+    A key already used for the workflow (earlier in this batch too) or whose
+    purged task's tombstone remains returns that task; an input that did not
+    encode is its task's outcome.
+    """
     out: list[object] = [None] * len(items)
     first: dict[tuple[str, str], int] = {}
     copies: dict[int, int] = {}
     fresh: list[tuple[int, str, NewTask, str]] = []
-    for i, item in enumerate(items):
-        try:
-            encoded = batch.dumps(item.input)
-        except Exception as exc:
-            out[i] = exc
+    for i, (item, encoded) in enumerate(zip(items, inputs, strict=True)):
+        if isinstance(encoded, Exception):
+            out[i] = encoded
             continue
         if item.key is not None:
             # One INSERT cannot see its own duplicates' outcome: a later

@@ -36,6 +36,7 @@ from shepherd.store.ops import (
     ReleaseTasks,
     StartCompensation,
     SubmitTask,
+    SubmitTasks,
 )
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
@@ -52,10 +53,12 @@ from shepherd.store.sqlite.rows import (
     ts,
     tuples,
 )
+from shepherd.store.submits import Plan
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
     from shepherd.core.effects import TaskEffect
+    from shepherd.store.contract import NewTask
     from shepherd.store.effect_rows import EffectRow
     from shepherd.store.sqlite.batch import Batch, EventRow
 
@@ -69,6 +72,7 @@ __all__ = [
     "release",
     "start_compensation",
     "submit",
+    "submit_many",
 ]
 
 _Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
@@ -109,14 +113,32 @@ _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP 
 @WRITES.handles(SubmitTask)
 def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
+    tasks = [op.task for op in ops]
+    return _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
+
+
+@WRITES.handles(SubmitTasks)
+def submit_many(batch: Batch, ops: Sequence[SubmitTasks]) -> list[object]:
+    """Insert each operation's tasks, all or none, as `submit` inserts one."""
+    plan = Plan.of(batch, ops)
+    return plan.finish(_insert(batch, plan.tasks, plan.encoded))
+
+
+def _insert(
+    batch: Batch, tasks: Sequence[NewTask], encoded: Sequence[str | Exception]
+) -> list[object]:
+    """Insert the tasks whose input encoded (in order); one outcome per task.
+
+    A key already used for the workflow (earlier in this batch too) or whose
+    purged task's tombstone remains returns that task; an input that did not
+    encode is its task's outcome.
+    """
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for item in (op.task for op in ops):
-        try:
-            encoded = batch.dumps(item.input)
-        except Exception as exc:
-            out.append(exc)
+    for item, text in zip(tasks, encoded, strict=True):
+        if isinstance(text, Exception):
+            out.append(text)
             continue
         if item.key is not None:
             purged = retention.purged_key(conn, item.workflow, item.key)
@@ -130,7 +152,7 @@ def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
                 task_id,
                 item.workflow,
                 item.key,
-                encoded,
+                text,
                 item.complete_within,
                 now,
                 item.reply_to,

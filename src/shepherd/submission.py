@@ -1,0 +1,125 @@
+"""What `App.submit` and `App.submit_many` check before the store is touched, and how they fail.
+
+A `Submission` is one task for `submit_many`: the arguments `submit` takes.
+Each is checked (a registered workflow, a `key` and a `reply_to` a store can
+keep) before anything is written; a refusal names the submission's index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, final
+
+from shepherd.errors import CommitUnknownError, PayloadError, UnknownWorkflowError
+from shepherd.payloads import check_text
+from shepherd.store.contract import NewTask
+from shepherd.store.submits import at_index
+
+if TYPE_CHECKING:
+    from shepherd.core.records import JsonValue
+    from shepherd.scheduler import Workflow
+
+__all__ = ["Submission", "commit_unknown", "new_task", "new_tasks"]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One task for `App.submit_many`: `Submission("orders.process", order, key=order["id"])`.
+
+    Attributes:
+        workflow: The registered workflow to run.
+        data: Its input (JSON).
+        key: An idempotency key, as in `App.submit`.
+        reply_to: A tag for the task's events, as in `App.submit`.
+    """
+
+    workflow: str
+    data: JsonValue = None
+    _: KW_ONLY
+    key: str | None = None
+    reply_to: str | None = None
+
+
+def new_task(
+    workflows: Mapping[str, Workflow],
+    workflow: str,
+    data: JsonValue,
+    *,
+    key: str | None,
+    reply_to: str | None,
+) -> NewTask:
+    """The task one submit inserts, its arguments checked.
+
+    Raises:
+        UnknownWorkflowError: No workflow of that name is registered.
+        PayloadError: `key` or `reply_to` is not a str a store can keep.
+    """
+    spec = workflows.get(workflow)
+    if spec is None:
+        raise UnknownWorkflowError(workflow, list(workflows))
+    check_text("key", key)
+    check_text("reply_to", reply_to)
+    return NewTask(
+        workflow=workflow,
+        input=data,
+        key=key,
+        reply_to=reply_to,
+        complete_within=spec.complete_within,
+    )
+
+
+def new_tasks(
+    workflows: Mapping[str, Workflow], submissions: Iterable[Submission]
+) -> list[NewTask]:
+    """The tasks `submit_many` inserts, every submission checked first.
+
+    Raises:
+        PayloadError: An item is not a `Submission`, or its `key` or `reply_to`
+            is not a str a store can keep; the message starts `submissions[i]:`.
+        UnknownWorkflowError: An item names no registered workflow (same prefix).
+    """
+    tasks = []
+    for index, item in enumerate(submissions):
+        if not isinstance(item, Submission):
+            raise PayloadError(
+                f"submissions[{index}]: must be a Submission, not {type(item).__name__}"
+            )
+        try:
+            tasks.append(
+                new_task(workflows, item.workflow, item.data, key=item.key, reply_to=item.reply_to)
+            )
+        except (UnknownWorkflowError, PayloadError) as exc:
+            raise at_index(index, exc) from None
+    return tasks
+
+
+def commit_unknown(lost: CommitUnknownError, tasks: Sequence[NewTask]) -> CommitUnknownError:
+    """The error for submits whose commit was cut off: what exists is unknown; is a retry safe?"""
+    if len(tasks) == 1:
+        (task,) = tasks
+        what = f"the submit of a {task.workflow!r} task"
+        subject = "it may or may not exist"
+        retry = (
+            f"submitting again with the same key ({task.key!r}) is safe: it returns the task "
+            "if it exists, or creates it"
+            if task.key is not None
+            else "without a key, submitting again may create a second task; pass key= "
+            "to make submits safe to retry"
+        )
+    else:
+        what = f"the submit of {len(tasks)} tasks (one transaction)"
+        subject = "they may or may not exist, all of them or none"
+        keyless = [i for i, task in enumerate(tasks) if task.key is None]
+        retry = (
+            "submitting them again is safe: every one has a key, so each returns its task "
+            "if it exists, or creates it"
+            if not keyless
+            else f"{len(keyless)} have no key (the first is submissions[{keyless[0]}]): "
+            "submitting them again may create second tasks; pass key= to make submits safe "
+            "to retry"
+        )
+    return CommitUnknownError(
+        f"the store was lost while {what} was committing: {subject}; {retry} ({lost.message})"
+    )
