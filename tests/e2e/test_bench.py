@@ -95,6 +95,13 @@ def test_bench_takes_the_store_given_before_the_command(tmp_path: Path) -> None:
         (("--sleep", "-0.1"), "--sleep"),
         (("--minutes", "0"), "--minutes"),
         (("--kill-every", "nan"), "--kill-every"),
+        (("--w4-n", "0"), "--w4-n"),
+        (("--w6-rates", "100,fast"), "--w6-rates"),
+        (("--w6-rates", "0"), "--w6-rates"),
+        (("--w6-rates", "inf"), "--w6-rates"),
+        (("--w6-seconds", "nan"), "--w6-seconds"),
+        (("--lone-n", "-1"), "--lone-n"),
+        (("--idle-seconds", "-1"), "--idle-seconds"),
         (("--log-level-for", "httpx"), "--log-level-for"),
     ],
 )
@@ -115,14 +122,15 @@ def test_bench_rejects_an_unknown_workload() -> None:
         check=False,
     )
     assert proc.returncode == 2
-    assert "unknown workload 'W9'; choose from W1, W2, W3, soak" in proc.stderr
+    assert "unknown workload 'W9'; choose from W1, W2, W3, W4, W6, lone, soak" in proc.stderr
 
 
 def test_bench_help_lists_the_options() -> None:
     proc = shepherd_bench("--help")
     assert proc.returncode == 0
     for option in (
-        "--store", "--workloads", "--n", "--w3-n", "--synchronous", "--json", "--sleep",
+        "--store", "--workloads", "--n", "--w3-n", "--w4-n", "--w6-rates", "--w6-seconds",
+        "--lone-n", "--idle-seconds", "--synchronous", "--json", "--sleep",
         "--max-in-flight", "--agent-concurrency", "--claim-batch", "--w3-within",
         "--w3-interval", "--w3-in-flight", "--timeout", "--minutes", "--rate",
         "--soak-retention", "--kill-every", "--restart-every", "--restart-command",

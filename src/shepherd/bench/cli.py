@@ -17,8 +17,8 @@ from shepherd.cli.logs import configure_logging, log_options
 
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
-#: Every workload; `soak` runs for minutes, so only when asked for.
-WORKLOADS = ("W1", "W2", "W3", "soak")
+#: Every workload; W4, W6, lone and soak only when asked for (W6 and soak take minutes).
+WORKLOADS = ("W1", "W2", "W3", "W4", "W6", "lone", "soak")
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
 _COUNT = click.IntRange(min=1)
@@ -30,6 +30,19 @@ def _number(_ctx: click.Context, _param: click.Parameter, value: float) -> float
     if math.isnan(value):
         raise click.BadParameter(f"{value} is not a number")
     return value
+
+
+def _rates_option(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[float, ...]:
+    rates: list[float] = []
+    for part in (p.strip() for p in value.split(",")):
+        try:
+            rate = float(part)
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a number of workflows per second") from None
+        if not (rate > 0 and math.isfinite(rate)):
+            raise click.BadParameter(f"{part!r}: a rate must be a positive number")
+        rates.append(rate)
+    return tuple(rates)
 
 
 def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -45,7 +58,7 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
 
 
 @click.command(
-    short_help="Measure shepherd: throughput, crash recovery, soak.",
+    short_help="Measure shepherd: throughput, latency, crash recovery, soak.",
     # Log lines to stderr at info, one per task event, would weigh on the figures.
     context_settings={"default_map": {"log_level": "warning"}},
 )
@@ -74,6 +87,43 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
 )
 @click.option(
     "--w3-n", type=_COUNT, default=500, show_default=True, metavar="N", help="Workflows for W3."
+)
+@click.option(
+    "--w4-n", type=_COUNT, default=2000, show_default=True, metavar="N", help="Workflows for W4."
+)
+@click.option(
+    "--w6-rates",
+    default="100,500,1000",
+    show_default=True,
+    callback=_rates_option,
+    metavar="LIST",
+    help="W6: offered rates, workflows per second, comma-separated.",
+)
+@click.option(
+    "--w6-seconds",
+    type=_POSITIVE,
+    callback=_number,
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="W6: seconds of arrivals at each rate.",
+)
+@click.option(
+    "--lone-n",
+    type=_COUNT,
+    default=200,
+    show_default=True,
+    metavar="N",
+    help="lone: rounds in each mode (in one process, then apart).",
+)
+@click.option(
+    "--idle-seconds",
+    type=click.FloatRange(min=0.0),
+    callback=_number,
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="lone: how long the idle worker's CPU use is measured (0: not measured).",
 )
 @click.option(
     "--synchronous",
@@ -148,7 +198,7 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     default=600.0,
     show_default=True,
     metavar="SECONDS",
-    help="Per workload (soak: its final drain).",
+    help="Per workload (W6: after its arrivals; soak: its final drain).",
 )
 @click.option(
     "--minutes",
@@ -209,6 +259,11 @@ def bench(
     workloads: tuple[str, ...],
     n: int,
     w3_n: int,
+    w4_n: int,
+    w6_rates: tuple[float, ...],
+    w6_seconds: float,
+    lone_n: int,
+    idle_seconds: float,
     synchronous: str,
     as_json: bool,
     sleep: float,
@@ -231,9 +286,12 @@ def bench(
     """Measure shepherd and print the figures.
 
     W1: three no-op steps per workflow; W2: three 10 ms steps; W3: a worker
-    process SIGKILLed mid-run and recovered by the supervisor; soak (only when
-    named): minutes of steady load with worker kills and, on PostgreSQL, server
-    restarts. Exits 1 if a workload lost a task.
+    process SIGKILLed mid-run and recovered by the supervisor. Only when named:
+    W4, one submit at a time to a `shepherd run` worker apart; W6, open-loop
+    latency at fixed rates; lone, one workflow at a time, in one process and
+    apart; soak, minutes of steady load with worker kills and, on PostgreSQL,
+    server restarts. Exits 1 if a workload lost a task (or a worker of W4, W6
+    or lone died).
     """
     from shepherd.bench.pgstat import is_postgres
     from shepherd.bench.run import BenchOptions, run_bench
@@ -253,6 +311,11 @@ def bench(
         store=store,
         n=n,
         w3_n=w3_n,
+        w4_n=w4_n,
+        w6_rates=w6_rates,
+        w6_seconds=w6_seconds,
+        lone_n=lone_n,
+        idle_seconds=idle_seconds,
         synchronous=synchronous.upper(),
         as_json=as_json,
         sleep=sleep,

@@ -115,27 +115,44 @@ class Worker:
             line = await asyncio.wait_for(proc.stdout.readline(), ready_within)
         except TimeoutError:
             line = b""
+        except BaseException:  # cancelled (Ctrl-C): leave no process behind
+            worker.kill_nowait()
+            raise
         if not line.startswith(ready):
             await worker.kill()
             raise RuntimeError(f"bench worker did not report ready; see {stderr}")
         return worker
 
+    def kill_nowait(self) -> None:
+        """SIGKILL without waiting (asyncio's child watcher reaps the process)."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+
     async def kill(self) -> None:
         """SIGKILL, as a crash would."""
-        if self.proc.returncode is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
+        self.kill_nowait()
         await self.proc.wait()
 
     async def stop(self, *, within: float = 15.0) -> dict[str, float]:
-        """SIGTERM, then the statistics it prints on the way out."""
+        """SIGTERM, then the statistics it prints on the way out.
+
+        SIGKILLed if it has not ended within `within` s, or if this wait is
+        itself interrupted (a second Ctrl-C), so that no process outlives the bench.
+        """
         assert self.proc.stdout is not None
-        self.proc.send_signal(signal.SIGTERM)
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
         try:
             out = await asyncio.wait_for(self.proc.stdout.read(), within)
             await asyncio.wait_for(self.proc.wait(), within)
         except TimeoutError:
             await self.kill()
             return {}
+        except BaseException:
+            self.kill_nowait()
+            raise
         for line in out.decode().splitlines():
             if line.startswith("stats "):
                 stats: dict[str, float] = json.loads(line[len("stats ") :])

@@ -1,9 +1,10 @@
 """The bench application: one workflow of three sequential steps through one agent.
 
-W1 uses the `noop` agent (returns its payload); W2 and W3 use `remote`, which
-awaits `sleep` seconds first, as a call to a remote service would. With an
-`exec_log`, every completed handler execution appends its idempotency key to
-that file (O_APPEND), so duplicated executions can be counted after a crash.
+W1, W4, W6 and lone use the `noop` agent (returns its payload); W2 and W3 use
+`remote`, which awaits `sleep` seconds first, as a call to a remote service
+would. With an `exec_log`, every completed handler execution appends its
+idempotency key to that file (O_APPEND), so duplicated executions can be
+counted after a crash.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ STEPS = 3
 
 
 def build_app(
-    store: str,
+    store: str | None,
     *,
     sleep: float = 0.0,
     within: float | None = None,
@@ -32,7 +33,7 @@ def build_app(
     exec_log: str | None = None,
     **settings: Any,
 ) -> App:
-    """The bench App on `store`; `settings` are `Settings` fields."""
+    """The bench App on `store` (None: `SHEPHERD_STORE`); `settings` are `Settings` fields."""
     app = App(store, alerts=(), **settings)
     agent = "remote" if sleep > 0 else "noop"
     fd = (

@@ -1,7 +1,9 @@
 """What the harness measures: completion (polled, off the engine's path) and latencies.
 
 Latencies come from the store's event log after the run: `received` (submit),
-the first `claimed`, and `processed`, per task.
+the first `claimed`, and `processed`, per task; the workloads whose client
+awaits each result (W4, W6, lone) also time it on the client's clock and sum
+up a sample as a `Spread`.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -58,6 +60,21 @@ async def wait_until(
         if done(by_state) or time.monotonic() >= deadline or (alive is not None and alive.done()):
             return by_state
         await asyncio.sleep(every)
+
+
+async def unprocessed(store: Store, task_ids: Iterable[str]) -> int:
+    """How many of `task_ids` are not `processed` in the store now (one read each).
+
+    Asked of the tasks whose result a client did not see, to tell a lost task
+    from a failed wait. The event log cannot say: on PostgreSQL it shows no
+    event newer than the oldest transaction still open on the server.
+    """
+    missing = 0
+    for task_id in task_ids:
+        task = await store.get_task(task_id)
+        if task is None or task.process_state is not ProcessState.PROCESSED:
+            missing += 1
+    return missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +130,26 @@ def percentile(values: list[float], q: float) -> float:
 def spans(start: dict[str, datetime], end: dict[str, datetime]) -> list[float]:
     """Seconds from `start` to `end` for every task that has both."""
     return [(end[k] - start[k]).total_seconds() for k in end if k in start]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spread:
+    """How many values a sample holds and where they lie, in seconds (NaN when empty)."""
+
+    n: int
+    mean_s: float
+    p50_s: float
+    p99_s: float
+    max_s: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        """The spread of `values` (seconds)."""
+        listed = list(values)
+        return cls(
+            n=len(listed),
+            mean_s=sum(listed) / len(listed) if listed else math.nan,
+            p50_s=percentile(listed, 50),
+            p99_s=percentile(listed, 99),
+            max_s=max(listed, default=math.nan),
+        )

@@ -15,6 +15,11 @@ from rich.table import Table
 
 from shepherd.bench.crash import CrashResult
 from shepherd.bench.flow import STEPS
+from shepherd.bench.latency_report import LatencyResult, render_latency
+from shepherd.bench.latency_report import targets as latency_targets
+from shepherd.bench.lone import LoneResult
+from shepherd.bench.one_by_one import OneByOneResult
+from shepherd.bench.open_loop import OpenLoopResult
 from shepherd.bench.soak_report import render_soak
 from shepherd.bench.soak_report import targets as soak_targets
 from shepherd.bench.soak_result import SoakResult
@@ -23,7 +28,7 @@ from shepherd.bench.throughput import ThroughputResult
 #: The targets of the benchmark issue.
 TARGET_WORKFLOWS_PER_S = 1000.0
 
-Result = ThroughputResult | CrashResult | SoakResult
+Result = ThroughputResult | CrashResult | SoakResult | LatencyResult
 #: The workloads that run a fixed number of workflows.
 _Counted = ThroughputResult | CrashResult
 
@@ -69,6 +74,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                 )
         elif isinstance(r, SoakResult):
             out.extend(soak_targets(r))
+        elif isinstance(r, LoneResult | OneByOneResult | OpenLoopResult):
+            out.extend(latency_targets(r))
         else:
             out.append(
                 {
@@ -184,6 +191,9 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
         ):  # fmt: skip
             table.add_row(name, value)
         console.print(table)
+    for latency in results:
+        if isinstance(latency, LoneResult | OneByOneResult | OpenLoopResult):
+            render_latency(latency, console)
     for soak in (r for r in results if isinstance(r, SoakResult)):
         render_soak(soak, console)
     goals = Table(title="Targets")

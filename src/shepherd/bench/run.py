@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 from rich.console import Console
 
 from shepherd.bench.crash import run_crash
+from shepherd.bench.lone import run_lone
+from shepherd.bench.one_by_one import run_one_by_one
+from shepherd.bench.open_loop import run_open_loop
 from shepherd.bench.report import Result, as_json, environment, render
 from shepherd.bench.soak import run_soak
 from shepherd.bench.soak_result import SoakOptions
 from shepherd.bench.throughput import run_throughput
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
 
 
 @final
@@ -35,6 +43,11 @@ class BenchOptions:
     w3_within: float = 2.0
     w3_interval: float = 0.5
     w3_in_flight: int | None = None
+    w4_n: int = 2000
+    w6_rates: tuple[float, ...] = (100.0, 500.0, 1000.0)
+    w6_seconds: float = 10.0
+    lone_n: int = 200
+    idle_seconds: float = 5.0
     timeout: float = 600.0
     minutes: float = 10.0
     rate: float = 200.0
@@ -45,15 +58,35 @@ class BenchOptions:
 
 
 def run_bench(opts: BenchOptions) -> bool:
-    """Run the workloads and print the figures; return whether every task was kept."""
+    """Run the workloads and print the figures; return whether every task was kept.
+
+    A W4, W6 or lone worker process that died before the end also makes it False.
+    """
     env = environment(opts.synchronous, opts.store or "sqlite (fresh file per workload)")
     with tempfile.TemporaryDirectory(prefix="shepherd-bench-") as tmp:
-        results = asyncio.run(_run(opts, Path(tmp)))
+        try:
+            results = asyncio.run(_terminable(_run(opts, Path(tmp))))
+        except asyncio.CancelledError:  # SIGTERM: every worker has been stopped on the way
+            raise KeyboardInterrupt from None
     if opts.as_json:
         print(as_json(results, env))
     else:
         render(results, env, Console())
-    return all(r.tasks_lost == 0 for r in results)
+    return all(r.tasks_lost == 0 and getattr(r, "worker_exit", None) is None for r in results)
+
+
+async def _terminable(run: Coroutine[Any, Any, list[Result]]) -> list[Result]:
+    """Run `run`; SIGTERM cancels it as Ctrl-C does, so that its worker processes are stopped."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await run
+    finally:
+        with contextlib.suppress(NotImplementedError):
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
@@ -75,6 +108,8 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
             )
         elif name == "soak":
             results.append(await run_soak(store, tmp, _soak(opts)))
+        elif name in ("W4", "W6", "lone"):
+            results.append(await _latency(name, store, tmp, opts, settings))
         else:
             results.append(
                 await run_crash(
@@ -84,6 +119,22 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
                 )
             )  # fmt: skip
     return results
+
+
+async def _latency(
+    name: str, store: str, tmp: Path, opts: BenchOptions, settings: dict[str, Any]
+) -> Result:
+    """W4, W6 or lone: a client in this process, the worker (or every role) as they say."""
+    if name == "W4":
+        return await run_one_by_one(store, tmp, n=opts.w4_n, budget=opts.timeout, settings=settings)
+    if name == "W6":
+        return await run_open_loop(
+            store, tmp, rates=opts.w6_rates, seconds=opts.w6_seconds, budget=opts.timeout,
+            settings=settings,
+        )  # fmt: skip
+    return await run_lone(
+        store, tmp, n=opts.lone_n, idle_s=opts.idle_seconds, budget=opts.timeout, settings=settings
+    )
 
 
 def _soak(opts: BenchOptions) -> SoakOptions:
