@@ -117,7 +117,7 @@ def spawn_worker(
         script: The worker script (default: `worker_app.py`).
         settings: Options of the script, as a mapping (for options built as data).
         **options: `pace`, `claim_batch`, `max_in_flight`, `agent_concurrency`,
-            `supervisor_interval`.
+            `supervisor_interval`, `poll_interval`.
     """
     argv = [sys.executable, str(script), store_url, "--roles", roles]
     if log_path is not None:

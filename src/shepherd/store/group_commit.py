@@ -1,12 +1,13 @@
 """Group commit: many callers' operations, one transaction.
 
-Callers `await submit(op)`; a single flusher takes every operation waiting at
-that moment and hands them to the backend's `run_batch`, which executes them
-in ONE transaction and returns one outcome per operation (a value, or an
-exception for that caller alone). While a batch commits, new operations queue
-up for the next one, so under load the number of commits stays small however
-many callers there are. Each caller's await ends only after its own operation
-is durable.
+Callers `await submit(op)`; a single flusher, started in the next turn of the
+event loop (so every coroutine ready in this turn has queued its operation by
+then), takes every operation waiting at that moment and hands them to the
+backend's `run_batch`, which executes them in ONE transaction and returns one
+outcome per operation (a value, or an exception for that caller alone). While
+a batch commits, new operations queue up for the next one, so under load the
+number of commits stays small however many callers there are. Each caller's
+await ends only after its own operation is durable.
 """
 
 from __future__ import annotations
@@ -57,8 +58,6 @@ class GroupCommitter:
         return await future
 
     async def _flush(self) -> None:
-        # Let every coroutine that is ready this turn enqueue its op first.
-        await asyncio.sleep(0)
         while self._pending:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]

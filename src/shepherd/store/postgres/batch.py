@@ -1,9 +1,13 @@
 """One group-commit transaction: its connection, its instant, and what it announces.
 
 Handlers of every kind of operation write through a `Batch`. Events are queued
-and inserted together at the end; so are the NOTIFYs, one `pg_notify` per
-channel, inside the transaction, so that other processes learn of the commit
-exactly when it becomes visible.
+and inserted together at the end, in one statement with the NOTIFYs (one
+`pg_notify` per channel), inside the transaction, so that other processes
+learn of the commit exactly when it becomes visible.
+
+The statements of a batch run in one transaction that its single Sync ends
+(see `writer`): a handler sends and reads statements, and never commits, begins
+a transaction or a pipeline of its own.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from typing import TYPE_CHECKING, Any, final
 
 from psycopg.rows import tuple_row
 
+from shepherd.errors import ShepherdError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import signals as ch
 from shepherd.store.dispatch import WriteTable
 from shepherd.store.encoding import Encoding
+from shepherd.store.ops import SubmitTask, SubmitTasks, Write
 from shepherd.store.postgres.listener import notifications
 
 if TYPE_CHECKING:
@@ -26,15 +32,24 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["WRITES", "Batch"]
+__all__ = ["INSTANT_IN_SQL", "WRITES", "Batch"]
+
+#: Operations whose handlers give the batch's instant only to statements, as
+#: `Batch.instant`: a batch of these alone need not wait to read the database's clock.
+INSTANT_IN_SQL: frozenset[type[Write[Any]]] = frozenset({SubmitTask, SubmitTasks})
+
+#: `coalesce(%b::timestamptz, now())` of `Batch.instant`: the batch's instant in SQL.
+INSTANT = "coalesce(%b::timestamptz, now())"
 
 _INSERT_EVENTS = (
     "INSERT INTO events (task_id, key, reply_to, kind, detail, at) "
-    "SELECT e.task_id, e.key, e.reply_to, e.kind, e.detail, %b "
+    f"SELECT e.task_id, e.key, e.reply_to, e.kind, e.detail, {INSTANT} "
     "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[]) "
     "WITH ORDINALITY AS e(task_id, key, reply_to, kind, detail, n) ORDER BY e.n"
 )
 _NOTIFY = "SELECT pg_notify(n.channel, n.payload) FROM unnest(%b::text[], %b::text[]) AS n(channel, payload)"
+# The events and the NOTIFYs in one statement (a data-modifying WITH always runs whole).
+_EVENTS_AND_NOTIFY = f"WITH inserted AS ({_INSERT_EVENTS}) {_NOTIFY}"
 
 
 @final
@@ -44,19 +59,48 @@ class Batch(Encoding):
     Attributes:
         conn: The transaction's connection, in pipeline mode: statements are
             sent at once and their results read when a handler needs them.
-        now: The instant of the whole batch (the database's clock, or the
-            injected test clock), like SQLite's one `now` per transaction.
         rings: Local channels to ring after commit (and to NOTIFY).
+
+    Args:
+        now: The batch's instant, or None for the transaction's own `now()`
+            not read back (a batch of `INSTANT_IN_SQL` operations only).
     """
 
     def __init__(
-        self, conn: Connection, now: datetime, *, payload_limit: int = MAX_PAYLOAD_BYTES
+        self, conn: Connection, now: datetime | None, *, payload_limit: int = MAX_PAYLOAD_BYTES
     ) -> None:
         super().__init__(payload_limit=payload_limit)
         self.conn = conn
-        self.now = now
+        self._now = now
         self.rings: set[str] = set()
         self._events: list[tuple[str, str | None, str | None, str, str]] = []
+
+    @property
+    def now(self) -> datetime:
+        """The instant of the whole batch (the database's clock, or the injected test clock).
+
+        Like SQLite's one `now` per transaction. On the database's clock it is
+        the transaction's `now()`.
+
+        Raises:
+            ShepherdError: The writer did not read it: this batch holds only
+                `INSTANT_IN_SQL` operations, whose handlers must use `instant`.
+        """
+        if self._now is None:
+            raise ShepherdError(
+                "a PostgreSQL batch handler read the batch's instant, which its operation "
+                "(in INSTANT_IN_SQL) promised to pass only to statements, as Batch.instant"
+            )
+        return self._now
+
+    @property
+    def instant(self) -> datetime | None:
+        """The batch's instant as a statement parameter, read in SQL as `INSTANT`.
+
+        None stands for the transaction's `now()`, the same instant `now` holds
+        when it was read.
+        """
+        return self._now
 
     async def send(self, query: str, params: Sequence[object] = ()) -> AsyncCursor[TupleRow]:
         """Queue one statement; its results are read later from the cursor.
@@ -86,15 +130,21 @@ class Batch(Encoding):
         self._events.append((task_id, key, reply_to, str(kind), detail))
 
     async def finish(self) -> None:
-        """Write the queued events and the NOTIFYs (still inside the transaction)."""
+        """Write the queued events and the NOTIFYs (still inside the transaction), in one statement."""
+        events: tuple[object, ...] = ()
         if self._events:
             columns = list(zip(*self._events, strict=True))
-            await self.send(_INSERT_EVENTS, (self.now, *(list(c) for c in columns)))
+            events = (self.instant, *(list(c) for c in columns))
             self._events.clear()
             self.rings.add(ch.EVENTS)
         pairs = notifications(self.rings)
-        if pairs:
-            await self.send(_NOTIFY, ([c for c, _ in pairs], [p for _, p in pairs]))
+        notify = ([c for c, _ in pairs], [p for _, p in pairs])
+        if events and pairs:
+            await self.send(_EVENTS_AND_NOTIFY, (*events, *notify))
+        elif events:
+            await self.send(_INSERT_EVENTS, events)
+        elif pairs:
+            await self.send(_NOTIFY, notify)
 
 
 #: Operation type -> the handler that runs every operation of that type in a batch.

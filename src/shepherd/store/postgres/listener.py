@@ -1,7 +1,8 @@
 """LISTEN/NOTIFY: wake-ups from other processes, on other machines.
 
-A committed batch NOTIFYs the channels it touched; every store LISTENs on a
-dedicated connection and rings the matching local `Signals` channels, so a
+A committed batch NOTIFYs the channels it touched (encoded by `store.wakeups`,
+as the SQLite store's datagrams are); every store LISTENs on a dedicated
+connection and rings the matching local `Signals` channels, so a
 role in another process wakes at once instead of at its next poll. A NOTIFY
 sent while the listener is disconnected is lost: after every reconnect the
 listener rings every channel, and the roles' polling remains the safety net.
@@ -12,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
 import psycopg
 
 from shepherd.errors import StoreUnavailableError
-from shepherd.store import signals as ch
 from shepherd.store.postgres.connection import connect
+from shepherd.store.wakeups import CHANNELS, TASK_CHANNEL, local_channels, notifications
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.connection import Connection
@@ -29,56 +30,7 @@ __all__ = ["CHANNELS", "TASK_CHANNEL", "Listener", "local_channels", "notificati
 
 log = logging.getLogger("shepherd.store.postgres")
 
-#: Local channel -> PostgreSQL channel.
-CHANNELS = {
-    ch.TASKS: "shepherd_tasks",
-    ch.REQUESTS: "shepherd_requests",
-    ch.REPLIES: "shepherd_replies",
-    ch.EVENTS: "shepherd_events",
-    ch.BREAKERS: "shepherd_breakers",
-}
-#: Carries the ids of tasks that ended (comma-separated), for result waiters.
-TASK_CHANNEL = "shepherd_task"
-
-_LOCAL = {pg: local for local, pg in CHANNELS.items()}
-_TASK_PREFIX = ch.task_channel("")
-# NOTIFY payloads must stay under 8000 bytes.
-_MAX_PAYLOAD = 7900
 _LISTEN = "; ".join(f"LISTEN {name}" for name in (*CHANNELS.values(), TASK_CHANNEL))
-
-
-def notifications(rings: Iterable[str]) -> list[tuple[str, str]]:
-    """The (channel, payload) NOTIFYs announcing local `rings`: one per channel.
-
-    Task channels are gathered into `shepherd_task` payloads of comma-separated
-    ids, as few as the payload limit allows.
-    """
-    pairs: list[tuple[str, str]] = []
-    task_ids: list[str] = []
-    for channel in sorted(rings):
-        if channel in CHANNELS:
-            pairs.append((CHANNELS[channel], ""))
-        elif channel.startswith(_TASK_PREFIX):
-            task_ids.append(channel[len(_TASK_PREFIX) :])
-    chunk: list[str] = []
-    size = 0
-    for task_id in task_ids:
-        if chunk and size + len(task_id) + 1 > _MAX_PAYLOAD:
-            pairs.append((TASK_CHANNEL, ",".join(chunk)))
-            chunk, size = [], 0
-        chunk.append(task_id)
-        size += len(task_id) + 1
-    if chunk:
-        pairs.append((TASK_CHANNEL, ",".join(chunk)))
-    return pairs
-
-
-def local_channels(channel: str, payload: str) -> list[str]:
-    """The local channels a NOTIFY on `channel` with `payload` rings."""
-    if channel == TASK_CHANNEL:
-        return [ch.task_channel(task_id) for task_id in payload.split(",") if task_id]
-    local = _LOCAL.get(channel)
-    return [] if local is None else [local]
 
 
 @final

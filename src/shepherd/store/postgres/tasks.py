@@ -42,7 +42,7 @@ from shepherd.store.ops import (
     SubmitTasks,
 )
 from shepherd.store.postgres import retention
-from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
@@ -81,16 +81,22 @@ __all__ = [
 
 _Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
 
-_INSERT_TASKS = (
+_INSERT_NEW = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
     "failure_count, not_before, reply_to, created_at, updated_at) "
-    "SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, %b, "
-    "v.reply_to, %b, %b "
+    f"SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, {INSTANT}, "
+    f"v.reply_to, {INSTANT}, {INSTANT} "
     "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[]) "
     "WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, n) "
-    "WHERE NOT EXISTS (SELECT 1 FROM tombstones d WHERE d.workflow = v.workflow AND d.key = v.key) "
+)
+_INSERT_TASKS = (
+    _INSERT_NEW
+    + "WHERE NOT EXISTS (SELECT 1 FROM tombstones d WHERE d.workflow = v.workflow AND d.key = v.key) "
     "ORDER BY v.n ON CONFLICT DO NOTHING RETURNING id"
 )
+# Tasks without a key: each is new, so nothing is read back (an id already taken
+# fails the batch, which then runs operation by operation).
+_INSERT_KEYLESS = _INSERT_NEW + "ORDER BY v.n"
 # A live task, else the tombstone of the purged one: one statement sees one or the other.
 _EXISTING = (
     "SELECT k.workflow, k.key, coalesce(t.id, d.task_id) "
@@ -204,33 +210,27 @@ async def _insert(
             first[(item.workflow, item.key)] = i
         fresh.append((i, new_task_id(), item, encoded))
     if fresh:
-        now = batch.now
-        cursor = await batch.send(
-            _INSERT_TASKS,
-            (
-                now,
-                now,
-                now,
-                [task_id for _, task_id, _, _ in fresh],
-                [item.workflow for _, _, item, _ in fresh],
-                [item.key for _, _, item, _ in fresh],
-                [encoded for _, _, _, encoded in fresh],
-                [item.complete_within for _, _, item, _ in fresh],
-                [item.reply_to for _, _, item, _ in fresh],
-            ),
-        )
-        # Sent before the insert's rows are read, run after it: a purge that committed
-        # while the insert waited on the purged task's key is seen here.
-        keys = [(item.workflow, item.key) for _, _, item, _ in fresh if item.key is not None]
-        purged = await retention.purged_keys(batch, keys) if keys else None
-        created = {task_id for (task_id,) in await cursor.fetchall()}
-        tombs = {(w, k) for w, k, _ in await purged.fetchall()} if purged is not None else set()
-        raced = [
-            t for _, t, item, _ in fresh if t in created and (item.workflow, item.key) in tombs
-        ]
-        if raced:  # the key's task was purged meanwhile: it still answers for the key
-            await batch.send(_UNDO_INSERT, (raced,))
-            created.difference_update(raced)
+        keyless = [one for one in fresh if one[2].key is None]
+        keyed = [one for one in fresh if one[2].key is not None]
+        created: set[str] = set()
+        if keyless:  # written for sure if the batch commits: a lone submit waits only for that
+            await batch.send(_INSERT_KEYLESS, _insert_params(batch, keyless))
+            created.update(task_id for _, task_id, _, _ in keyless)
+        if keyed:
+            cursor = await batch.send(_INSERT_TASKS, _insert_params(batch, keyed))
+            # Sent before the insert's rows are read, run after it: a purge that committed
+            # while the insert waited on the purged task's key is seen here.
+            keys = [(item.workflow, str(item.key)) for _, _, item, _ in keyed]
+            purged = await retention.purged_keys(batch, keys)
+            inserted = {task_id for (task_id,) in await cursor.fetchall()}
+            tombs = {(w, k) for w, k, _ in await purged.fetchall()}
+            raced = [
+                t for _, t, item, _ in keyed if t in inserted and (item.workflow, item.key) in tombs
+            ]
+            if raced:  # the key's task was purged meanwhile: it still answers for the key
+                await batch.send(_UNDO_INSERT, (raced,))
+                inserted.difference_update(raced)
+            created |= inserted
         taken = [item for _, task_id, item, _ in fresh if task_id not in created]
         existing: dict[tuple[str, str], str] = {}
         if taken:
@@ -260,6 +260,24 @@ async def _insert(
             else original
         )
     return out
+
+
+def _insert_params(
+    batch: Batch, fresh: Sequence[tuple[int, str, NewTask, str]]
+) -> tuple[object, ...]:
+    """The parameters of `_INSERT_NEW` for (index, task id, task, encoded input) rows."""
+    now = batch.instant  # in SQL only: a lone submit need not wait for the clock
+    return (
+        now,
+        now,
+        now,
+        [task_id for _, task_id, _, _ in fresh],
+        [item.workflow for _, _, item, _ in fresh],
+        [item.key for _, _, item, _ in fresh],
+        [encoded for _, _, _, encoded in fresh],
+        [item.complete_within for _, _, item, _ in fresh],
+        [item.reply_to for _, _, item, _ in fresh],
+    )
 
 
 @WRITES.handles(ClaimTasks)

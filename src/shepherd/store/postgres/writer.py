@@ -2,15 +2,23 @@
 
 The group committer hands over every operation waiting at that moment; the
 writer runs them, grouped by kind, in ONE transaction on its own connection,
-in pipeline mode (statements go out together and their results are read when
-needed), then rings the local channels. What certainly rolled back is retried:
-a deadlock or serialization failure, or a connection lost before COMMIT was
-sent. A connection lost during COMMIT leaves the outcome unknown: that batch's
-callers get CommitUnknownError saying so. A row held by another session past
-the lock timeout fails only the operation that needed it (StoreUnavailableError):
-the batch is split and the others commit. No driver error reaches a caller:
-what is not a lost or busy store becomes a ShepherdError naming the statement's
-complaint.
+in pipeline mode, then rings the local channels. Statements go out as they are
+sent and their results are read when a handler needs them; the one Sync at the
+end commits them all (PostgreSQL runs the statements before a Sync as one
+implicit transaction, rolled back whole if one fails). The batch's first
+statement asks for the database's clock; its answer is waited for at once only
+if a handler needs the instant as a value (not for `batch.INSTANT_IN_SQL`
+operations, whose statements take it themselves), and always before the Sync,
+so that a session found gone then has certainly rolled back. A lone submit
+without a key thus waits twice: for its statements, then for the commit.
+
+What certainly rolled back is retried: a deadlock or serialization failure, or
+a connection lost before the Sync was sent. A connection lost after it leaves
+the outcome unknown: that batch's callers get CommitUnknownError saying so. A
+row held by another session past the lock timeout fails only the operation
+that needed it (StoreUnavailableError): the batch is split and the others
+commit. No driver error reaches a caller: what is not a lost or busy store
+becomes a ShepherdError naming the statement's complaint.
 """
 
 from __future__ import annotations
@@ -18,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import select
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import psycopg
 
@@ -30,11 +39,15 @@ from shepherd.errors import CommitUnknownError, ShepherdError, StoreUnavailableE
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
-from shepherd.store.postgres.batch import Batch
+from shepherd.store.postgres.batch import INSTANT_IN_SQL, Batch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
 from shepherd.store.signals import Signals
+
+if TYPE_CHECKING:
+    from psycopg import AsyncCursor
+    from psycopg.rows import TupleRow
 
 __all__ = ["Writer"]
 
@@ -43,6 +56,9 @@ R = TypeVar("R")
 #: Deadlock and serialization failures roll the whole transaction back: retry it.
 _RETRY_SQLSTATES = frozenset({"40P01", "40001"})
 _ATTEMPTS = 5
+#: A new task's id drawn again (its random part too): the batch is refused.
+_UNIQUE_VIOLATION = "23505"
+_TASK_ID = "tasks_pkey"
 #: A row lock or an advisory lock not granted within the session's lock_timeout.
 _LOCK_NOT_AVAILABLE = "55P03"
 #: SQLSTATE classes and codes that mean the session is gone or going: connection
@@ -50,6 +66,9 @@ _LOCK_NOT_AVAILABLE = "55P03"
 #: session ended by `idle_in_transaction_session_timeout` (25P03).
 _LOST_CLASSES = ("08",)
 _LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25P03"})
+_ROLLBACK = "ROLLBACK"
+#: The batch's instant on the database's clock: its transaction's start.
+_NOW = "SELECT now()"
 
 
 def _is_lost(exc: psycopg.Error, conn: Connection) -> bool:
@@ -62,6 +81,31 @@ def _is_lost(exc: psycopg.Error, conn: Connection) -> bool:
         # left mid-flight); the connection cannot be trusted any more.
         return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
     return state.startswith(_LOST_CLASSES) or state in _LOST_SQLSTATES
+
+
+def _hung_up(conn: Connection) -> bool:
+    """Whether the server ended this idle session: its last words or its EOF wait on the socket.
+
+    Looked at before a batch is sent, so that a session ended meanwhile (a
+    restart, a terminated backend) is replaced first: a batch that went out
+    whole and then met the closed connection could not tell if it committed.
+    """
+    pgconn = conn.pgconn
+    try:
+        waiting = select.poll()
+        waiting.register(pgconn.socket, select.POLLIN)
+        while waiting.poll(0):
+            pgconn.consume_input()  # raises at the end of the stream
+            if pgconn.status != psycopg.pq.ConnStatus.OK:
+                return True
+    except (psycopg.Error, OSError):
+        return True
+    return False
+
+
+def _idle(conn: Connection) -> bool:
+    """Whether `conn` is outside any transaction."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 class _ConnectionLostError(Exception):
@@ -172,7 +216,7 @@ class Writer:
 
     async def _connection(self) -> Connection:
         conn = self._conn
-        if conn is None or conn.closed or conn.broken:
+        if conn is None or conn.closed or conn.broken or _hung_up(conn):
             await self._drop()
             conn = await connect(self._conninfo, self._url)
             self._set(conn)
@@ -216,6 +260,11 @@ class Writer:
         """A caller's error: ShepherdErrors as they are, driver errors as ShepherdErrors."""
         if not isinstance(exc, psycopg.Error):
             return exc
+        if exc.sqlstate == _UNIQUE_VIOLATION and exc.diag.constraint_name == _TASK_ID:
+            return StoreUnavailableError(
+                f"PostgreSQL store {self._where}: the id drawn for a new task was already "
+                "taken; nothing was written; submit again"
+            )
         if exc.sqlstate == _LOCK_NOT_AVAILABLE:
             return StoreUnavailableError(
                 f"PostgreSQL store {self._where}: a row this write needs is held by another "
@@ -262,40 +311,61 @@ class Writer:
         outcomes: list[object] = [None] * len(ops)
         conn = await self._connection()
         committing = False
+        local = self._clock.now()
         try:
-            async with conn.pipeline(), conn.transaction():
-                batch = Batch(conn, await self._now(conn), payload_limit=self.payload_limit)
+            # One transaction: everything up to the Sync that leaving the pipeline sends.
+            async with conn.pipeline():
+                clock = await conn.execute(_NOW)
+                read: datetime | None = None
+                if self._database_clock and not INSTANT_IN_SQL.issuperset(grouped):
+                    read = await self._now(clock)  # a handler needs it as a value
+                # Else the statements take their transaction's now() themselves.
+                now = read if self._database_clock else utc(local)
+                batch = Batch(conn, now, payload_limit=self.payload_limit)
                 for kind, indexes in grouped.items():
                     results = await WRITES[kind](batch, [ops[i] for i in indexes])
                     for i, result in zip(indexes, results, strict=True):
                         outcomes[i] = result
                 await batch.finish()
+                # The server answers before the commit is asked for (at once if a
+                # handler read anything): a session that is gone fails here, when
+                # the batch certainly rolled back and can be retried.
+                database_now = read or await self._now(clock)
                 committing = True
         except psycopg.Error as exc:
             if _is_lost(exc, conn):
                 raise _ConnectionLostError(exc, committing=committing) from exc
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                # Still inside the failed transaction (or pipeline): start afresh.
-                await self._drop()
+            await self._end_failed(conn)
+            raise
+        except Exception:
+            await self._end_failed(conn)
             raise
         except BaseException:
             # Cancelled mid-transaction: the next batch starts on a clean connection.
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            if not _idle(conn):
                 await self._drop()
             raise
         self.commits += 1
+        if self._database_clock:
+            self.skew = database_now - local
         return outcomes, batch.rings
 
-    async def _now(self, conn: Connection) -> datetime:
-        """The batch's instant: the transaction's `now()`, or the test clock's."""
-        local = self._clock.now()
-        if not self._database_clock:
-            return utc(local)
-        cursor = await conn.execute("SELECT now()")
+    async def _end_failed(self, conn: Connection) -> None:
+        """Roll back what a failed statement left open (the Sync ended the pipeline)."""
+        if _idle(conn):
+            return
+        try:
+            await conn.execute(_ROLLBACK)
+        except psycopg.Error:
+            await self._drop()  # cannot tell what state it is in: start afresh
+            return
+        if not _idle(conn):
+            await self._drop()
+
+    async def _now(self, cursor: AsyncCursor[TupleRow]) -> datetime:
+        """The transaction's `now()`, from the cursor of `_NOW`."""
         row = await cursor.fetchone()
         if row is None:  # pragma: no cover - SELECT now() returns one row
             raise StoreUnavailableError(f"PostgreSQL store {self._where} did not tell the time")
         (database_now,) = row
-        now = utc(database_now)
-        self.skew = now - local
-        return now
+        return utc(database_now)

@@ -1,18 +1,16 @@
 """The embedded SQLite state store: WAL, BEGIN IMMEDIATE, group commit.
 
-One connection lives on one thread; every write goes through the group
-committer, so many roles' operations share one transaction and one fsync
+One connection lives on one thread (`thread`), which runs every write in
+group commits, so many roles' operations share one transaction and one fsync
 (`writer`). Several processes may share the file (WAL, busy timeout, short
-transactions).
+transactions); a commit wakes their roles through `wakeups`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
@@ -21,13 +19,14 @@ from shepherd.errors import ConfigError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import ops
 from shepherd.store.facade import Facade
-from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.signals import Signals
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import Reading
 from shepherd.store.sqlite.connection import connect, path_from_url
 from shepherd.store.sqlite.errors import translate
 from shepherd.store.sqlite.handlers import READS
+from shepherd.store.sqlite.thread import ConnectionThread
+from shepherd.store.sqlite.wakeups import Wakeups
 from shepherd.store.sqlite.writer import Writer
 
 if TYPE_CHECKING:
@@ -59,10 +58,10 @@ class SQLiteStore(Facade):
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
         self.signals = Signals()
-        self._executor: ThreadPoolExecutor | None = None
+        self.wakeups = Wakeups(self.path, self.signals)
+        self._executor: ConnectionThread | None = None
         self._conn: sqlite3.Connection | None = None
         self._writer = Writer(url, self.clock, payload_limit=max_payload_bytes)
-        self._committer = GroupCommitter(self._run_batch)
 
     # -- life cycle --------------------------------------------------------
     async def open(self) -> None:
@@ -73,13 +72,16 @@ class SQLiteStore(Facade):
             raise StoreUnavailableError(
                 f"cannot open SQLite store {self.url!r}: directory {directory!r} does not exist"
             )
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shepherd-sqlite")
+        self._executor = ConnectionThread(
+            self._run_batch, self._after_commit, closed=self._closed, name="shepherd-sqlite"
+        )
         try:
             await self._call(self._connect)
         except BaseException:
             self._executor.shutdown(wait=False)
             self._executor = None
             raise
+        self.wakeups.open()
 
     def _connect(self) -> None:
         self._conn = connect(
@@ -92,6 +94,7 @@ class SQLiteStore(Facade):
     async def close(self) -> None:
         if self._executor is None:
             return
+        self.wakeups.close()
         conn = self._conn
         try:
             if conn is not None:
@@ -107,7 +110,7 @@ class SQLiteStore(Facade):
             await self.open()
         assert self._executor is not None
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+            return await self._executor.call(fn)
         except sqlite3.Error as exc:
             raise translate(exc, self.url) from exc
 
@@ -115,30 +118,39 @@ class SQLiteStore(Facade):
         return self.clock.now()
 
     def statistics(self) -> dict[str, float]:
-        stats = self._committer.statistics()
-        stats["commits"] = self._writer.commits
+        stats = self._writer.statistics()
+        stats.update(self.wakeups.statistics())
         return stats
 
     # -- operations --------------------------------------------------------
     def write(self, op: ops.Write[R]) -> Awaitable[R]:
         if self._executor is None:
             return self._open_then_write(op)
-        return self._committer.submit(op)
+        return self._executor.write(op)
 
     async def _open_then_write(self, op: ops.Write[R]) -> R:
         await self.open()
-        return await self._committer.submit(op)
+        assert self._executor is not None
+        return await self._executor.write(op)
 
-    async def _run_batch(self, batch: Sequence[ops.Write[Any]]) -> Sequence[object]:
-        def run() -> tuple[list[object], set[str]]:
-            conn = self._conn
-            assert conn is not None
+    def _run_batch(self, batch: Sequence[ops.Write[Any]]) -> tuple[list[object], set[str]]:
+        """Run `batch` in one transaction, on the connection's thread."""
+        conn = self._conn
+        if conn is None:
+            raise self._closed()
+        try:
             return self._writer.run(conn, batch)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.url) from exc
 
-        outcomes, rings = await self._call(run)
+    def _after_commit(self, rings: set[str]) -> None:
+        """On the event loop, once a batch has committed: wake who waits for what it changed."""
         for channel in rings:
             self.signals.ring(channel)
-        return outcomes
+        self.wakeups.announce(rings)
+
+    def _closed(self) -> StoreUnavailableError:
+        return StoreUnavailableError(f"SQLite store {self.url!r} is closed")
 
     async def read(self, op: ops.Read[R]) -> R:
         handler = READS[type(op)]

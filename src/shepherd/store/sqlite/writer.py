@@ -1,7 +1,7 @@
 """The group-commit writer: every waiting operation in one transaction, one fsync.
 
-The group committer hands over every operation waiting at that moment; the
-writer runs them on the connection's thread, grouped by kind, in ONE
+The connection's thread (`thread`) hands over every write waiting at that
+moment; the writer runs them on that thread, grouped by kind, in ONE
 transaction begun with BEGIN IMMEDIATE, each kind by its handler in
 `handlers.WRITES`. If one operation breaks the batch, the batch is rolled back and
 each operation runs alone, so only its caller sees the error; a condition of
@@ -44,11 +44,30 @@ class Writer:
         self.clock = clock
         self.payload_limit = payload_limit
         self.commits = 0
+        self.batches = 0
+        self.operations = 0
 
     def run(
         self, conn: sqlite3.Connection, ops: Sequence[Write[Any]]
     ) -> tuple[list[object], set[str]]:
         """Run `ops` on `conn` (on its thread); return their outcomes and the channels to ring."""
+        outcomes, rings = self._transaction(conn, ops)
+        self.batches += 1
+        self.operations += len(ops)
+        return outcomes, rings
+
+    def statistics(self) -> dict[str, float]:
+        """Batches run, operations carried, their mean per batch, and commits."""
+        return {
+            "batches": self.batches,
+            "operations": self.operations,
+            "ops_per_batch": self.operations / self.batches if self.batches else 0.0,
+            "commits": self.commits,
+        }
+
+    def _transaction(
+        self, conn: sqlite3.Connection, ops: Sequence[Write[Any]]
+    ) -> tuple[list[object], set[str]]:
         batch = Batch(conn, self.clock.now().timestamp(), payload_limit=self.payload_limit)
         grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
         for index, op in enumerate(ops):
@@ -80,7 +99,7 @@ class Writer:
         rings: set[str] = set()
         for index, op in enumerate(ops):
             try:
-                single, single_rings = self.run(conn, [op])
+                single, single_rings = self._transaction(conn, [op])
                 outcomes.append(single[0])
                 rings |= single_rings
             except Exception as err:
