@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+if TYPE_CHECKING:
+    import psycopg
 
 _READ = "SELECT xact_commit, xact_rollback, numbackends FROM pg_stat_database WHERE datname = %s"
 
@@ -28,11 +29,17 @@ class XactCounter:
     """Reads `xact_commit` of the store's database, once every store connection is gone."""
 
     def __init__(self, url: str) -> None:
+        # Imported here: a SQLite-only install (the demo's) has no psycopg, and
+        # `shepherd bench` on SQLite must not need it.
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
         self.url = url
         self.dbname = str(conninfo_to_dict(url).get("dbname") or "")
         self._monitors = [make_conninfo(url, dbname=db) for db in ("postgres", "template1")]
 
     async def _connect(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
+        import psycopg
+
         last: Exception | None = None
         for conninfo in self._monitors:
             try:
