@@ -188,8 +188,10 @@ def dumps_error(value: JsonValue, *, limit: int = MAX_PAYLOAD_BYTES) -> str:
 def dumps_detail(value: JsonValue, /, **embedded: str) -> str:
     """Encode a value the store writes of its own: an event's detail, a crash list, names.
 
-    Checked like a payload (JSON only, no NUL) but with no size limit: it is
-    made of names and numbers, and of values already encoded within theirs.
+    The store builds it of str keys, names, numbers and values already encoded,
+    a few levels deep: it is checked for JSON, NUL characters and lone
+    surrogates (which a name or a reason could carry), not for key clashes or
+    depth, and has no size limit.
 
     Args:
         value: The value; a dict if `embedded` is given.
@@ -204,7 +206,17 @@ def dumps_detail(value: JsonValue, /, **embedded: str) -> str:
         PayloadError: `value` is not JSON, or holds a NUL or a lone surrogate.
         TypeError: `embedded` is given but `value` is not a dict.
     """
-    text = dumps(value, limit=sys.maxsize)
+    try:
+        text = _ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        text = dumps(value, limit=sys.maxsize)  # raises the PayloadError that says why
+    # The store builds these objects itself, with str keys and a few levels:
+    # only what a name or a reason inside could carry is checked (no key
+    # clash, no depth walk), on the hot path of every step.
+    if not text.isascii():
+        _check_size(text, sys.maxsize)
+    if "\\u0000" in text:
+        _check_content(text)
     if not embedded:
         return text
     if not isinstance(value, dict):

@@ -1,6 +1,6 @@
 """Group commit: many callers' operations, one transaction.
 
-Callers `await submit(op)`; a single flusher, started in the next turn of the
+Callers await the future `submit(op)` returns; a single flusher, started in the next turn of the
 event loop (so every coroutine ready in this turn has queued its operation by
 then), takes every operation waiting at that moment and hands them to the
 backend's `run_batch`, which executes them in ONE transaction and returns one
@@ -48,14 +48,19 @@ class GroupCommitter:
         self.batches = 0
         self.operations = 0
 
-    async def submit(self, op: Write[R]) -> R:
-        """Queue one operation and wait until its batch has committed."""
+    def submit(self, op: Write[R]) -> asyncio.Future[R]:
+        """Queue one operation; its outcome, once its batch has committed, as a future."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         self._pending.append(Pending(op, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
-        return await future
+        return future
+
+    async def drain(self) -> None:
+        """Wait until every operation queued so far has been run (or failed)."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.wait([self._flusher])
 
     async def _flush(self) -> None:
         while self._pending:

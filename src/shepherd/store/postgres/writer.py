@@ -151,8 +151,6 @@ class Writer:
         self._conn: Connection | None = None
         self._open = False
         self._lock: asyncio.Lock | None = None
-        self._inflight = 0
-        self._idle: asyncio.Event | None = None
         #: The writer connection's backend pid (its NOTIFYs need no delivery here).
         self.pid: int | None = None
         #: The database's clock minus the local one, measured at every batch.
@@ -175,25 +173,15 @@ class Writer:
 
     async def stop(self) -> None:
         """Let queued operations finish, then close the connection."""
-        while self._inflight:
-            if self._idle is None:
-                self._idle = asyncio.Event()
-            self._idle.clear()
-            await self._idle.wait()
+        await self._committer.drain()
         self._open = False
         # A caller cancelled mid-write leaves its batch running: let it end first.
         async with self._guard():
             await self._drop()
 
-    async def submit(self, op: Write[R]) -> R:
-        """Queue one operation; return its outcome once its batch has committed."""
-        self._inflight += 1
-        try:
-            return await self._committer.submit(op)
-        finally:
-            self._inflight -= 1
-            if not self._inflight and self._idle is not None:
-                self._idle.set()
+    def submit(self, op: Write[R]) -> asyncio.Future[R]:
+        """Queue one operation; its outcome once its batch has committed, as a future."""
+        return self._committer.submit(op)
 
     def statistics(self) -> dict[str, float]:
         """Batches, operations, ops per batch, commits, and batches retried."""
