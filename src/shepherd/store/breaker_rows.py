@@ -59,6 +59,9 @@ class BreakerCol(Columns):
     VERSION: ClassVar[int]
 
 
+BREAKER_COLUMNS = BreakerCol.select()
+
+
 class BreakerEventCol(Columns):
     """A row of BREAKER_EVENT_COLUMNS."""
 
@@ -70,8 +73,10 @@ class BreakerEventCol(Columns):
     AT: ClassVar[int]
 
 
-BREAKER_COLUMNS = BreakerCol.select()
 BREAKER_EVENT_COLUMNS = BreakerEventCol.select()
+
+# Stored states to their members, looked up on every row (cheaper than `BreakerState(value)`).
+_STATES = {state.value: state for state in BreakerState}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +108,7 @@ def breaker_from_row(row: Row, instant: Instant) -> Breaker:
 
     return Breaker(
         service=row[BreakerCol.SERVICE],
-        state=BreakerState(row[BreakerCol.STATE]),
+        state=_STATES[row[BreakerCol.STATE]],
         consecutive_failures=row[BreakerCol.CONSECUTIVE_FAILURES],
         window_started_at=at(BreakerCol.WINDOW_STARTED_AT),
         window_calls=row[BreakerCol.WINDOW_CALLS],
@@ -139,13 +144,14 @@ def breaker_fields(b: Breaker, stored: Callable[[datetime], T]) -> tuple[object,
 
 def breaker_event_from_row(row: Row, instant: Instant) -> BreakerEvent:
     """A BreakerEvent from a row of BREAKER_EVENT_COLUMNS."""
+    event_id, service, from_state, to_state, detail, at = row
     return BreakerEvent(
-        id=row[BreakerEventCol.ID],
-        service=row[BreakerEventCol.SERVICE],
-        from_state=BreakerState(row[BreakerEventCol.FROM_STATE]),
-        to_state=BreakerState(row[BreakerEventCol.TO_STATE]),
-        detail=load(row[BreakerEventCol.DETAIL]),
-        at=instant(row[BreakerEventCol.AT]),
+        id=event_id,
+        service=service,
+        from_state=_STATES[from_state],
+        to_state=_STATES[to_state],
+        detail=load(detail),
+        at=instant(at),
     )
 
 

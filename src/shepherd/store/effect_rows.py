@@ -9,20 +9,24 @@ writer's own `WHERE`, then appends the event and rings the channels.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, final
 
-from shepherd.core.effects import UNCHANGED, Claim
+from shepherd.core.effects import UNCHANGED, Claim, on_fail, on_finish, on_start_compensation
+from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
+from shepherd.store.ops import FailTask, StartCompensation
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.core.effects import TaskEffect
     from shepherd.core.records import JsonValue
+    from shepherd.store.ops import FinishTask
 
-__all__ = ["EffectRow", "Encoder", "effect_row"]
+__all__ = ["EffectRow", "Encoder", "effect_row", "owner_effect", "plan_finishes"]
 
 
 class Encoder(Protocol):
@@ -118,3 +122,47 @@ def effect_row(task_id: str, effect: TaskEffect, encoder: Encoder) -> EffectRow:
         detail=detail,
         rings=(*rings, ch.task_channel(task_id)) if effect.terminal else rings,
     )
+
+
+def plan_finishes(
+    ops: Iterable[FinishTask], owners: Mapping[str, tuple[int, str | None]], encoder: Encoder
+) -> tuple[list[object], list[tuple[EffectRow, int, str]]]:
+    """The owners' `finish` operations, fenced and encoded: what each returns, and what to write.
+
+    Args:
+        ops: The operations, in order.
+        owners: task id -> (lock_epoch, locked_by), read under the batch's lock.
+        encoder: Encodes the results within the store's payload limit.
+
+    Returns:
+        One outcome per operation (None; `StaleEpochError` where its owner and
+        epoch no longer hold the task; `PayloadError` where its result is
+        refused), and (row, epoch, owner) for each finish that stands, in
+        order: a task finished twice is written with its last row.
+    """
+    out: list[object] = []
+    writes: list[tuple[EffectRow, int, str]] = []
+    for op in ops:
+        task_id, owner, epoch = op.task_id, op.owner, op.epoch
+        if owners.get(task_id) != (epoch, owner):
+            out.append(StaleEpochError(task_id, epoch))
+            continue
+        try:
+            row = effect_row(task_id, on_finish(op.result), encoder)
+        except PayloadError as exc:
+            out.append(exc)
+            continue
+        writes.append((row, epoch, owner))
+        out.append(None)
+    return out, writes
+
+
+def owner_effect(op: FailTask | StartCompensation) -> TaskEffect:
+    """What an owner's `fail` or `start_compensation` does to its task (`core.effects`).
+
+    Raises:
+        ValueError: A `fail` into a state a task cannot fail into.
+    """
+    if isinstance(op, FailTask):
+        return on_fail(op.state, op.error)
+    return on_start_compensation(op.error)

@@ -38,14 +38,31 @@ class Facade(ABC):
 
     signals: Signals
 
-    # -- what a backend supplies ------------------------------------------
-    @abstractmethod
     def write(self, op: ops.Write[R]) -> Awaitable[R]:
         """Run `op` in the next group-commit transaction; its outcome once durable.
 
-        Not a coroutine function itself: a backend hands back the group
-        committer's awaitable, so a write costs no extra frame on the hot path.
+        Not a coroutine function itself: it hands back the backend's awaitable
+        (`queue`), so a write costs no extra frame on the hot path; a store not
+        yet open is opened first.
         """
+        queued = self.queue(op)
+        return self._open_then_write(op) if queued is None else queued
+
+    async def _open_then_write(self, op: ops.Write[R]) -> R:
+        await self.open()
+        queued = self.queue(op)
+        if queued is None:  # closed again meanwhile
+            raise self.closed_error()
+        return await queued
+
+    # -- what a backend supplies ------------------------------------------
+    @abstractmethod
+    def queue(self, op: ops.Write[R]) -> Awaitable[R] | None:
+        """Queue `op` for the next group commit; None if the store is not open."""
+
+    @abstractmethod
+    def closed_error(self) -> Exception:
+        """The error a caller of a closed store gets."""
 
     @abstractmethod
     async def read(self, op: ops.Read[R]) -> R:

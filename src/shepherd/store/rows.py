@@ -2,7 +2,8 @@
 
 Each column list is a `Columns` class whose constants are the positions of its
 columns (`row[TaskCol.NOT_BEFORE]`); the SELECT list is made from the same
-class, so a position cannot drift from the statement. Rows stay plain tuples
+class, so a position cannot drift from the statement. A record of a few
+columns unpacks its row in the declared order instead. Rows stay plain tuples
 (no dict or named rows: the hot paths build thousands of records a second).
 Each backend makes one `Records` with its `instant`, which turns its native
 time column (unix seconds for SQLite, timestamptz for PostgreSQL) into an
@@ -192,6 +193,12 @@ LEASE_COLUMNS = LeaseCol.select()
 TOMBSTONE_COLUMNS = TombstoneCol.select()
 OWNER_COLUMNS = OwnerCol.select()
 
+# Stored values to their members, looked up on every row: a dict lookup costs a
+# fraction of the enum's own call (`ProcessState(value)`).
+_PROCESS_STATES = {state.value: state for state in ProcessState}
+_STEP_KINDS = {kind.value: kind for kind in StepKind}
+_STEP_STATES = {state.value: state for state in StepState}
+
 
 class Owners(dict[str, tuple[int, str | None]]):
     """task id -> (lock_epoch, locked_by) as a batch found them; (key, reply_to) in `meta`."""
@@ -202,10 +209,10 @@ class Owners(dict[str, tuple[int, str | None]]):
 
     def add(self, rows: Iterable[Row]) -> None:
         """Add rows of OWNER_COLUMNS."""
-        for row in rows:
-            task_id = row[OwnerCol.ID]
-            self[task_id] = (row[OwnerCol.LOCK_EPOCH], row[OwnerCol.LOCKED_BY])
-            self.meta[task_id] = (row[OwnerCol.KEY], row[OwnerCol.REPLY_TO])
+        meta = self.meta
+        for task_id, lock_epoch, locked_by, key, reply_to in rows:
+            self[task_id] = (lock_epoch, locked_by)
+            meta[task_id] = (key, reply_to)
 
 
 def unix_instant(value: float) -> datetime:
@@ -242,7 +249,7 @@ class Records:
             input=load_stored(row[TaskCol.INPUT]),
             result=load_stored(row[TaskCol.RESULT]),
             error=load_stored(row[TaskCol.ERROR]),
-            process_state=ProcessState(row[TaskCol.PROCESS_STATE]),
+            process_state=_PROCESS_STATES[row[TaskCol.PROCESS_STATE]],
             locked_by=row[TaskCol.LOCKED_BY],
             lock_epoch=row[TaskCol.LOCK_EPOCH],
             complete_by=None if complete_by is None else instant(complete_by),
@@ -264,9 +271,9 @@ class Records:
         return Step(
             task_id=row[StepCol.TASK_ID],
             seq=row[StepCol.SEQ],
-            kind=StepKind(row[StepCol.KIND]),
+            kind=_STEP_KINDS[row[StepCol.KIND]],
             agent=row[StepCol.AGENT],
-            state=StepState(row[StepCol.STATE]),
+            state=_STEP_STATES[row[StepCol.STATE]],
             attempt=row[StepCol.ATTEMPT],
             complete_by=None if complete_by is None else self.instant(complete_by),
             request=load_stored(row[StepCol.REQUEST] if override is None else override),
@@ -286,7 +293,7 @@ class Records:
             seq=row[RequestCol.SEQ],
             attempt=row[RequestCol.ATTEMPT],
             lock_epoch=row[RequestCol.LOCK_EPOCH],
-            kind=StepKind(row[RequestCol.KIND]),
+            kind=_STEP_KINDS[row[RequestCol.KIND]],
             payload=load_stored(row[RequestCol.PAYLOAD]),
             complete_by=self.instant(row[RequestCol.COMPLETE_BY]),
             within=row[RequestCol.WITHIN],
@@ -296,32 +303,30 @@ class Records:
 
     def event(self, row: Row) -> Event:
         """An Event from a row of EVENT_COLUMNS."""
+        event_id, task_id, key, reply_to, kind, detail, at = row
         return Event(
-            id=row[EventCol.ID],
-            task_id=row[EventCol.TASK_ID],
-            key=row[EventCol.KEY],
-            reply_to=row[EventCol.REPLY_TO],
-            kind=row[EventCol.KIND],
-            detail=load_stored(row[EventCol.DETAIL]),
-            at=self.instant(row[EventCol.AT]),
+            id=event_id,
+            task_id=task_id,
+            key=key,
+            reply_to=reply_to,
+            kind=kind,
+            detail=load_stored(detail),
+            at=self.instant(at),
         )
 
     def lease(self, row: Row) -> Lease:
         """A Lease from a row of LEASE_COLUMNS."""
-        return Lease(
-            name=row[LeaseCol.NAME],
-            holder=row[LeaseCol.HOLDER],
-            epoch=row[LeaseCol.EPOCH],
-            expires_at=self.instant(row[LeaseCol.EXPIRES_AT]),
-        )
+        name, holder, epoch, expires_at = row
+        return Lease(name=name, holder=holder, epoch=epoch, expires_at=self.instant(expires_at))
 
     def tombstone(self, row: Row) -> Tombstone:
         """A Tombstone from a row of TOMBSTONE_COLUMNS."""
+        task_id, workflow, key, process_state, ended_at, purged_at = row
         return Tombstone(
-            task_id=row[TombstoneCol.TASK_ID],
-            workflow=row[TombstoneCol.WORKFLOW],
-            key=row[TombstoneCol.KEY],
-            process_state=ProcessState(row[TombstoneCol.PROCESS_STATE]),
-            ended_at=self.instant(row[TombstoneCol.ENDED_AT]),
-            purged_at=self.instant(row[TombstoneCol.PURGED_AT]),
+            task_id=task_id,
+            workflow=workflow,
+            key=key,
+            process_state=_PROCESS_STATES[process_state],
+            ended_at=self.instant(ended_at),
+            purged_at=self.instant(purged_at),
         )

@@ -1,49 +1,47 @@
-"""The WHERE clause of `list_tasks`, for both backends (only the placeholder differs)."""
+"""The WHERE clause of `list_tasks`, for both backends (the placeholder and the time type differ)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from shepherd.core.states import ProcessState
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shepherd.store.ops import ListTasks
 
 __all__ = ["task_filter"]
 
 
 def task_filter(
-    *,
-    mark: str,
-    states: Sequence[ProcessState] = (),
-    workflow: str | None = None,
-    key: str | None = None,
-    id_prefix: str | None = None,
-    updated_since: object = None,
+    op: ListTasks, *, mark: str, instant: Callable[[datetime], object] = lambda at: at
 ) -> tuple[str, list[object]]:
-    """(" WHERE ...", parameters) selecting the tasks that match every filter given.
+    """(" WHERE ...", parameters) selecting the tasks that match every filter `op` gives.
 
     Args:
+        op: The listing: only tasks in one of its `states` (all when empty), of
+            its `workflow`, with its business `key`, whose id starts with its
+            `id_prefix`, last changed at or after its `updated_since`; a filter
+            left None does not apply.
         mark: The backend's placeholder (`?` or `%s`).
-        states: Only tasks in one of these states (all when empty).
-        workflow: Only tasks of this workflow.
-        key: Only tasks with this business key.
-        id_prefix: Only tasks whose id starts with this text.
-        updated_since: Only tasks last changed at or after this instant, in the
-            backend's time column type (None: no bound).
+        instant: Turns `updated_since` into the backend's time column type.
 
     Returns:
         The clause (empty when no filter is given) and its parameters, in order.
     """
     conditions: list[str] = []
     params: list[object] = []
-    if states:
-        conditions.append(f"process_state IN ({', '.join([mark] * len(states))})")
-        params.extend(str(state) for state in states)
+    if op.states:
+        conditions.append(f"process_state IN ({', '.join([mark] * len(op.states))})")
+        params.extend(str(state) for state in op.states)
+    since = op.updated_since
     # (condition, its parameter): a filter applies when its parameter is given.
     optional: tuple[tuple[str, object], ...] = (
-        (f"workflow = {mark}", workflow),
-        (f"key = {mark}", key),
+        (f"workflow = {mark}", op.workflow),
+        (f"key = {mark}", op.key),
         # The length is an int of ours, not user text: safe to write inline.
-        (f"substr(id, 1, {len(id_prefix or '')}) = {mark}", id_prefix),
-        (f"updated_at >= {mark}", updated_since),
+        (f"substr(id, 1, {len(op.id_prefix or '')}) = {mark}", op.id_prefix),
+        (f"updated_at >= {mark}", None if since is None else instant(since)),
     )
     for condition, value in optional:
         if value is not None:

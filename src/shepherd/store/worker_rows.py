@@ -45,15 +45,15 @@ def _names(text: str) -> tuple[str, ...]:
 
 def worker_from_row(row: Row, instant: Instant) -> Worker:
     """A Worker from a row of WORKER_COLUMNS."""
-    stopped_at, died_at = row[WorkerCol.STOPPED_AT], row[WorkerCol.DIED_AT]
+    instance, host, pid, roles, agents, started_at, beat_at, stopped_at, died_at = row
     return Worker(
-        instance=row[WorkerCol.INSTANCE],
-        host=row[WorkerCol.HOST],
-        pid=row[WorkerCol.PID],
-        roles=_names(row[WorkerCol.ROLES]),
-        agents=_names(row[WorkerCol.AGENTS]),
-        started_at=instant(row[WorkerCol.STARTED_AT]),
-        beat_at=instant(row[WorkerCol.BEAT_AT]),
+        instance=instance,
+        host=host,
+        pid=pid,
+        roles=_names(roles),
+        agents=_names(agents),
+        started_at=instant(started_at),
+        beat_at=instant(beat_at),
         stopped_at=None if stopped_at is None else instant(stopped_at),
         died_at=None if died_at is None else instant(died_at),
     )

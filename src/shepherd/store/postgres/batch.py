@@ -118,10 +118,16 @@ class Batch(Encoding):
         (value,) = row
         return value
 
+    async def first_rows(
+        self, query: str, params: Iterable[Sequence[object]]
+    ) -> list[TupleRow | None]:
+        """Send one statement per parameter set (all at once), then each one's first row, or None."""
+        cursors = [await self.send(query, one) for one in params]
+        return [await cursor.fetchone() for cursor in cursors]
+
     async def found(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
         """Send one statement per parameter set (all at once), then whether each returned a row."""
-        cursors = [await self.send(query, one) for one in params]
-        return [await cursor.fetchone() is not None for cursor in cursors]
+        return [row is not None for row in await self.first_rows(query, params)]
 
     def event(
         self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str

@@ -64,15 +64,10 @@ _DROP_REQUESTS = (
 async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases; None where someone else holds an unexpired one."""
     now = batch.now
-    cursors = [
-        await batch.send(_ACQUIRE, (op.name, op.holder, now + timedelta(seconds=op.ttl), now))
-        for op in ops
-    ]
-    out: list[object] = []
-    for cursor in cursors:
-        row = await cursor.fetchone()
-        out.append(None if row is None else lease_from_row(row))
-    return out
+    rows = await batch.first_rows(
+        _ACQUIRE, [(op.name, op.holder, now + timedelta(seconds=op.ttl), now) for op in ops]
+    )
+    return [None if row is None else lease_from_row(row) for row in rows]
 
 
 @WRITES.handles(ReleaseLease)

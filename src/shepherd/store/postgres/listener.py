@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
@@ -59,8 +60,7 @@ class Listener:
         retry_initial: float = 0.05,
         retry_max: float = 2.0,
     ) -> None:
-        self._conninfo = conninfo
-        self._url = url
+        self._new_connection = functools.partial(connect, conninfo, url)
         self._signals = signals
         self._own_pid = own_pid
         self.check_interval = check_interval
@@ -111,7 +111,7 @@ class Listener:
         }
 
     async def _connect(self) -> Connection:
-        conn = await connect(self._conninfo, self._url)
+        conn = await self._new_connection()
         try:
             await conn.execute(_LISTEN)
         except BaseException:

@@ -69,29 +69,6 @@ _INSERT_REQUESTS = (
     "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
     "complete_by, within, retry, suspect, n) ORDER BY v.n"
 )
-_TAKE_REPLIES = (
-    f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
-    "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
-    "WHERE t.locked_by = %b ORDER BY r.id LIMIT %b FOR UPDATE OF t"
-)
-# The reply's body becomes the step's result (completed) or error (failed).
-_RECORD = (
-    "UPDATE steps s SET state = %b, {column} = v.body, finished_at = %b "
-    "FROM unnest(%b::text[], %b::int[], %b::text[]) AS v(task_id, seq, body) "
-    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
-)
-_COMPLETED = _RECORD.format(column="result")
-_FAILED = _RECORD.format(column="error")
-_COMPENSATED = (
-    "UPDATE steps s SET state = 'compensated' "
-    "FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq) "
-    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
-)
-_TOUCH = (
-    "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second', "
-    "updated_at = %b WHERE id = ANY(%b::text[])"
-)
-_DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%b::bigint[])"
 
 
 @WRITES.handles(StartStep)
@@ -120,6 +97,32 @@ async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
     return [*plan.out]
+
+
+# -- replies -------------------------------------------------------------------
+_TAKE_REPLIES = (
+    f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
+    "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
+    "WHERE t.locked_by = %b ORDER BY r.id LIMIT %b FOR UPDATE OF t"
+)
+# The reply's body becomes the step's result (completed) or error (failed).
+_RECORD = (
+    "UPDATE steps s SET state = %b, {column} = v.body, finished_at = %b "
+    "FROM unnest(%b::text[], %b::int[], %b::text[]) AS v(task_id, seq, body) "
+    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
+)
+_COMPLETED = _RECORD.format(column="result")
+_FAILED = _RECORD.format(column="error")
+_COMPENSATED = (
+    "UPDATE steps s SET state = 'compensated' "
+    "FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq) "
+    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
+)
+_TOUCH = (
+    "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second', "
+    "updated_at = %b WHERE id = ANY(%b::text[])"
+)
+_DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%b::bigint[])"
 
 
 def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:

@@ -203,14 +203,11 @@ class PostgresStore(Facade):
         return stats
 
     # -- operations --------------------------------------------------------
-    def write(self, op: ops.Write[R]) -> Awaitable[R]:
-        if self._pool is None:
-            return self._open_then_write(op)
-        return self._writer.submit(op)
+    def queue(self, op: ops.Write[R]) -> Awaitable[R] | None:
+        return None if self._pool is None else self._writer.submit(op)
 
-    async def _open_then_write(self, op: ops.Write[R]) -> R:
-        await self.open()
-        return await self._writer.submit(op)
+    def closed_error(self) -> StoreUnavailableError:
+        return StoreUnavailableError(f"PostgreSQL store {self._where} is closed")
 
     async def read(self, op: ops.Read[R]) -> R:
         # The table is the one untyped seam: READS files each handler under the
@@ -226,7 +223,7 @@ class PostgresStore(Facade):
             await self.open()
             pool = self._pool
         if pool is None:  # pragma: no cover - open() raises instead
-            raise StoreUnavailableError(f"PostgreSQL store {self._where} is closed")
+            raise self.closed_error()
         try:
             return await _fetch_on(pool, query, params)
         except psycopg.OperationalError:

@@ -15,37 +15,25 @@ exactly as the SQLite store decides them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from shepherd.core.effects import on_fail, on_finish, on_start_compensation
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import PayloadError, StaleEpochError, StoreUnavailableError
+from shepherd.errors import StaleEpochError, StoreUnavailableError
 from shepherd.payloads import dumps_detail
+from shepherd.store import ops
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
-from shepherd.store.effect_rows import effect_row
+from shepherd.store.effect_rows import effect_row, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
-from shepherd.store.ops import (
-    ClaimTasks,
-    CountTasks,
-    CountWorkflowTasks,
-    FailTask,
-    FinishTask,
-    GetTask,
-    ListTasks,
-    ReleaseTasks,
-    StartCompensation,
-    SubmitTask,
-    SubmitTasks,
-)
 from shepherd.store.postgres import retention
 from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
+    OWNER_COLUMNS,
     STEP_COLUMNS,
     STEP_COLUMNS_S,
     TASK_COLUMNS,
@@ -56,17 +44,16 @@ from shepherd.store.postgres.rows import (
     step_from_row,
     task_from_row,
 )
+from shepherd.store.rows import Owners
 from shepherd.store.submits import Plan
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
-    from shepherd.core.effects import TaskEffect
     from shepherd.store.effect_rows import EffectRow
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = [
-    "Owners",
     "claim",
     "columns",
     "fail",
@@ -78,8 +65,6 @@ __all__ = [
     "submit",
     "submit_many",
 ]
-
-_Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
 
 _INSERT_NEW = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
@@ -120,8 +105,7 @@ _STEPS_OF = (
 )
 # Ordered by id so that concurrent batches lock shared tasks in the same order.
 _LOCK_OWNERS = (
-    "SELECT id, lock_epoch, locked_by, key, reply_to FROM tasks "
-    "WHERE id = ANY(%b::text[]) ORDER BY id FOR UPDATE"
+    f"SELECT {OWNER_COLUMNS} FROM tasks WHERE id = ANY(%b::text[]) ORDER BY id FOR UPDATE"
 )
 # The owner's fence: the task is still held by that owner, at that epoch.
 _OWNED = UPDATE + " WHERE id = %s AND lock_epoch = %s AND locked_by = %s RETURNING key, reply_to"
@@ -137,14 +121,6 @@ _RELEASE = (
 )
 
 
-class Owners(dict[str, tuple[int, str | None]]):
-    """task id -> (lock_epoch, locked_by) as the batch found them; (key, reply_to) in `meta`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.meta: dict[str, tuple[str | None, str | None]] = {}
-
-
 async def lock_owners(batch: Batch, task_ids: Sequence[str]) -> Owners:
     """Lock the tasks (`FOR UPDATE`, in id order) and read their fencing columns.
 
@@ -153,9 +129,7 @@ async def lock_owners(batch: Batch, task_ids: Sequence[str]) -> Owners:
     """
     found = Owners()
     cursor = await batch.send(_LOCK_OWNERS, (list(dict.fromkeys(task_ids)),))
-    for task_id, epoch, owner, key, reply_to in await cursor.fetchall():
-        found[task_id] = (epoch, owner)
-        found.meta[task_id] = (key, reply_to)
+    found.add(await cursor.fetchall())
     return found
 
 
@@ -169,15 +143,15 @@ def limit_of(limit: int) -> int | None:
     return None if limit < 0 else limit
 
 
-@WRITES.handles(SubmitTask)
-async def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
+@WRITES.handles(ops.SubmitTask)
+async def submit(batch: Batch, ops: Sequence[ops.SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     tasks = [op.task for op in ops]
     return await _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
 
 
-@WRITES.handles(SubmitTasks)
-async def submit_many(batch: Batch, ops: Sequence[SubmitTasks]) -> list[object]:
+@WRITES.handles(ops.SubmitTasks)
+async def submit_many(batch: Batch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
     """Insert each operation's tasks, all or none, as `submit` inserts one."""
     plan = Plan.of(batch, ops)
     return plan.finish(await _insert(batch, plan.tasks, plan.encoded))
@@ -280,8 +254,8 @@ def _insert_params(
     )
 
 
-@WRITES.handles(ClaimTasks)
-async def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
+@WRITES.handles(ops.ClaimTasks)
+async def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
     out: list[object] = []
     now = batch.now
@@ -306,46 +280,36 @@ async def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     return out
 
 
-@WRITES.handles(FinishTask)
-async def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
+@WRITES.handles(ops.FinishTask)
+async def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     owners = await lock_owners(batch, [op.task_id for op in ops])
-    out: list[object] = []
+    out, writes = plan_finishes(ops, owners, batch)
     done: dict[str, tuple[EffectRow, int, str]] = {}
-    for op in ops:
-        task_id, owner, epoch = op.task_id, op.owner, op.epoch
-        if owners.get(task_id) != (epoch, owner):
-            out.append(StaleEpochError(task_id, epoch))
-            continue
-        try:
-            row = effect_row(task_id, on_finish(op.result), batch)
-        except PayloadError as exc:
-            out.append(exc)
-            continue
-        done[task_id] = (row, epoch, owner)  # the last one wins, as one by one
-        written(batch, row, *owners.meta[task_id])
-        out.append(None)
+    for row, epoch, owner in writes:
+        written(batch, row, *owners.meta[row.task_id])
+        done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
     if done:
         await batch.send(UPDATE_EACH, params_each(done.values(), batch.now))
     return out
 
 
-@WRITES.handles(FailTask)
-async def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
+@WRITES.handles(ops.FailTask)
+async def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
-    return await _write_owned(batch, ops, lambda op: on_fail(op.state, op.error))
+    return await _write_owned(batch, ops)
 
 
-@WRITES.handles(StartCompensation)
-async def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
+@WRITES.handles(ops.StartCompensation)
+async def start_compensation(batch: Batch, ops: Sequence[ops.StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
-    return await _write_owned(batch, ops, lambda op: on_start_compensation(op.error))
+    return await _write_owned(batch, ops)
 
 
 async def _write_owned(
-    batch: Batch, ops: Sequence[_Owned], decide: Callable[[_Owned], TaskEffect]
+    batch: Batch, ops: Sequence[ops.FailTask | ops.StartCompensation]
 ) -> list[object]:
-    """Write the effect `decide` makes of each operation, fenced by its owner and epoch.
+    """Write the effect each operation has (`owner_effect`), fenced by its owner and epoch.
 
     All are sent, then all are read; the requests of the tasks changed go at once.
     """
@@ -353,7 +317,7 @@ async def _write_owned(
     sent = []
     for i, op in enumerate(ops):
         try:
-            row = effect_row(op.task_id, decide(op), batch)
+            row = effect_row(op.task_id, owner_effect(op), batch)
         except ValueError as exc:  # a state a task cannot fail into
             out[i] = exc
             continue
@@ -373,8 +337,8 @@ async def _write_owned(
     return out
 
 
-@WRITES.handles(ReleaseTasks)
-async def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
+@WRITES.handles(ops.ReleaseTasks)
+async def release(batch: Batch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     now = batch.now
     cursors = [await batch.send(_RELEASE, (now, now, op.owner, list(op.task_ids))) for op in ops]
@@ -398,8 +362,8 @@ _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = %s GROUP BY process_state"
 
 
-@READS.handles(GetTask)
-async def get_task(reader: Reader, op: GetTask) -> Task | None:
+@READS.handles(ops.GetTask)
+async def get_task(reader: Reader, op: ops.GetTask) -> Task | None:
     """The task with its steps in order, or None."""
     rows = await reader.fetch(_GET_TASK, (op.task_id,))
     if not rows:
@@ -408,29 +372,24 @@ async def get_task(reader: Reader, op: GetTask) -> Task | None:
     return task_from_row(rows[0][:TASK_WIDTH], found)
 
 
-@READS.handles(ListTasks)
-async def list_tasks(reader: Reader, op: ListTasks) -> list[Task]:
+@READS.handles(ops.ListTasks)
+async def list_tasks(reader: Reader, op: ops.ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
-    where, params = task_filter(
-        mark="%s",
-        states=op.states,
-        workflow=op.workflow,
-        key=op.key,
-        id_prefix=op.id_prefix,
-        updated_since=op.updated_since,
-    )
+    where, params = task_filter(op, mark="%s")
     rows = await reader.fetch(_LIST.format(where=where), (*params, limit_of(op.limit)))
     return [task_from_row(r) for r in rows]
 
 
-@READS.handles(CountTasks)
-async def count_tasks(reader: Reader, op: CountTasks) -> dict[ProcessState, int]:
+@READS.handles(ops.CountTasks)
+async def count_tasks(reader: Reader, op: ops.CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     return {ProcessState(state): int(n) for state, n in await reader.fetch(_COUNT)}
 
 
-@READS.handles(CountWorkflowTasks)
-async def count_workflow_tasks(reader: Reader, op: CountWorkflowTasks) -> dict[ProcessState, int]:
+@READS.handles(ops.CountWorkflowTasks)
+async def count_workflow_tasks(
+    reader: Reader, op: ops.CountWorkflowTasks
+) -> dict[ProcessState, int]:
     """How many tasks of one workflow are in each state."""
     rows = await reader.fetch(_COUNT_OF, (op.workflow,))
     return {ProcessState(state): int(n) for state, n in rows}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["ALIVE", "LIST", "LIST_SINCE", "beat", "register", "stop"]
+__all__ = ["beat", "dead_workers", "list_workers", "register", "stop"]
 
 _RETENTION = timedelta(seconds=WORKER_RETENTION)
 
@@ -38,33 +38,18 @@ _FORGET = "DELETE FROM workers WHERE coalesce(stopped_at, beat_at) < %s"
 _BEAT = "UPDATE workers SET beat_at = %s, died_at = NULL, reaped_at = NULL WHERE instance = %s AND stopped_at IS NULL RETURNING instance"
 _STOP = "UPDATE workers SET stopped_at = %s WHERE instance = %s AND stopped_at IS NULL"
 
-LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at DESC, instance"
-LIST_SINCE = (
-    f"SELECT {WORKER_COLUMNS} FROM workers WHERE coalesce(stopped_at, beat_at) >= %s "
-    "ORDER BY started_at DESC, instance"
-)
-#: The live ones among instances: (instances, now or NULL for the database's, ttl).
-ALIVE = (
-    "SELECT instance FROM workers WHERE instance = ANY(%s::text[]) AND stopped_at IS NULL "
-    "AND died_at IS NULL AND beat_at > coalesce(%s::timestamptz, now()) - %s * interval '1 second'"
-)
-
 
 @WRITES.handles(RegisterWorker)
 async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     now = batch.now
     await batch.send(_FORGET, (now - _RETENTION,))
-    cursors = [
-        await batch.send(
-            _REGISTER,
-            (op.instance, op.host, op.pid, names(op.roles), names(op.agents), now, now),
-        )
-        for op in ops
-    ]
+    rows = await batch.first_rows(
+        _REGISTER,
+        [(op.instance, op.host, op.pid, names(op.roles), names(op.agents), now, now) for op in ops],
+    )
     out: list[object] = []
-    for cursor in cursors:
-        row = await cursor.fetchone()
+    for row in rows:
         if row is None:  # pragma: no cover - an upsert with RETURNING returns its row
             raise RuntimeError("worker registration returned no row")
         out.append(worker_from_row(row, utc))
@@ -86,13 +71,25 @@ async def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
+_LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY started_at DESC, instance"
+_LIST_SINCE = (
+    f"SELECT {WORKER_COLUMNS} FROM workers WHERE coalesce(stopped_at, beat_at) >= %s "
+    "ORDER BY started_at DESC, instance"
+)
+# The live ones among instances: (instances, now or NULL for the database's, ttl).
+_ALIVE = (
+    "SELECT instance FROM workers WHERE instance = ANY(%s::text[]) AND stopped_at IS NULL "
+    "AND died_at IS NULL AND beat_at > coalesce(%s::timestamptz, now()) - %s * interval '1 second'"
+)
+
+
 @READS.handles(ListWorkers)
 async def list_workers(reader: Reader, op: ListWorkers) -> list[Worker]:
     """Workers last heard from at or after `since` (all when None), newest started first."""
     if op.since is None:
-        rows = await reader.fetch(LIST)
+        rows = await reader.fetch(_LIST)
     else:
-        rows = await reader.fetch(LIST_SINCE, (op.since,))
+        rows = await reader.fetch(_LIST_SINCE, (op.since,))
     return [worker_from_row(r, utc) for r in rows]
 
 
@@ -100,5 +97,5 @@ async def list_workers(reader: Reader, op: ListWorkers) -> list[Worker]:
 async def dead_workers(reader: Reader, op: DeadWorkers) -> set[str]:
     """The instances that are stopped, unknown, or silent for `ttl` seconds or more."""
     wanted = set(op.instances)
-    rows = await reader.fetch(ALIVE, (list(wanted), reader.clock_param(), op.ttl))
+    rows = await reader.fetch(_ALIVE, (list(wanted), reader.clock_param(), op.ttl))
     return wanted - {instance for (instance,) in rows}

@@ -53,8 +53,7 @@ def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
 @WRITES.handles(ReapWorker)
 def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
-    for op in ops:
-        batch.conn.execute(_REAP, (batch.now, op.instance))
+    batch.conn.executemany(_REAP, [(batch.now, op.instance) for op in ops])
     return [None] * len(ops)
 
 

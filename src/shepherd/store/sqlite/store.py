@@ -73,7 +73,7 @@ class SQLiteStore(Facade):
                 f"cannot open SQLite store {self.url!r}: directory {directory!r} does not exist"
             )
         self._executor = ConnectionThread(
-            self._run_batch, self._after_commit, closed=self._closed, name="shepherd-sqlite"
+            self._run_batch, self._after_commit, closed=self.closed_error, name="shepherd-sqlite"
         )
         try:
             await self._call(self._connect)
@@ -123,21 +123,15 @@ class SQLiteStore(Facade):
         return stats
 
     # -- operations --------------------------------------------------------
-    def write(self, op: ops.Write[R]) -> Awaitable[R]:
-        if self._executor is None:
-            return self._open_then_write(op)
-        return self._executor.write(op)
-
-    async def _open_then_write(self, op: ops.Write[R]) -> R:
-        await self.open()
-        assert self._executor is not None
-        return await self._executor.write(op)
+    def queue(self, op: ops.Write[R]) -> Awaitable[R] | None:
+        executor = self._executor
+        return None if executor is None else executor.write(op)
 
     def _run_batch(self, batch: Sequence[ops.Write[Any]]) -> tuple[list[object], set[str]]:
         """Run `batch` in one transaction, on the connection's thread."""
         conn = self._conn
         if conn is None:
-            raise self._closed()
+            raise self.closed_error()
         try:
             return self._writer.run(conn, batch)
         except sqlite3.Error as exc:
@@ -149,7 +143,7 @@ class SQLiteStore(Facade):
             self.signals.ring(channel)
         self.wakeups.announce(rings)
 
-    def _closed(self) -> StoreUnavailableError:
+    def closed_error(self) -> StoreUnavailableError:
         return StoreUnavailableError(f"SQLite store {self.url!r} is closed")
 
     async def read(self, op: ops.Read[R]) -> R:

@@ -12,32 +12,19 @@ once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from shepherd.core.effects import on_fail, on_finish, on_start_compensation
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import PayloadError, StaleEpochError
+from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
+from shepherd.store import ops
 from shepherd.store import signals as ch
 from shepherd.store.contract import Submitted
-from shepherd.store.effect_rows import effect_row
+from shepherd.store.effect_rows import effect_row, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
-from shepherd.store.ops import (
-    ClaimTasks,
-    CountTasks,
-    CountWorkflowTasks,
-    FailTask,
-    FinishTask,
-    GetTask,
-    ListTasks,
-    ReleaseTasks,
-    StartCompensation,
-    SubmitTask,
-    SubmitTasks,
-)
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.effects import UPDATE, params, written
@@ -57,9 +44,7 @@ from shepherd.store.submits import Plan
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
-    from shepherd.core.effects import TaskEffect
     from shepherd.store.contract import NewTask
-    from shepherd.store.effect_rows import EffectRow
     from shepherd.store.sqlite.batch import Batch, EventRow
 
 __all__ = [
@@ -74,8 +59,6 @@ __all__ = [
     "submit",
     "submit_many",
 ]
-
-_Owned = TypeVar("_Owned", bound=FailTask | StartCompensation)
 
 _INSERT = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
@@ -110,15 +93,15 @@ _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP BY process_state"
 
 
-@WRITES.handles(SubmitTask)
-def submit(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
+@WRITES.handles(ops.SubmitTask)
+def submit(batch: Batch, ops: Sequence[ops.SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     tasks = [op.task for op in ops]
     return _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
 
 
-@WRITES.handles(SubmitTasks)
-def submit_many(batch: Batch, ops: Sequence[SubmitTasks]) -> list[object]:
+@WRITES.handles(ops.SubmitTasks)
+def submit_many(batch: Batch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
     """Insert each operation's tasks, all or none, as `submit` inserts one."""
     plan = Plan.of(batch, ops)
     return plan.finish(_insert(batch, plan.tasks, plan.encoded))
@@ -173,8 +156,8 @@ def _insert(
     return out
 
 
-@WRITES.handles(ClaimTasks)
-def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
+@WRITES.handles(ops.ClaimTasks)
+def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     """Claim claimable tasks with one conditional UPDATE each (under the write lock)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -208,55 +191,41 @@ def claim(batch: Batch, ops: Sequence[ClaimTasks]) -> list[object]:
     return out
 
 
-@WRITES.handles(FinishTask)
-def finish(batch: Batch, ops: Sequence[FinishTask]) -> list[object]:
+@WRITES.handles(ops.FinishTask)
+def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
-    out: list[object] = []
-    ended: list[EffectRow] = []
-    done: dict[str, tuple[object, ...]] = {}
     found = owners(conn, [op.task_id for op in ops])
-    for op in ops:
-        task_id, owner, epoch = op.task_id, op.owner, op.epoch
-        if found.get(task_id) != (epoch, owner):
-            out.append(StaleEpochError(task_id, epoch))
-            continue
-        try:
-            row = effect_row(task_id, on_finish(op.result), batch)
-        except PayloadError as exc:
-            out.append(exc)
-            continue
-        done[task_id] = (*params(row, now), task_id, epoch, owner)  # the last one wins
-        ended.append(row)
-        out.append(None)
+    out, writes = plan_finishes(ops, found, batch)
+    done: dict[str, tuple[object, ...]] = {}
+    for row, epoch, owner in writes:
+        done[row.task_id] = (*params(row, now), row.task_id, epoch, owner)  # the last one wins
     conn.executemany(_OWNED, done.values())
-    batch.events([written(batch, row, *found.meta[row.task_id]) for row in ended])
+    batch.events([written(batch, row, *found.meta[row.task_id]) for row, _, _ in writes])
     return out
 
 
-@WRITES.handles(FailTask)
-def fail(batch: Batch, ops: Sequence[FailTask]) -> list[object]:
+@WRITES.handles(ops.FailTask)
+def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
-    return _write_owned(batch, ops, lambda op: on_fail(op.state, op.error))
+    return _write_owned(batch, ops)
 
 
-@WRITES.handles(StartCompensation)
-def start_compensation(batch: Batch, ops: Sequence[StartCompensation]) -> list[object]:
+@WRITES.handles(ops.StartCompensation)
+def start_compensation(batch: Batch, ops: Sequence[ops.StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
-    return _write_owned(batch, ops, lambda op: on_start_compensation(op.error))
+    return _write_owned(batch, ops)
 
 
-def _write_owned(
-    batch: Batch, ops: Sequence[_Owned], decide: Callable[[_Owned], TaskEffect]
-) -> list[object]:
-    """Write the effect `decide` makes of each operation, fenced by its owner and epoch."""
+def _write_owned(batch: Batch, ops: Sequence[ops.FailTask | ops.StartCompensation]) -> list[object]:
+    """Write the effect each operation has (`owner_effect`), fenced by its owner and epoch."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
     for op in ops:
         task_id, owner, epoch = op.task_id, op.owner, op.epoch
         try:
-            row = effect_row(task_id, decide(op), batch)
+            row = effect_row(task_id, owner_effect(op), batch)
         except ValueError as exc:  # a state a task cannot fail into
             out.append(exc)
             continue
@@ -271,31 +240,31 @@ def _write_owned(
     return out
 
 
-@WRITES.handles(ReleaseTasks)
-def release(batch: Batch, ops: Sequence[ReleaseTasks]) -> list[object]:
+@WRITES.handles(ops.ReleaseTasks)
+def release(batch: Batch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
+    counts: list[object] = [_release(batch, op.owner, list(op.task_ids)) for op in ops]
+    if any(counts):
+        batch.rings.add(ch.TASKS)
+    return counts
+
+
+def _release(batch: Batch, owner: str, task_ids: list[str]) -> int:
+    """Release those of `task_ids` that `owner` holds, dropping their queued requests; how many."""
     conn, now = batch.conn, batch.now
-    out: list[object] = []
-    for op in ops:
-        task_ids, owner = list(op.task_ids), op.owner
-        count = 0
-        for chunk in chunks(task_ids):
-            marks = ",".join("?" * len(chunk))
-            released = conn.execute(
-                _RELEASE.format(marks=marks), (now, now, owner, *chunk)
-            ).fetchall()
-            count += len(released)
-            # Their queued requests go too: nobody wants those replies any more.
-            conn.executemany(_DROP_REQUESTS, [(r["id"],) for r in released])
-        if count:
-            batch.rings.add(ch.TASKS)
-        out.append(count)
-    return out
+    count = 0
+    for chunk in chunks(task_ids):
+        marks = ",".join("?" * len(chunk))
+        released = conn.execute(_RELEASE.format(marks=marks), (now, now, owner, *chunk)).fetchall()
+        count += len(released)
+        # Their queued requests go too: nobody wants those replies any more.
+        conn.executemany(_DROP_REQUESTS, [(r["id"],) for r in released])
+    return count
 
 
 # -- reads ---------------------------------------------------------------------
-@READS.handles(GetTask)
-def get_task(at: Reading, op: GetTask) -> Task | None:
+@READS.handles(ops.GetTask)
+def get_task(at: Reading, op: ops.GetTask) -> Task | None:
     """The task with its steps in order, or None."""
     conn = at.conn
     task_id = op.task_id
@@ -306,31 +275,24 @@ def get_task(at: Reading, op: GetTask) -> Task | None:
     return task_from_row(row, tuple(step_from_row(s) for s in steps))
 
 
-@READS.handles(ListTasks)
-def list_tasks(at: Reading, op: ListTasks) -> list[Task]:
+@READS.handles(ops.ListTasks)
+def list_tasks(at: Reading, op: ops.ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
     conn = at.conn
-    where, params = task_filter(
-        mark="?",
-        states=op.states,
-        workflow=op.workflow,
-        key=op.key,
-        id_prefix=op.id_prefix,
-        updated_since=None if op.updated_since is None else ts(op.updated_since),
-    )
+    where, params = task_filter(op, mark="?", instant=ts)
     rows = conn.execute(_LIST.format(where=where), (*params, op.limit)).fetchall()
     return [task_from_row(r) for r in rows]
 
 
-@READS.handles(CountTasks)
-def count_tasks(at: Reading, op: CountTasks) -> dict[ProcessState, int]:
+@READS.handles(ops.CountTasks)
+def count_tasks(at: Reading, op: ops.CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     conn = at.conn
     return {ProcessState(state): count for state, count in conn.execute(_COUNT).fetchall()}
 
 
-@READS.handles(CountWorkflowTasks)
-def count_workflow_tasks(at: Reading, op: CountWorkflowTasks) -> dict[ProcessState, int]:
+@READS.handles(ops.CountWorkflowTasks)
+def count_workflow_tasks(at: Reading, op: ops.CountWorkflowTasks) -> dict[ProcessState, int]:
     """How many tasks of one workflow are in each state."""
     rows = at.conn.execute(_COUNT_OF, (op.workflow,)).fetchall()
     return {ProcessState(state): count for state, count in rows}

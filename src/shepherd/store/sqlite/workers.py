@@ -70,8 +70,7 @@ def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
 @WRITES.handles(StopWorker)
 def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
-    for op in ops:
-        batch.conn.execute(_STOP, (batch.now, op.instance))
+    batch.conn.executemany(_STOP, [(batch.now, op.instance) for op in ops])
     return [None] * len(ops)
 
 
