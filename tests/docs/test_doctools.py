@@ -65,6 +65,14 @@ def test_times_instances_and_column_widths_are_forgiven() -> None:
     assert norm.page(page) == norm.run(run)
 
 
+def test_an_instant_a_column_cut_short_is_forgiven_whatever_the_hour() -> None:
+    norm = Normaliser()
+    assert norm.page("1  forward  compensated  2026-11-23 1…") == norm.run(
+        "1  forward  compensated  2026-11-24 2…"
+    )
+    assert norm.page("ends 2026-11-23 1…") != norm.run("ends 2026-11-23")
+
+
 def test_everything_else_must_match() -> None:
     norm = Normaliser()
     assert norm.page("task A-1: pending") != norm.run("task A-1: processing")
