@@ -16,12 +16,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 from shepherd.agents import Agent, AgentWorker, Handler
+from shepherd.agents.pools import check_pool
 from shepherd.agents.threads import check_handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
 from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import Event, JsonValue, Task
+from shepherd.core.resources import Resource
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
@@ -29,9 +31,11 @@ from shepherd.errors import (
     CommitUnknownError,
     ConfigError,
     IncompleteAppError,
+    InvalidResourceError,
     TaskFailedError,
     UnknownTaskError,
 )
+from shepherd.governance.resolver import Resolver, StaticResolver, StoreResolver
 from shepherd.metrics import Metrics
 from shepherd.registry import WorkerRegistry
 from shepherd.running import run_roles
@@ -39,6 +43,7 @@ from shepherd.scheduler import Scheduler, Workflow
 from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
 from shepherd.store import open_store
 from shepherd.store import signals as ch
+from shepherd.store.resource_rows import checked_resource
 from shepherd.store.signals import Signals
 from shepherd.submission import Submission, commit_unknown, new_task, new_tasks
 from shepherd.supervisor import Supervisor
@@ -68,6 +73,7 @@ class App:
         *,
         alerts: Iterable[str | AlertSink | Callable[[Alert], object]] = ("log",),
         clock: Clock | None = None,
+        resolver: Resolver | None = None,
         **settings: Any,
     ) -> None:
         """Create an app; nothing is opened until first use.
@@ -77,6 +83,8 @@ class App:
                 `postgresql://...`); `SHEPHERD_STORE` when omitted.
             alerts: Where operator alerts go: "log", webhook URLs, callables.
             clock: The clock (tests pass a fake one).
+            resolver: Where entities live (`app.resolver`): a `StoreResolver` (the
+                default: the mapping in the store) or a `StaticResolver(fn)`.
             **settings: Any field of `Settings`; `SHEPHERD_*` variables otherwise.
 
         Raises:
@@ -103,6 +111,11 @@ class App:
         self.watchdog = Watchdog(
             threshold=self.settings.block_warning, on_block=self.metrics.loop_blocks.inc
         )
+        #: Resources declared with `resource`, created in the store when the app opens.
+        self.resources: dict[str, Resource] = {}
+        self._resolver: Resolver = StoreResolver() if resolver is None else resolver
+        if isinstance(self._resolver, StoreResolver | StaticResolver):
+            self._resolver.bind(self)
 
     # -- registration ------------------------------------------------------
     def workflow(
@@ -214,6 +227,57 @@ class App:
 
         return register
 
+    def resource(
+        self,
+        name: str,
+        *,
+        kind: str,
+        info: dict[str, JsonValue] | None = None,
+        capacity: int | None = None,
+        rate: float | None = None,
+    ) -> Resource:
+        """Declare a resource: its row is created when the app opens, if none has its name.
+
+        An existing row is never overwritten: an operator's change (`shepherd
+        resources set`) stays, whatever the code declares.
+
+        Args:
+            name: The resource's name.
+            kind: What it is (`sqlite`, `postgres`, `http`...), for the handlers.
+            info: Its connection details, a JSON object (no secrets: it is listed).
+            capacity: The most handlers using it at once, cluster-wide; None: no cap.
+            rate: Calls per second, cluster-wide; None: no limit.
+
+        Returns:
+            The resource as declared.
+
+        Raises:
+            InvalidResourceError: A value breaks a rule (a ConfigError naming the
+                resource and the field), or `name` was declared already with
+                other values.
+        """
+        resource = checked_resource(
+            Resource(
+                name=name,
+                kind=kind,
+                info={} if info is None else info,
+                capacity=capacity,
+                rate=rate,
+            )
+        )
+        declared = self.resources.get(resource.name)
+        if declared is not None and declared != resource:
+            raise InvalidResourceError(
+                f"resource {name!r}", "name", "declared twice, with different values"
+            )
+        self.resources[resource.name] = resource
+        return resource
+
+    @property
+    def resolver(self) -> Resolver:
+        """Where entities live: `await app.resolver.resolve(entity)`."""
+        return self._resolver
+
     def check(self) -> None:
         """Check that every agent a workflow calls is registered on this app.
 
@@ -256,8 +320,15 @@ class App:
         async with self._open_lock:
             if not self._opened:
                 await self.store.open()
+                await self._declare_resources()
                 self._opened = True
         return self
+
+    async def _declare_resources(self) -> None:
+        """Create the declared resources that the store does not hold (one transaction)."""
+        if self.resources:
+            store = self.store
+            await asyncio.gather(*(store.declare_resource(r) for r in self.resources.values()))
 
     async def close(self) -> None:
         """Wait for alerts in flight, run the `on_close` hooks and close the store."""
@@ -484,39 +555,67 @@ class App:
 
     # -- roles -------------------------------------------------------------
     async def run(
-        self, roles: Sequence[str] = ROLES, *, ready: Callable[[], None] | None = None
+        self,
+        roles: Sequence[str] = ROLES,
+        *,
+        agents: Sequence[str] | None = None,
+        ready: Callable[[], None] | None = None,
     ) -> None:
         """Run the given roles in this process until cancelled.
 
+        Args:
+            roles: The roles to run (`scheduler`, `agent`, `supervisor`).
+            agents: Glob patterns (`["payments.*"]`): the agent role serves only
+                the registered agents matching any of them, so that each remote
+                service gets a pool of processes of its own. The other agents'
+                requests wait for a process that serves them; a scheduler here
+                still runs every workflow. None serves every agent.
+            ready: Called once every role has started.
+
         Raises:
-            ConfigError: A role is unknown, or the roles include the scheduler and
+            ConfigError: A role is unknown; the roles include the scheduler and
                 a workflow calls an agent that is not registered (see `check`);
-                raised before any role starts.
+                `agents` is given without the agent role, or one of its patterns
+                matches no registered agent. Raised before any role starts.
         """
-        self._check_roles(roles)
+        served = self._check_roles(roles, agents)
         await self.open()
-        loops = [*self.build_roles(roles), self.build_registry(roles)]
+        loops = [*self.build_roles(roles, agents=served), self.build_registry(roles, served)]
         self.watchdog.start()
         try:
             await run_roles(loops, ready=ready)
         finally:
             self.watchdog.stop()
 
-    def _check_roles(self, roles: Sequence[str]) -> None:
-        """Refuse unknown roles, and an incomplete app where a scheduler would run it."""
+    def _check_roles(
+        self, roles: Sequence[str], agents: Sequence[str] | None = None
+    ) -> tuple[str, ...] | None:
+        """Check what `run` is asked to run; return the agents it serves (None: all).
+
+        Refuses unknown roles, an incomplete app where a scheduler would run it,
+        and a pool (`agents`) without the agent role or with a pattern that
+        matches no registered agent.
+        """
         unknown = [r for r in roles if r not in ROLES]
         if unknown or not roles:
             raise ConfigError("roles", f"unknown roles {unknown} (choose from {', '.join(ROLES)})")
+        served = check_pool(roles, agents, self.agents)
         if "scheduler" in roles:
             self.check()
+        return served
 
-    def build_roles(self, roles: Sequence[str]) -> list[Scheduler | AgentWorker | Supervisor]:
-        """The role instances for `roles`, named after this process."""
+    def build_roles(
+        self, roles: Sequence[str], *, agents: Iterable[str] | None = None
+    ) -> list[Scheduler | AgentWorker | Supervisor]:
+        """The role instances for `roles`, named after this process.
+
+        `agents` names the agents the agent role serves (default: every one).
+        """
         built: list[Scheduler | AgentWorker | Supervisor] = []
         if "scheduler" in roles:
             built.append(self.build_scheduler())
         if "agent" in roles:
-            built.append(self.build_agent_worker())
+            built.append(self.build_agent_worker(agents=agents))
         if "supervisor" in roles:
             built.append(self.build_supervisor())
         return built
@@ -535,12 +634,35 @@ class App:
             raise_alert=self.raise_alert,
         )
 
-    def build_agent_worker(self, *, worker: str | None = None) -> AgentWorker:
-        """An agent worker for every agent registered now (named after this process by default)."""
+    def build_agent_worker(
+        self, *, worker: str | None = None, agents: Iterable[str] | None = None
+    ) -> AgentWorker:
+        """An agent worker for the agents registered now (named after this process by default).
+
+        Args:
+            worker: Its name in the requests it takes.
+            agents: The names of the agents it serves (default: every registered
+                one); `shepherd.agents.pools.pool_agents` picks them by pattern.
+
+        Raises:
+            ConfigError: `agents` names an agent that is not registered.
+        """
+        if agents is None:
+            hosted = list(self.agents.values())
+        else:
+            names = sorted(set(agents))
+            missing = [name for name in names if name not in self.agents]
+            if missing:
+                raise ConfigError(
+                    "agents",
+                    f"no agent registered as {', '.join(map(repr, missing))} "
+                    f"(registered: {', '.join(sorted(self.agents)) or 'none'})",
+                )
+            hosted = [self.agents[name] for name in names]
         return AgentWorker(
             self.store,
             worker=worker or f"{self.instance}/a",
-            agents=self.agents.values(),
+            agents=hosted,
             settings=self.settings,
             clock=self.clock,
             metrics=self.metrics,
@@ -561,27 +683,31 @@ class App:
             rng=rng,
         )
 
-    def build_registry(self, roles: Sequence[str]) -> WorkerRegistry:
-        """The worker registry loop of this process, which runs `roles`."""
+    def build_registry(
+        self, roles: Sequence[str], agents: Iterable[str] | None = None
+    ) -> WorkerRegistry:
+        """The worker registry loop of this process, which runs `roles` (and serves `agents`)."""
         return WorkerRegistry(
             self.store,
             instance=self.instance,
             roles=roles,
-            agents=self.agents,
+            agents=self.agents if agents is None else agents,
             settings=self.settings,
             clock=self.clock,
         )
 
     @contextlib.asynccontextmanager
-    async def running(self, roles: Sequence[str] = ROLES) -> AsyncIterator[App]:
-        """Run the roles in the background for the duration of the block.
+    async def running(
+        self, roles: Sequence[str] = ROLES, *, agents: Sequence[str] | None = None
+    ) -> AsyncIterator[App]:
+        """Run the roles (serving `agents`, as in `run`) in the background for the block.
 
         Raises:
             ConfigError: As `run` does, on entering the block.
         """
-        self._check_roles(roles)
+        self._check_roles(roles, agents)
         await self.open()
-        job = asyncio.create_task(self.run(roles))
+        job = asyncio.create_task(self.run(roles, agents=agents))
         try:
             yield self
         finally:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import final
 
+from shepherd.core.resources import check_name
 from shepherd.errors import ConfigError
 
 __all__ = ["ENV_PREFIX", "Settings"]
@@ -69,6 +70,11 @@ class Settings:
         purge_batch: Most tasks deleted in one purge transaction.
         purge_interval: Seconds between the supervisor leader's purge passes
             (at least `supervisor_interval`).
+        resolver_refresh: Seconds between a resolver's reads of the mapping's
+            version, besides the wake-up every change sends: a change whose
+            wake-up was lost is noticed within this long.
+        default_partition: The partition an entity assigned to none resolves
+            to; None (the default): such an entity is an `UnresolvedEntityError`.
 
     Raises:
         ConfigError: A value is of the wrong type or out of range.
@@ -98,6 +104,8 @@ class Settings:
     key_retention: float = 2592000.0
     purge_batch: int = 500
     purge_interval: float = 60.0
+    resolver_refresh: float = 30.0
+    default_partition: str | None = None
 
     def __post_init__(self) -> None:
         for name in _TYPES:
@@ -155,7 +163,8 @@ class Settings:
             raw = env[var]
             shown = var if name == "store" else f"{var}={raw!r}"  # a URL may hold a password
             try:
-                values[name] = _normalize(name, _parse(raw, kind))
+                parsed = None if name in _OPTIONAL and not raw.strip() else _parse(raw, kind)
+                values[name] = _normalize(name, parsed)
             except _Problem as problem:
                 raise ConfigError(name, f"{problem} (from {shown})") from None
         return cls(**values)  # type: ignore[arg-type]
@@ -167,8 +176,11 @@ class _Problem(Exception):
 
 #: Field name -> its Python type (annotations are strings under `from __future__`).
 _TYPES: dict[str, type] = {
-    f.name: {"str": str, "int": int, "float": float}[str(f.type)] for f in fields(Settings)
+    f.name: {"str": str, "int": int, "float": float}[str(f.type).removesuffix(" | None")]
+    for f in fields(Settings)
 }
+#: The fields that may be None ("not set"); an empty environment variable sets None.
+_OPTIONAL = frozenset(f.name for f in fields(Settings) if str(f.type).endswith(" | None"))
 
 
 def _parse(raw: str, kind: type) -> object:
@@ -188,11 +200,18 @@ def _parse(raw: str, kind: type) -> object:
 
 def _normalize(name: str, value: object) -> object:
     kind = _TYPES[name]
+    if value is None and name in _OPTIONAL:
+        return None
     if kind is str:
         if not isinstance(value, str):
             raise _Problem(f"must be a string, not {type(value).__name__}")
         if name == "store":
             return _check_store(value)
+        if name == "default_partition":
+            problem = check_name("partition", value)
+            if problem is not None:
+                raise _Problem(problem)
+            return value
         upper = value.upper()
         if upper not in _SYNCHRONOUS:
             raise _Problem(f"must be one of {', '.join(_SYNCHRONOUS)}, not {value!r}")

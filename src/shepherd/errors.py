@@ -16,6 +16,13 @@
     ├── StaleEpochError             an owner's write was fenced off (lock_epoch moved on)
     ├── TaskFailedError             `app.result` of a task that ended without a result
     ├── StepSupersededError         a heartbeat found the step is no longer this execution's
+    ├── ResourceError               resource governance: resources, partitions, entities
+    │   ├── InvalidResourceError    a bad name, kind, info, capacity or rate (also a ConfigError)
+    │   ├── UnknownResourceError    no resource of that name
+    │   ├── ResourceExistsError     `resources add` of a name already taken
+    │   ├── ResourceInUseError      a resource that partitions still live on
+    │   ├── UnknownPartitionError   no partition of that name
+    │   └── UnresolvedEntityError   an entity assigned to no partition (and no default)
     └── AgentError                  raised by agent handlers
         ├── TransientError          worth retrying (within complete_by)
         ├── PermanentError          not worth retrying; the step fails
@@ -273,3 +280,86 @@ class OutcomeUnknownError(PermanentError):
     Left unhandled it sends the task to `error` with an operator alert (not to
     compensation: undoing the other steps would hide an effect nobody checked).
     """
+
+
+class ResourceError(ShepherdError):
+    """A resource, a partition or an entity is not as the operation needs it."""
+
+
+class InvalidResourceError(ResourceError, ConfigError):
+    """A resource, partition or entity was given a value it cannot have; nothing was written.
+
+    Also a ConfigError: `app.resource(...)` raises it when the app is declared.
+
+    Attributes:
+        subject: What was wrong, as the message names it (`resource 'orders-db'`), or
+            None when the problem is the name itself (the message then shows it).
+        field: The field that was wrong (`capacity`, `info`, `name`...).
+    """
+
+    def __init__(self, subject: str | None, field: str, problem: str) -> None:
+        self.subject = subject
+        self.field = field
+        ShepherdError.__init__(self, problem if subject is None else f"{subject}: {problem}")
+
+
+class UnknownResourceError(ResourceError):
+    """No resource of that name."""
+
+    def __init__(self, name: str, *, partition: str | None = None) -> None:
+        self.name = name
+        self.partition = partition
+        where = "" if partition is None else f" (for partition {partition!r})"
+        super().__init__(f"unknown resource {name!r}{where}: add it first (shepherd resources add)")
+
+
+class ResourceExistsError(ResourceError):
+    """A resource of that name exists already."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"resource {name!r} exists already (change it with shepherd resources set)"
+        )
+
+
+class ResourceInUseError(ResourceError):
+    """Partitions still live on the resource: it cannot be removed."""
+
+    def __init__(self, name: str, partitions: list[str]) -> None:
+        self.name = name
+        self.partitions = tuple(partitions)
+        shown = ", ".join(repr(p) for p in self.partitions[:10])
+        more = "" if len(self.partitions) <= 10 else f" and {len(self.partitions) - 10} more"
+        super().__init__(
+            f"resource {name!r} is in use by partition(s) {shown}{more}: "
+            "move them to another resource first (shepherd partitions move)"
+        )
+
+
+class UnknownPartitionError(ResourceError):
+    """No partition of that name."""
+
+    def __init__(self, name: str, *, entity: str | None = None) -> None:
+        self.name = name
+        self.entity = entity
+        where = "" if entity is None else f" (for entity {entity!r})"
+        super().__init__(
+            f"unknown partition {name!r}{where}: create it on a resource first "
+            "(shepherd partitions move PARTITION RESOURCE)"
+        )
+
+
+class UnresolvedEntityError(ResourceError):
+    """The entity is assigned to no partition, and no default partition is configured."""
+
+    def __init__(self, entity: str, reason: str | None = None) -> None:
+        self.entity = entity
+        super().__init__(
+            f"entity {entity!r} cannot be resolved: "
+            + (
+                reason
+                or "it is assigned to no partition (shepherd partitions assign ENTITY PARTITION) "
+                "and no default_partition is configured"
+            )
+        )

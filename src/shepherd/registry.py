@@ -42,8 +42,9 @@ class WorkerRegistry:
         store: The store, as the registry uses it.
         instance: This process's instance (the row's key).
         roles: The roles this process runs.
-        agents: The names of the agents it registers; listed in the row only if
-            the process runs the agent role.
+        agents: The names of the agents it serves (all those registered, or its
+            pool's: `App.run(agents=...)`); listed in the row only if the process
+            runs the agent role.
         settings: The beat interval and the ttl the supervisor judges rows by.
         clock: What the beats run on.
     """

@@ -63,6 +63,8 @@ def test_every_field_has_an_env_variable() -> None:
         "key_retention": ("172800.5", 172800.5),
         "purge_batch": ("100", 100),
         "purge_interval": ("30", 30.0),
+        "resolver_refresh": ("5", 5.0),
+        "default_partition": (" shared ", "shared"),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Settings)}
     settings = Settings.from_env({f"SHEPHERD_{k.upper()}": raw for k, (raw, _) in values.items()})

@@ -15,8 +15,9 @@ from datetime import timedelta
 
 import click
 
+from shepherd.agents.pools import check_pool, parse_patterns
 from shepherd.app import ROLES, App
-from shepherd.cli import ops_commands, render, task_commands
+from shepherd.cli import ops_commands, render, resource_commands, task_commands
 from shepherd.cli.exits import WaitTimeoutError
 from shepherd.cli.loader import parse_json_argument, parse_roles, run_with, serve
 from shepherd.cli.logs import configure_logging, log_options
@@ -57,7 +58,7 @@ def cli(ctx: click.Context, store: str | None) -> None:
     ctx.obj = store
 
 
-for _command in (*task_commands.COMMANDS, *ops_commands.COMMANDS):
+for _command in (*task_commands.COMMANDS, *ops_commands.COMMANDS, *resource_commands.COMMANDS):
     cli.add_command(_command)
 
 
@@ -69,12 +70,36 @@ def _roles_option(_ctx: click.Context, _param: click.Parameter, value: str) -> t
         raise click.BadParameter(exc.message.split(": ", 1)[-1]) from None
 
 
+def _agents_option(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    try:
+        return parse_patterns(value)
+    except ConfigError as exc:
+        raise click.BadParameter(exc.message.split(": ", 1)[-1]) from None
+
+
+#: `--agents`, on the commands that run the agent role.
+agents_option = click.option(
+    "--agents",
+    metavar="PATTERNS",
+    callback=_agents_option,
+    help="Serve only the agents matching these comma-separated glob patterns "
+    "('payments.*,email.send'): a pool of processes per remote service. Each pattern "
+    "must match a registered agent. Default: every agent.",
+)
+
+
 @cli.command(cls=Command, options_metavar=_NEEDS_APP)
 @app_option
+@agents_option
 @store_option
 @log_options
 def run(
     app_spec: str | None,
+    agents: tuple[str, ...] | None,
     store: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
@@ -84,7 +109,7 @@ def run(
     The scheduler, agent and supervisor roles run until SIGTERM or SIGINT.
     Once they run, a line `shepherd ready: ...` is printed.
     """
-    _serve(require_app(app_spec), store, ROLES, log_level, log_level_for)
+    _serve(require_app(app_spec), store, ROLES, agents, log_level, log_level_for)
 
 
 @cli.command(cls=Command, options_metavar=_NEEDS_APP)
@@ -96,32 +121,38 @@ def run(
     callback=_roles_option,
     help="Comma-separated roles to run.",
 )
+@agents_option
 @store_option
 @log_options
 def worker(
     app_spec: str | None,
     roles: tuple[str, ...],
+    agents: tuple[str, ...] | None,
     store: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
 ) -> None:
     """Run the app with the chosen roles only.
 
-    Like `shepherd run`, for processes that specialise (`--roles agent`).
+    Like `shepherd run`, for processes that specialise (`--roles agent`), and
+    for a pool of processes per remote service (`--roles agent --agents
+    "payments.*"`).
     """
-    _serve(require_app(app_spec), store, roles, log_level, log_level_for)
+    _serve(require_app(app_spec), store, roles, agents, log_level, log_level_for)
 
 
 def _serve(
     spec: str,
     store: str | None,
     roles: Sequence[str],
+    agents: Sequence[str] | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
 ) -> None:
     configure_logging(log_level, log_level_for)
     app = open_for(spec, store)
-    asyncio.run(serve(app, roles))
+    check_pool(roles, agents, app.agents)  # before the store is opened: a typo changes nothing
+    asyncio.run(serve(app, roles, agents=agents))
 
 
 # -- application ---------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import click
 
+from shepherd.agents.pools import pool_agents
 from shepherd.app import ROLES, App
 from shepherd.core.records import JsonValue
 from shepherd.errors import ConfigError, PayloadError, ShepherdError, StoreUnavailableError
@@ -169,8 +170,12 @@ def parse_json_argument(text: str | None, what: str) -> JsonValue:
         raise PayloadError(f"{exc.message} (in {what})") from None
 
 
-async def serve(app: App, roles: Sequence[str]) -> None:
-    """Run the roles until SIGTERM or SIGINT, then stop gracefully and close the app."""
+async def serve(app: App, roles: Sequence[str], *, agents: Sequence[str] | None = None) -> None:
+    """Run the roles (the agents matching `agents` only, if given) until SIGTERM or SIGINT.
+
+    Then stop gracefully and close the app.
+    """
+    served = "" if agents is None else f" agents={','.join(pool_agents(app.agents, agents))}"
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     handled: list[signal.Signals] = []
@@ -180,12 +185,12 @@ async def serve(app: App, roles: Sequence[str]) -> None:
             handled.append(sig)
 
     def ready() -> None:
-        click.echo(f"shepherd ready: roles={','.join(roles)} instance={app.instance}")
+        click.echo(f"shepherd ready: roles={','.join(roles)}{served} instance={app.instance}")
         sys.stdout.flush()
 
     try:
         await app.open()
-        runner = asyncio.create_task(app.run(roles, ready=ready))
+        runner = asyncio.create_task(app.run(roles, agents=agents, ready=ready))
         stopper = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)

@@ -60,7 +60,7 @@ suite (tests/contract) checks these guarantees on every backend:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shepherd.core.records import JsonValue
 from shepherd.core.states import StepKind
@@ -69,9 +69,13 @@ from shepherd.store.roles import (
     ApplicationStore,
     OperatorStore,
     RegistryStore,
+    ResourceStore,
     SchedulerStore,
     SupervisorStore,
 )
+
+if TYPE_CHECKING:
+    from shepherd.core.resources import Resolution
 
 #: Seconds past a step's complete_by that its task's claim still holds: time for a
 #: reply written at the deadline to be recorded. The scheduler waits as long.
@@ -116,6 +120,9 @@ class StepStart:
     #: waits for an agent that runs no other suspect; the agent then restarts the
     #: window when it takes the request).
     queue_allowance: float = 0.0
+    #: Where the call's entity lives (resolved when the step was first sent, then
+    #: the recorded one on every later attempt): written on the step and its request.
+    resolution: Resolution | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +140,7 @@ class Store(
     RegistryStore,
     OperatorStore,
     ApplicationStore,
+    ResourceStore,
     Protocol,
 ):
     """The state store: every role's slice (`shepherd.store.roles`) together.

@@ -13,13 +13,16 @@ from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, Unpack
 
+from shepherd.core.resources import KEEP, Keep, ResourceChange
 from shepherd.errors import ConfigError
 from shepherd.store import ops
+from shepherd.store.resource_rows import checked_change, checked_name, checked_resource
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+    from shepherd.core.resources import Partition, Resolution, Resource
     from shepherd.core.retention import Tombstone
     from shepherd.core.states import ProcessState
     from shepherd.core.supervision import Decision, Escalate, Reset
@@ -281,3 +284,63 @@ class Facade(ABC):
 
     async def cancel_task(self, task_id: str) -> Task:
         return await self.write(ops.CancelTask(task_id=task_id))
+
+    # -- resource governance (inputs checked before anything is queued) -----
+    async def declare_resource(self, resource: Resource) -> bool:
+        return await self.write(ops.DeclareResource(resource=checked_resource(resource)))
+
+    async def add_resource(self, resource: Resource) -> Resource:
+        return await self.write(ops.AddResource(resource=checked_resource(resource)))
+
+    async def set_resource(
+        self,
+        name: str,
+        *,
+        kind: str | Keep = KEEP,
+        info: dict[str, JsonValue] | Keep = KEEP,
+        capacity: int | Keep | None = KEEP,
+        rate: float | Keep | None = KEEP,
+    ) -> Resource:
+        change = ResourceChange(kind=kind, info=info, capacity=capacity, rate=rate)
+        return await self.write(ops.SetResource(name=name, change=checked_change(name, change)))
+
+    async def remove_resource(self, name: str) -> Resource:
+        return await self.write(ops.RemoveResource(name=checked_name("resource", name)))
+
+    async def list_resources(self) -> list[Resource]:
+        return await self.read(ops.ListResources())
+
+    async def move_partition(self, partition: str, resource: str) -> tuple[Partition, str | None]:
+        return await self.write(
+            ops.MovePartition(
+                partition=checked_name("partition", partition),
+                resource=checked_name("resource", resource),
+            )
+        )
+
+    async def assign_entity(self, entity: str, partition: str) -> str | None:
+        return await self.write(
+            ops.AssignEntity(
+                entity=checked_name("entity", entity),
+                partition=checked_name("partition", partition),
+            )
+        )
+
+    async def unassign_entity(self, entity: str) -> str | None:
+        return await self.write(ops.UnassignEntity(entity=checked_name("entity", entity)))
+
+    async def list_partitions(self) -> list[Partition]:
+        return await self.read(ops.ListPartitions())
+
+    async def resolve(
+        self, entity: str, *, default_partition: str | None = None
+    ) -> tuple[Resolution | None, int]:
+        default = (
+            None if default_partition is None else checked_name("partition", default_partition)
+        )
+        return await self.read(
+            ops.Resolve(entity=checked_name("entity", entity), default_partition=default)
+        )
+
+    async def resolver_version(self) -> int:
+        return await self.read(ops.ResolverVersion())

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transfo
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.resources import Partition, Resolution, Resource, ResourceChange
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
 from shepherd.core.workers import Worker
@@ -34,8 +35,10 @@ R = TypeVar("R", covariant=True)
 __all__ = [
     "AbandonOnce",
     "AcquireLease",
+    "AddResource",
     "ApplyCrash",
     "ApplySupervision",
+    "AssignEntity",
     "BeatWorker",
     "BeginOnce",
     "BreakerAllow",
@@ -47,6 +50,7 @@ __all__ = [
     "CountWorkflowTasks",
     "CrashVictims",
     "DeadWorkers",
+    "DeclareResource",
     "ExpiredClaims",
     "ExtendStep",
     "FailTask",
@@ -56,9 +60,12 @@ __all__ = [
     "GetTask",
     "GetTombstone",
     "ListBreakers",
+    "ListPartitions",
+    "ListResources",
     "ListTasks",
     "ListWorkers",
     "MarkDied",
+    "MovePartition",
     "Note",
     "Op",
     "PurgeTasks",
@@ -70,8 +77,12 @@ __all__ = [
     "RegisterWorker",
     "ReleaseLease",
     "ReleaseTasks",
+    "RemoveResource",
     "ReplyAndAck",
+    "Resolve",
+    "ResolverVersion",
     "RetryTask",
+    "SetResource",
     "StartCompensation",
     "StartStep",
     "StopWorker",
@@ -80,6 +91,7 @@ __all__ = [
     "TakeRequests",
     "TaskEvents",
     "TaskFilters",
+    "UnassignEntity",
     "UnreapedWorkers",
     "Write",
 ]
@@ -414,3 +426,65 @@ class RetryTask(Write[Task]):
 @_op
 class CancelTask(Write[Task]):
     task_id: str
+
+
+# -- resource governance -------------------------------------------------------
+# Every write that changes a resource, a partition or an assignment bumps the
+# resolver's version once and rings RESOLVER; one that changes nothing does not.
+@_op
+class DeclareResource(Write[bool]):
+    resource: Resource
+
+
+@_op
+class AddResource(Write[Resource]):
+    resource: Resource
+
+
+@_op
+class SetResource(Write[Resource]):
+    name: str
+    change: ResourceChange
+
+
+@_op
+class RemoveResource(Write[Resource]):
+    name: str
+
+
+@_op
+class ListResources(Read[list[Resource]]):
+    pass
+
+
+@_op
+class MovePartition(Write[tuple[Partition, str | None]]):
+    partition: str
+    resource: str
+
+
+@_op
+class AssignEntity(Write[str | None]):
+    entity: str
+    partition: str
+
+
+@_op
+class UnassignEntity(Write[str | None]):
+    entity: str
+
+
+@_op
+class ListPartitions(Read[list[Partition]]):
+    pass
+
+
+@_op
+class Resolve(Read[tuple[Resolution | None, int]]):
+    entity: str
+    default_partition: str | None = None
+
+
+@_op
+class ResolverVersion(Read[int]):
+    pass

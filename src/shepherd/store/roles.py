@@ -20,6 +20,7 @@ from shepherd.core.states import ProcessState
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
+    from shepherd.core.resources import Keep, Partition, Resolution, Resource
     from shepherd.core.retention import Tombstone
     from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
@@ -33,6 +34,8 @@ __all__ = [
     "Clocked",
     "OperatorStore",
     "RegistryStore",
+    "ResolverStore",
+    "ResourceStore",
     "RetentionStore",
     "SchedulerStore",
     "Signalled",
@@ -394,3 +397,83 @@ class ApplicationStore(Signalled, Protocol):
 
     def statistics(self) -> dict[str, float]:
         """Counters for benchmarks: batches, operations, commits."""
+
+
+class ResolverStore(Signalled, Protocol):
+    """What a resolver reads: where an entity lives, the resources, and the mapping's version.
+
+    The mapping (resources, partitions, assignments) is numbered: every write
+    that changes it bumps the resolver's version once, in its transaction, and
+    rings `signals.RESOLVER` in every process (NOTIFY on PostgreSQL, the
+    datagram path on SQLite); a write that changes nothing bumps nothing.
+    """
+
+    async def resolve(
+        self, entity: str, *, default_partition: str | None = None
+    ) -> tuple[Resolution | None, int]:
+        """Where `entity` lives, and the version that answer was read at (one statement).
+
+        An entity assigned to no partition resolves to `default_partition` when
+        given; None when it has no partition (or the default does not exist).
+        Raises InvalidResourceError for a name that cannot be an entity's.
+        """
+
+    async def resolver_version(self) -> int:
+        """The mapping's version now (0 before any change)."""
+
+    async def list_resources(self) -> list[Resource]:
+        """Every resource, by name."""
+
+
+class ResourceStore(ResolverStore, Protocol):
+    """What the App and the operator do to resources, partitions and assignments.
+
+    Every input is checked before anything is written: a bad name, kind,
+    info, capacity or rate raises `InvalidResourceError` naming it and changes
+    nothing, as do the errors that say what does not exist.
+    """
+
+    async def declare_resource(self, resource: Resource) -> bool:
+        """Insert `resource` if no resource has its name; never overwrite. Whether it did."""
+
+    async def add_resource(self, resource: Resource) -> Resource:
+        """Insert `resource`. Raises ResourceExistsError if its name is taken."""
+
+    async def set_resource(
+        self,
+        name: str,
+        *,
+        kind: str | Keep = ...,
+        info: dict[str, JsonValue] | Keep = ...,
+        capacity: int | Keep | None = ...,
+        rate: float | Keep | None = ...,
+    ) -> Resource:
+        """Change the fields given (None clears `capacity` or `rate`); the resource as stored.
+
+        Raises UnknownResourceError if there is no such resource.
+        """
+
+    async def remove_resource(self, name: str) -> Resource:
+        """Delete a resource no partition lives on; the resource it was.
+
+        Raises UnknownResourceError, or ResourceInUseError naming the partitions.
+        """
+
+    async def move_partition(self, partition: str, resource: str) -> tuple[Partition, str | None]:
+        """Put `partition` on `resource`, creating the partition if it is new.
+
+        Returns the partition and the resource it was on before (None if new).
+        Raises UnknownResourceError if there is no such resource.
+        """
+
+    async def assign_entity(self, entity: str, partition: str) -> str | None:
+        """Map `entity` to `partition`; the partition it was in before, or None.
+
+        Raises UnknownPartitionError if there is no such partition.
+        """
+
+    async def unassign_entity(self, entity: str) -> str | None:
+        """Forget `entity`'s partition; the partition it was in, or None if it had none."""
+
+    async def list_partitions(self) -> list[Partition]:
+        """Every partition, by name, with its resource and how many entities it holds."""

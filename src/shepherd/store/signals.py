@@ -60,6 +60,9 @@ EVENTS = "events"
 REQUESTS = "requests"
 #: Rung when a circuit breaker changes state.
 BREAKERS = "breakers"
+#: Rung when a resource, a partition or an entity's assignment changes (the
+#: resolver's version moved): every process's resolver drops its cached answers.
+RESOLVER = "resolver"
 
 
 def task_channel(task_id: str) -> str:

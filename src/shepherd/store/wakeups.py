@@ -20,6 +20,7 @@ CHANNELS = {
     ch.REPLIES: "shepherd_replies",
     ch.EVENTS: "shepherd_events",
     ch.BREAKERS: "shepherd_breakers",
+    ch.RESOLVER: "shepherd_resolver",
 }
 #: Carries the ids of tasks that ended (comma-separated), for result waiters.
 TASK_CHANNEL = "shepherd_task"

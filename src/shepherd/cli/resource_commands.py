@@ -1,0 +1,351 @@
+"""The operator's resource governance commands: `shepherd resources ...` and `shepherd partitions ...`.
+
+`--app` is optional here: it supplies the store and the settings (and creates
+the resources it declares, as opening it always does). Every change is checked
+before anything is written: a bad value is exit code 2 with a message naming
+the resource, partition or entity, and the store is left as it was. Each
+change moves the resolver's version, and every process drops its cached
+resolutions at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from shepherd.cli.loader import parse_json_argument, run_with
+from shepherd.cli.options import Command, app_option, json_option, open_for, store_option
+from shepherd.cli.render import compact, echo_json
+from shepherd.cli.tables import Column, echo_table, terminal_width
+from shepherd.core.resources import KEEP, Keep, Resource
+from shepherd.errors import InvalidResourceError
+
+if TYPE_CHECKING:
+    from shepherd.app import App
+    from shepherd.core.records import JsonValue
+    from shepherd.core.resources import Partition
+
+__all__ = ["COMMANDS", "partitions", "resources"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+_RESOURCE_COLUMNS = (
+    Column("resource"),
+    Column("kind", "middle", drop=1),
+    Column("capacity", right=True),
+    Column("rate", right=True),
+    Column("info", "wide"),
+)
+_PARTITION_COLUMNS = (Column("partition"), Column("resource"), Column("entities", right=True))
+
+
+def _limit(kind: type[int] | type[float], what: str) -> Callable[..., int | float | Keep | None]:
+    """A click callback: `none` -> None (no limit), a number -> itself, absent -> KEEP."""
+
+    def parse(
+        _ctx: click.Context, _param: click.Parameter, text: str | None
+    ) -> int | float | Keep | None:
+        if text is None:
+            return KEEP
+        if text.strip().lower() == "none":
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise click.BadParameter(f"{text!r} is not {what} or 'none'") from None
+
+    return parse
+
+
+def _limits(fn: F) -> F:
+    fn = click.option(
+        "--rate",
+        callback=_limit(float, "a number of calls per second"),
+        metavar="R|none",
+        help="Calls per second shared by every process; 'none': no limit.",
+    )(fn)
+    return click.option(
+        "--capacity",
+        callback=_limit(int, "a whole number"),
+        metavar="N|none",
+        help="Most handlers using it at once, cluster-wide; 'none': no cap.",
+    )(fn)
+
+
+def _info(name: str, text: str | None) -> dict[str, JsonValue] | Keep:
+    """`--info JSON` as a JSON object, or KEEP when absent; refused before anything is written."""
+    if text is None:
+        return KEEP
+    info = parse_json_argument(text, f"--info of resource {name!r}")
+    if not isinstance(info, dict):
+        raise InvalidResourceError(
+            f"resource {name!r}", "info", f"--info must be a JSON object, not {compact(info)}"
+        )
+    return info
+
+
+def _run(
+    app_spec: str | None, store: str | None, work: Callable[[App], Awaitable[T]], *, existing: bool
+) -> T:
+    app = open_for(app_spec, store, existing=existing)
+
+    async def go() -> T:
+        await app.open()
+        return await work(app)
+
+    return run_with(app, go)
+
+
+def _fixed(value: object) -> object:
+    """A limit as the CLI shows it: None is no limit."""
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else value
+
+
+def _describe(resource: Resource) -> str:
+    limits = []
+    if resource.capacity is not None:
+        limits.append(f"capacity {resource.capacity}")
+    if resource.rate is not None:
+        limits.append(f"rate {resource.rate:g}/s")
+    return f"{resource.name!r} ({', '.join([resource.kind, *limits])})"
+
+
+# -- shepherd resources ---------------------------------------------------------
+@click.group(short_help="Add, change, list and remove the resources agents call.")
+def resources() -> None:
+    """Resources agents call (a database, a rate-limited API): add, set, list, remove.
+
+    A resource has a kind, connection details (--info, a JSON object: no
+    secrets, it is listed), and optionally a capacity and a rate, shared by
+    every process through the store.
+    """
+
+
+@resources.command("add", cls=Command)
+@click.argument("name")
+@click.option("--kind", required=True, help="What it is (sqlite, postgres, http...).")
+@click.option("--info", "info_text", metavar="JSON", help="Connection details, a JSON object.")
+@_limits
+@app_option
+@store_option
+@json_option
+def add(
+    name: str,
+    kind: str,
+    info_text: str | None,
+    capacity: int | Keep | None,
+    rate: float | Keep | None,
+    app_spec: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Add resource NAME (an error if it exists: change it with `resources set`)."""
+    info = _info(name, info_text)
+    resource = Resource(
+        name=name,
+        kind=kind,
+        info={} if isinstance(info, Keep) else info,
+        capacity=None if isinstance(capacity, Keep) else capacity,
+        rate=None if isinstance(rate, Keep) else rate,
+    )
+    added = _run(app_spec, store, lambda app: app.store.add_resource(resource), existing=False)
+    if as_json:
+        echo_json({"added": added.to_json()})
+    else:
+        click.echo(f"added resource {_describe(added)}")
+
+
+@resources.command("set", cls=Command)
+@click.argument("name")
+@click.option("--kind", default=None, help="A new kind.")
+@click.option(
+    "--info", "info_text", metavar="JSON", help="New connection details (replaced whole)."
+)
+@_limits
+@app_option
+@store_option
+@json_option
+def set_(
+    name: str,
+    kind: str | None,
+    info_text: str | None,
+    capacity: int | Keep | None,
+    rate: float | Keep | None,
+    app_spec: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Change resource NAME: only the fields given ('none' removes a capacity or a rate)."""
+    info = _info(name, info_text)
+    new_kind: str | Keep = KEEP if kind is None else kind
+    if all(isinstance(v, Keep) for v in (new_kind, info, capacity, rate)):
+        raise click.UsageError(
+            "nothing to change: give --kind, --info, --capacity or --rate",
+            click.get_current_context(),
+        )
+    changed = _run(
+        app_spec,
+        store,
+        lambda app: app.store.set_resource(
+            name, kind=new_kind, info=info, capacity=capacity, rate=rate
+        ),
+        existing=True,
+    )
+    if as_json:
+        echo_json({"changed": changed.to_json()})
+    else:
+        click.echo(f"changed resource {_describe(changed)}")
+
+
+@resources.command("list", cls=Command)
+@app_option
+@store_option
+@json_option
+def list_resources(app_spec: str | None, store: str | None, as_json: bool) -> None:
+    """List every resource, with its limits and connection details."""
+
+    async def work(app: App) -> tuple[list[Resource], int]:
+        version = await app.store.resolver_version()
+        return await app.store.list_resources(), version
+
+    found, version = _run(app_spec, store, work, existing=True)
+    if as_json:
+        echo_json({"resources": [r.to_json() for r in found], "version": version})
+        return
+    if not found:
+        click.echo("no resources")
+        return
+    rows = [
+        (r.name, r.kind, str(_fixed(r.capacity)), str(_fixed(r.rate)), compact(r.info))
+        for r in found
+    ]
+    echo_table(_RESOURCE_COLUMNS, rows, terminal_width())
+
+
+@resources.command("remove", cls=Command)
+@click.argument("name")
+@app_option
+@store_option
+@json_option
+def remove(name: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
+    """Remove resource NAME (an error while partitions live on it)."""
+    removed = _run(app_spec, store, lambda app: app.store.remove_resource(name), existing=True)
+    if as_json:
+        echo_json({"removed": removed.to_json()})
+    else:
+        click.echo(f"removed resource {_describe(removed)}")
+
+
+# -- shepherd partitions --------------------------------------------------------
+@click.group(short_help="Put partitions on resources, and entities in partitions.")
+def partitions() -> None:
+    """Partitions and the entities in them: entity -> partition -> resource.
+
+    Moving a partition moves every entity in it; each process drops its cached
+    resolutions when the mapping changes, and calls that start afterwards use
+    the new resource.
+    """
+
+
+@partitions.command("assign", cls=Command)
+@click.argument("entity")
+@click.argument("partition")
+@app_option
+@store_option
+@json_option
+def assign(
+    entity: str, partition: str, app_spec: str | None, store: str | None, as_json: bool
+) -> None:
+    """Put ENTITY in PARTITION (which must exist: `partitions move` creates one)."""
+    before = _run(
+        app_spec, store, lambda app: app.store.assign_entity(entity, partition), existing=False
+    )
+    if as_json:
+        echo_json({"entity": entity, "partition": partition, "previous": before})
+    elif before is None:
+        click.echo(f"entity {entity!r} assigned to partition {partition!r}")
+    else:
+        click.echo(f"entity {entity!r} moved from partition {before!r} to {partition!r}")
+
+
+@partitions.command("move", cls=Command)
+@click.argument("partition")
+@click.argument("resource")
+@app_option
+@store_option
+@json_option
+def move(
+    partition: str, resource: str, app_spec: str | None, store: str | None, as_json: bool
+) -> None:
+    """Put PARTITION on RESOURCE (creating the partition if it is new)."""
+    moved, before = _run(
+        app_spec, store, lambda app: app.store.move_partition(partition, resource), existing=False
+    )
+    if as_json:
+        echo_json(
+            {
+                "partition": moved.name,
+                "resource": moved.resource,
+                "previous": before,
+                "entities": moved.entities,
+            }
+        )
+    elif before is None:
+        click.echo(f"partition {moved.name!r} created on resource {moved.resource!r}")
+    elif before == moved.resource:
+        click.echo(f"partition {moved.name!r} is on resource {moved.resource!r} already")
+    else:
+        entities = f"{moved.entities} entit{'y' if moved.entities == 1 else 'ies'}"
+        click.echo(
+            f"partition {moved.name!r} moved from resource {before!r} to {moved.resource!r} "
+            f"({entities})"
+        )
+
+
+@partitions.command("list", cls=Command)
+@app_option
+@store_option
+@json_option
+def list_partitions(app_spec: str | None, store: str | None, as_json: bool) -> None:
+    """List every partition: its resource and how many entities it holds."""
+
+    async def work(app: App) -> tuple[list[Partition], int]:
+        version = await app.store.resolver_version()
+        return await app.store.list_partitions(), version
+
+    found, version = _run(app_spec, store, work, existing=True)
+    if as_json:
+        echo_json({"partitions": _partitions_json(found), "version": version})
+        return
+    if not found:
+        click.echo("no partitions")
+        return
+    rows = [(p.name, p.resource, str(p.entities)) for p in found]
+    echo_table(_PARTITION_COLUMNS, rows, terminal_width())
+
+
+@partitions.command("unassign", cls=Command)
+@click.argument("entity")
+@app_option
+@store_option
+@json_option
+def unassign(entity: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
+    """Take ENTITY out of its partition (it then resolves to the default partition, if any)."""
+    before = _run(app_spec, store, lambda app: app.store.unassign_entity(entity), existing=True)
+    if as_json:
+        echo_json({"entity": entity, "previous": before})
+    elif before is None:
+        click.echo(f"entity {entity!r} was in no partition")
+    else:
+        click.echo(f"entity {entity!r} taken out of partition {before!r}")
+
+
+def _partitions_json(found: Sequence[Partition]) -> JsonValue:
+    return [{"partition": p.name, "resource": p.resource, "entities": p.entities} for p in found]
+
+
+#: The command groups of this module, for the `shepherd` group.
+COMMANDS = (resources, partitions)

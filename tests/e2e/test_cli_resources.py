@@ -1,0 +1,246 @@
+"""`shepherd resources ...` and `shepherd partitions ...`, run for real, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+#: An app that declares a resource, for `--app`.
+RESOURCE_APP = """
+from shepherd import App
+
+app = App(alerts=())
+app.resource("orders-db", kind="sqlite", info={"path": "orders.db"}, capacity=3)
+"""
+
+
+@pytest.fixture
+def cli(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
+    """`shepherd ...` on the test's shared store (a SQLite file, or a PostgreSQL database)."""
+    env = {**cli_env, "SHEPHERD_STORE": shared_store}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return shepherd_cli(*args, env=env)
+
+    return run
+
+
+def ok(completed: subprocess.CompletedProcess[str]) -> str:
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def ok_json(completed: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(ok(completed))
+
+
+def refused(completed: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one-line error of a command that failed with `code`."""
+    assert completed.returncode == code, (completed.stdout, completed.stderr)
+    (line,) = completed.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+def state(cli: Cli) -> tuple[Any, Any]:
+    """`resources list --json` and `partitions list --json`."""
+    return ok_json(cli("resources", "list", "--json")), ok_json(cli("partitions", "list", "--json"))
+
+
+def test_resources_and_partitions_from_the_command_line(cli: Cli) -> None:
+    added = ok_json(
+        cli(
+            "resources",
+            "add",
+            "db1",
+            "--kind",
+            "sqlite",
+            "--info",
+            '{"path": "one.db"}',
+            "--capacity",
+            "3",
+            "--json",
+        )
+    )
+    assert added == {
+        "added": {
+            "name": "db1",
+            "kind": "sqlite",
+            "info": {"path": "one.db"},
+            "capacity": 3,
+            "rate": None,
+        }
+    }
+    assert ok(cli("resources", "add", "db2", "--kind", "sqlite", "--rate", "2.5")) == (
+        "added resource 'db2' (sqlite, rate 2.5/s)\n"
+    )
+    assert ok(cli("partitions", "move", "p1", "db1")) == (
+        "partition 'p1' created on resource 'db1'\n"
+    )
+    assert ok_json(cli("partitions", "assign", "user-1", "p1", "--json")) == {
+        "entity": "user-1",
+        "partition": "p1",
+        "previous": None,
+    }
+    ok(cli("partitions", "assign", "user-2", "p1"))
+
+    moved = ok_json(cli("partitions", "move", "p1", "db2", "--json"))
+
+    assert moved == {"partition": "p1", "resource": "db2", "previous": "db1", "entities": 2}
+    resources, partitions = state(cli)
+    assert [r["name"] for r in resources["resources"]] == ["db1", "db2"]
+    assert partitions == {
+        "partitions": [{"partition": "p1", "resource": "db2", "entities": 2}],
+        "version": resources["version"],
+    }
+    assert resources["version"] == 6  # two adds, a new partition, two assigns, a move
+    table = ok(cli("partitions", "list")).splitlines()
+    assert table[0].split() == ["partition", "resource", "entities"]
+    assert table[1].split() == ["p1", "db2", "2"]
+    listed = ok(cli("resources", "list")).splitlines()
+    assert listed[1].split() == ["db1", "sqlite", "3", "-", '{"path":"one.db"}']
+    assert listed[2].split() == ["db2", "sqlite", "-", "2.5", "{}"]
+
+
+def test_set_changes_only_what_it_names_and_none_removes_a_limit(cli: Cli) -> None:
+    ok(
+        cli(
+            "resources",
+            "add",
+            "db1",
+            "--kind",
+            "sqlite",
+            "--info",
+            '{"path": "one.db"}',
+            "--capacity",
+            "3",
+            "--rate",
+            "4",
+        )
+    )
+
+    changed = ok_json(cli("resources", "set", "db1", "--capacity", "none", "--rate", "8", "--json"))
+
+    assert changed == {
+        "changed": {
+            "name": "db1",
+            "kind": "sqlite",
+            "info": {"path": "one.db"},
+            "capacity": None,
+            "rate": 8.0,
+        }
+    }
+    ok(cli("resources", "set", "db1", "--info", '{"path": "two.db"}', "--kind", "postgres"))
+    (db1,) = ok_json(cli("resources", "list", "--json"))["resources"]
+    assert db1 == {
+        "name": "db1",
+        "kind": "postgres",
+        "info": {"path": "two.db"},
+        "capacity": None,
+        "rate": 8.0,
+    }
+
+
+def test_remove_refuses_a_resource_in_use_then_removes_it(cli: Cli) -> None:
+    ok(cli("resources", "add", "db1", "--kind", "sqlite"))
+    ok(cli("resources", "add", "db2", "--kind", "sqlite"))
+    ok(cli("partitions", "move", "p1", "db1"))
+
+    line = refused(cli("resources", "remove", "db1"))
+
+    assert "resource 'db1' is in use by partition(s) 'p1'" in line
+    ok(cli("partitions", "move", "p1", "db2"))
+    assert ok(cli("resources", "remove", "db1")) == "removed resource 'db1' (sqlite)\n"
+    assert [r["name"] for r in ok_json(cli("resources", "list", "--json"))["resources"]] == ["db2"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("resources", "add", "db9", "--kind", "k", "--info", "{not json"), "malformed JSON"),
+        (
+            ("resources", "add", "db9", "--kind", "k", "--info", "[1, 2]"),
+            "resource 'db9': --info must be a JSON object, not [1,2]",
+        ),
+        (("resources", "set", "db1", "--info", '{"a": NaN}'), "NaN is not a JSON value"),
+        (
+            ("resources", "add", "db9", "--kind", "k", "--capacity", "0"),
+            "resource 'db9': capacity must be at least 1, not 0",
+        ),
+        (("resources", "set", "db1", "--rate", "-2"), "resource 'db1': rate must be above 0"),
+        (("resources", "set", "db1", "--capacity", "lots"), "'lots' is not a whole number"),
+        (("resources", "set", "db1"), "nothing to change"),
+        (("resources", "add", "db1", "--kind", "sqlite"), "resource 'db1' exists already"),
+        (("resources", "set", "nope", "--capacity", "2"), "unknown resource 'nope'"),
+        (("resources", "remove", "nope"), "unknown resource 'nope'"),
+        (("partitions", "move", "p1", "nope"), "unknown resource 'nope' (for partition 'p1')"),
+        (
+            ("partitions", "assign", "user-1", "nope"),
+            "unknown partition 'nope' (for entity 'user-1')",
+        ),
+        (("partitions", "assign", " user-1", "p1"), "entity name ' user-1' must be non-empty"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "-".join(v[:3]),
+)
+def test_bad_input_exits_2_naming_it_and_changes_nothing(
+    cli: Cli, args: tuple[str, ...], message: str
+) -> None:
+    ok(cli("resources", "add", "db1", "--kind", "sqlite", "--capacity", "3"))
+    ok(cli("partitions", "move", "p1", "db1"))
+
+    line = refused(cli(*args))
+
+    assert message in line
+    db1 = {"name": "db1", "kind": "sqlite", "info": {}, "capacity": 3, "rate": None}
+    p1 = {"partition": "p1", "resource": "db1", "entities": 0}
+    assert state(cli) == ({"resources": [db1], "version": 2}, {"partitions": [p1], "version": 2})
+
+
+def test_a_failure_with_json_prints_an_error_document(cli: Cli) -> None:
+    completed = cli("partitions", "move", "p1", "nope", "--json")
+
+    assert completed.returncode == 2
+    error = json.loads(completed.stdout)["error"]
+    assert (error["type"], error["exit_code"]) == ("UnknownResourceError", 2)
+    assert "unknown resource 'nope'" in error["message"]
+
+
+def test_unassign_takes_an_entity_out_of_its_partition(cli: Cli) -> None:
+    ok(cli("resources", "add", "db1", "--kind", "sqlite"))
+    ok(cli("partitions", "move", "p1", "db1"))
+    ok(cli("partitions", "assign", "user-1", "p1"))
+
+    assert ok(cli("partitions", "unassign", "user-1")) == (
+        "entity 'user-1' taken out of partition 'p1'\n"
+    )
+    assert ok_json(cli("partitions", "list", "--json"))["partitions"][0]["entities"] == 0
+    assert ok(cli("partitions", "unassign", "user-1")) == "entity 'user-1' was in no partition\n"
+
+
+def test_an_app_creates_its_declared_resources_and_keeps_an_operators_change(
+    cli: Cli, cli_dir: Path
+) -> None:
+    (cli_dir / "resapp.py").write_text(RESOURCE_APP)
+    ok(cli("resources", "add", "api", "--kind", "http"))  # the store exists, without orders-db
+
+    (_, declared) = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
+    assert declared == {
+        "name": "orders-db",
+        "kind": "sqlite",
+        "info": {"path": "orders.db"},
+        "capacity": 3,
+        "rate": None,
+    }
+
+    ok(cli("resources", "set", "orders-db", "--capacity", "10", "--app", "resapp:app"))
+    (_, kept) = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
+    assert kept["capacity"] == 10
