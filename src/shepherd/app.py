@@ -632,6 +632,7 @@ class App:
             workflows=self.workflows,
             agents=self.agents,
             raise_alert=self.raise_alert,
+            resolver=self.resolver,
         )
 
     def build_agent_worker(

@@ -12,6 +12,7 @@ from shepherd.core.records import JsonValue
 
 if TYPE_CHECKING:
     from shepherd.core.records import Request
+    from shepherd.core.resources import Resolution
 
 __all__ = ["AgentRequest", "StepHelpers"]
 
@@ -56,8 +57,17 @@ class AgentRequest:
     agent: str
     #: The step's window in seconds (how far a heartbeat moves complete_by).
     within: float | None = None
+    #: Where the call's entity lives (`ctx.call(..., entity=...)`): its partition and
+    #: the resource with its details (`resolution.resource.info`). Resolved when the
+    #: step was first sent and the same on every attempt; None when no entity was named.
+    resolution: Resolution | None = None
     _helpers: StepHelpers = field(default_factory=StepHelpers, repr=False, compare=False)
     _source: Request | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The request taken from the queue carries the step's recorded resolution.
+        if self.resolution is None and self._source is not None:
+            self.resolution = self._source.resolution
 
     def heartbeat(self) -> Awaitable[datetime]:
         """Tell the store this slow step is alive: its complete_by moves one window ahead.

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shepherd.core.states import ProcessState, StepKind, StepState
+
+if TYPE_CHECKING:
+    from shepherd.core.resources import Resolution
 
 #: A value that JSON can carry. `Any` appears in shepherd only under this name.
 JsonValue = Any
@@ -32,6 +35,9 @@ class Step:
     undo: str | None = None
     #: For an undo step, the seq of the forward step it compensates.
     compensates: int | None = None
+    #: Where the call's entity lived when the step was first sent (None: no entity).
+    #: A retried or recovered step is sent with this one, never resolved again.
+    resolution: Resolution | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +86,8 @@ class Request:
     retry: JsonValue = None
     #: Its task crashed a worker process before: run it apart from other suspects.
     suspect: bool = False
+    #: The step's recorded resolution (its entity's partition and resource), or None.
+    resolution: Resolution | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,9 +15,11 @@ from shepherd.core.states import StepKind, StepState
 from shepherd.core.supervision import crashed_at
 from shepherd.errors import (
     AgentError,
+    ConfigError,
     NonDeterminismError,
     OutcomeUnknownError,
     PermanentError,
+    ResourceError,
     StaleEpochError,
     StepBugError,
     StoreUnavailableError,
@@ -28,6 +30,7 @@ from shepherd.store.contract import StepStart
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
+    from shepherd.core.resources import Resolution
     from shepherd.scheduler.scheduler import Scheduler
 
 
@@ -78,6 +81,7 @@ class WorkflowContext:
         within: float | None = None,
         undo: str | None = None,
         retry: RetryPolicy | None = None,
+        entity: str | None = None,
     ) -> JsonValue:
         """Run one step through `agent` and return its JSON result.
 
@@ -88,13 +92,23 @@ class WorkflowContext:
             undo: The agent that compensates this step if the task is undone.
             retry: How the agent retries transient failures of this call only
                 (default: the agent's own policy). It travels with the request.
+            entity: The entity (a user, an order) the call is about. The app's
+                resolver resolves it when the step is first sent; the resolution
+                is recorded with the step and handed to the agent as
+                `request.resolution` (its undo agent gets the same one). A retried
+                or recovered step keeps the recorded resolution: a partition moved
+                meanwhile applies to the steps that start after the move.
 
         Raises:
             PermanentError: The agent failed the step permanently (the service
-                refused it).
+                refused it), or `entity` cannot be resolved (the message names it;
+                the cause is the resolver's `UnresolvedEntityError`). No request
+                is sent then.
             StepBugError: The agent's handler kept raising an unexpected
                 exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
+            TypeError: `entity` is not a str.
+            ConfigError: `entity` is given and the scheduler has no resolver.
         """
         self._seq += 1
         seq = self._seq
@@ -103,6 +117,8 @@ class WorkflowContext:
             raise UnknownAgentError(agent)
         if undo is not None and undo not in agents:
             raise UnknownAgentError(undo)
+        if entity is not None and not isinstance(entity, str):
+            raise TypeError(f"entity must be a str, not {type(entity).__name__}")
         recorded = self.steps.get(seq)
         decision = replay.decide(recorded, agent, seq)
         if isinstance(decision, replay.Replay):
@@ -121,6 +137,12 @@ class WorkflowContext:
         if me is not None:
             self._in_flight.add(me)
         try:
+            # Resolved while in flight: a workflow that fails meanwhile waits for it.
+            resolution = (
+                None
+                if entity is None
+                else await self._resolution(entity, recorded, agent, seq, decision.attempt)
+            )
             return await self.run_step(
                 seq=seq,
                 agent=agent,
@@ -130,10 +152,49 @@ class WorkflowContext:
                 kind=StepKind.FORWARD,
                 undo=undo,
                 retry=None if retry is None else retry.to_json(),
+                resolution=resolution,
             )
         finally:
             if me is not None:
                 self._in_flight.discard(me)
+
+    async def _resolution(
+        self, entity: str, recorded: Step | None, agent: str, seq: int, attempt: int
+    ) -> Resolution:
+        """The step's resolution: the one recorded with it, else the entity's now.
+
+        Only a step's first send resolves (deterministic replay); a step recorded
+        for another entity (the workflow changed) is resolved for the new one.
+
+        Raises:
+            PermanentError: The resolver cannot resolve `entity` (or refuses its name).
+            StoreLost: The store failed under the resolver.
+            ConfigError: The scheduler has no resolver.
+        """
+        if recorded is not None:
+            kept = recorded.resolution
+            if kept is not None and kept.entity == entity:
+                return kept
+        resolver = self._scheduler.resolver
+        if resolver is None:
+            raise ConfigError(
+                "resolver",
+                f"ctx.call({agent!r}, ..., entity={entity!r}) needs a resolver, "
+                "and this scheduler has none",
+            )
+        try:
+            return await resolver.resolve(entity)
+        except StoreUnavailableError as exc:
+            raise StoreLost(exc) from exc
+        except ResourceError as exc:
+            failure = PermanentError(
+                exc.message,
+                agent=agent,
+                seq=seq,
+                detail={"type": type(exc).__name__, "message": exc.message, "entity": entity},
+            )
+            self._step_event(seq, agent, attempt, "failed", None, _describe(failure))
+            raise failure from exc
 
     async def settle(self, *, cancel: bool = False) -> None:
         """Wait until no call of this workflow is in flight any more.
@@ -166,6 +227,7 @@ class WorkflowContext:
         undo: str | None = None,
         compensates: int | None = None,
         retry: JsonValue = None,
+        resolution: Resolution | None = None,
     ) -> JsonValue:
         """Record the step running, send its request, and wait for the reply."""
         scheduler = self._scheduler
@@ -190,6 +252,7 @@ class WorkflowContext:
                         retry=retry,
                         suspect=suspect,
                         queue_allowance=SUSPECT_QUEUE_WINDOWS * step_within if suspect else 0.0,
+                        resolution=resolution,
                     )
                 )
             except StaleEpochError as exc:
@@ -241,6 +304,7 @@ class WorkflowContext:
             error=None if ok else body,
             undo=undo,
             compensates=compensates,
+            resolution=resolution,
         )
         self.steps[seq] = step
         if kind is StepKind.UNDO and ok and compensates in self.steps:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from shepherd.alerts import RaiseAlert
     from shepherd.clock import Clock
     from shepherd.config import Settings
+    from shepherd.governance.resolver import Resolver
     from shepherd.scheduler.workflow import Workflow
     from shepherd.store.roles import SchedulerStore
 
@@ -60,6 +61,8 @@ class Scheduler:
         workflows: The registered workflows, by name, whose functions it runs.
         agents: The registered agents, by name: the only ones a step may call.
         raise_alert: How a task that ends in `error` reaches an operator.
+        resolver: Where the entities of `ctx.call(..., entity=...)` live (the
+            App's `resolver`); None: a call naming an entity fails the task.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Scheduler:
         workflows: Mapping[str, Workflow],
         agents: Mapping[str, Agent],
         raise_alert: RaiseAlert,
+        resolver: Resolver | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -79,6 +83,7 @@ class Scheduler:
         self.workflows = workflows
         self.agents = agents
         self.raise_alert = raise_alert
+        self.resolver = resolver
         self.reply_grace = REPLY_GRACE
         #: The reply each running step waits for: (ok, body), or None when its time is up.
         self._waiting: dict[tuple[str, int], asyncio.Future[tuple[bool, JsonValue] | None]] = {}
@@ -362,6 +367,8 @@ class Scheduler:
             if isinstance(decision, replay.Replay):
                 continue
             if isinstance(decision, replay.Run):
+                # The undo acts where its forward step did: on that step's resolution.
+                forward = ctx.steps.get(undo.compensates)
                 try:
                     await ctx.run_step(
                         seq=undo.seq,
@@ -371,6 +378,7 @@ class Scheduler:
                         attempt=decision.attempt,
                         kind=StepKind.UNDO,
                         compensates=undo.compensates,
+                        resolution=None if forward is None else forward.resolution,
                     )
                     continue
                 except StepBugError as exc:

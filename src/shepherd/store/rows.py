@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, final
 
 from shepherd.core.records import Event, JsonValue, Lease, Request, Step, Task
+from shepherd.core.resources import Resolution
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.payloads import load_stored
@@ -43,6 +44,7 @@ __all__ = [
     "TaskCol",
     "TombstoneCol",
     "load",
+    "load_resolution",
     "unix_instant",
 ]
 
@@ -124,6 +126,7 @@ class StepCol(Columns):
     ERROR: ClassVar[int]
     UNDO: ClassVar[int]
     COMPENSATES: ClassVar[int]
+    RESOLUTION: ClassVar[int]
 
 
 class RequestCol(Columns):
@@ -141,6 +144,7 @@ class RequestCol(Columns):
     WITHIN: ClassVar[int]
     RETRY: ClassVar[int]
     SUSPECT: ClassVar[int]
+    RESOLUTION: ClassVar[int]
 
 
 class EventCol(Columns):
@@ -225,6 +229,11 @@ def load(text: str | None) -> JsonValue:
     return load_stored(text)
 
 
+def load_resolution(text: str | None) -> Resolution | None:
+    """Decode a step's or a request's `resolution` column (None stays None)."""
+    return None if text is None else Resolution.from_json(load_stored(text))
+
+
 @final
 class Records:
     """Rows of this module's column lists as records, with one backend's instants.
@@ -281,6 +290,7 @@ class Records:
             error=load_stored(row[StepCol.ERROR]),
             undo=row[StepCol.UNDO],
             compensates=row[StepCol.COMPENSATES],
+            resolution=load_resolution(row[StepCol.RESOLUTION]),
         )
 
     def request(self, row: Row) -> Request:
@@ -299,6 +309,7 @@ class Records:
             within=row[RequestCol.WITHIN],
             retry=None if retry is None else load_stored(retry),
             suspect=bool(row[RequestCol.SUSPECT]),
+            resolution=load_resolution(row[RequestCol.RESOLUTION]),
         )
 
     def event(self, row: Row) -> Event:

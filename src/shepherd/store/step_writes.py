@@ -73,9 +73,9 @@ class Starts(Generic[T]):
     Attributes:
         out: Per operation, in order: its step's complete_by, or its caller's error.
         steps: Step rows (task_id, seq, kind, agent, attempt, complete_by, request,
-            undo, compensates), to upsert `running`.
+            undo, compensates, resolution), to upsert `running`.
         requests: Request rows (agent, task_id, seq, attempt, lock_epoch, kind,
-            payload, complete_by, within, retry, suspect), to enqueue.
+            payload, complete_by, within, retry, suspect, resolution), to enqueue.
         claims: task id -> (lock_epoch, locked_by, the claim's new complete_by):
             the last step's wins, as if applied one by one.
         superseded: (task_id, seq) of steps started again: their old requests go.
@@ -116,6 +116,10 @@ def plan_starts(
         if isinstance(payload, Exception):
             plan.out.append(payload)
             continue
+        resolution = None if s.resolution is None else encode(s.resolution.to_json())
+        if isinstance(resolution, Exception):
+            plan.out.append(resolution)
+            continue
         window = s.within + s.queue_allowance
         complete_by = later(window)
         # The claim outlives the step's deadline, so the agent's deadline passes
@@ -135,6 +139,7 @@ def plan_starts(
                 payload,
                 s.undo,
                 s.compensates,
+                resolution,
             )
         )
         retry = None if s.retry is None else dumps_detail(s.retry)
@@ -151,6 +156,7 @@ def plan_starts(
                 float(s.within),
                 retry,
                 int(s.suspect),
+                resolution,
             )
         )
         plan.out.append(complete_by)

@@ -70,9 +70,9 @@ def test_a_start_writes_its_step_its_request_and_its_claim() -> None:
     )
 
     assert plan.out == [NOW + 6.0]
-    assert plan.steps == [("t1", 0, "forward", "pay", 1, NOW + 6.0, '{"n":1}', None, None)]
+    assert plan.steps == [("t1", 0, "forward", "pay", 1, NOW + 6.0, '{"n":1}', None, None, None)]
     assert plan.requests == [
-        ("pay", "t1", 0, 1, 2, "forward", '{"n":1}', NOW + 6.0, 5.0, '{"attempts":2}', 1)
+        ("pay", "t1", 0, 1, 2, "forward", '{"n":1}', NOW + 6.0, 5.0, '{"attempts":2}', 1, None)
     ]
     assert plan.claims == {"t1": (2, "s/1", NOW + 6.0 + REPLY_GRACE)}
     assert plan.superseded == []

@@ -37,37 +37,38 @@ _DROP_OLD_REQUESTS = (
 )
 _UPSERT_STEP = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
-    "request, undo, compensates, started_at) "
-    "VALUES (%b, %b, %b, %b, 'running', %b, %b, %b, %b, %b, %b) "
+    "request, undo, compensates, resolution, started_at) "
+    "VALUES (%b, %b, %b, %b, 'running', %b, %b, %b, %b, %b, %b, %b) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
     "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
-    "undo = excluded.undo, compensates = excluded.compensates, error = NULL, "
-    "started_at = excluded.started_at"
+    "undo = excluded.undo, compensates = excluded.compensates, "
+    "resolution = excluded.resolution, error = NULL, started_at = excluded.started_at"
 )
 _UPSERT_STEPS = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
-    "request, undo, compensates, started_at) "
+    "request, undo, compensates, resolution, started_at) "
     "SELECT v.task_id, v.seq, v.kind, v.agent, 'running', v.attempt, v.complete_by, "
-    "v.request, v.undo, v.compensates, %b "
+    "v.request, v.undo, v.compensates, v.resolution, %b "
     "FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::int[], "
-    "%b::timestamptz[], %b::text[], %b::text[], %b::int[]) "
-    "AS v(task_id, seq, kind, agent, attempt, complete_by, request, undo, compensates) "
+    "%b::timestamptz[], %b::text[], %b::text[], %b::int[], %b::text[]) "
+    "AS v(task_id, seq, kind, agent, attempt, complete_by, request, undo, compensates, "
+    "resolution) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
     "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
-    "undo = excluded.undo, compensates = excluded.compensates, error = NULL, "
-    "started_at = excluded.started_at"
+    "undo = excluded.undo, compensates = excluded.compensates, "
+    "resolution = excluded.resolution, error = NULL, started_at = excluded.started_at"
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, visible_at, created_at) "
+    "complete_by, within, retry, suspect, resolution, visible_at, created_at) "
     "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, v.within, v.retry, v.suspect, %b, %b "
+    "v.complete_by, v.within, v.retry, v.suspect, v.resolution, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
-    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[]) "
+    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[], %b::text[]) "
     "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, n) ORDER BY v.n"
+    "complete_by, within, retry, suspect, resolution, n) ORDER BY v.n"
 )
 
 

@@ -28,18 +28,18 @@ _SUPERSEDE = "DELETE FROM requests WHERE task_id = ? AND seq = ?"
 _TOUCH = "UPDATE tasks SET complete_by = ?, updated_at = ? WHERE id = ?"
 _UPSERT_STEP = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
-    "request, undo, compensates, started_at) "
-    "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?) "
+    "request, undo, compensates, resolution, started_at) "
+    "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (task_id, seq) DO UPDATE SET state = 'running', "
     "attempt = excluded.attempt, complete_by = excluded.complete_by, "
     "agent = excluded.agent, kind = excluded.kind, request = excluded.request, "
-    "undo = excluded.undo, compensates = excluded.compensates, error = NULL, "
-    "started_at = excluded.started_at"
+    "undo = excluded.undo, compensates = excluded.compensates, "
+    "resolution = excluded.resolution, error = NULL, started_at = excluded.started_at"
 )
 _ENQUEUE = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, visible_at, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "complete_by, within, retry, suspect, resolution, visible_at, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _REPLIES = (
     f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
