@@ -19,13 +19,12 @@ from shepherd.cli.loader import parse_json_argument, run_with
 from shepherd.cli.options import Command, app_option, json_option, open_for, store_option
 from shepherd.cli.render import compact, echo_json
 from shepherd.cli.tables import Column, echo_table, terminal_width
-from shepherd.core.resources import KEEP, Keep, Resource
+from shepherd.core.resources import KEEP, Keep, Resource, ResourceChange
 from shepherd.errors import InvalidResourceError
 
 if TYPE_CHECKING:
     from shepherd.app import App
     from shepherd.core.records import JsonValue
-    from shepherd.core.resources import Partition
 
 __all__ = ["COMMANDS", "partitions", "resources"]
 
@@ -75,6 +74,11 @@ def _limits(fn: F) -> F:
     )(fn)
 
 
+def _store_options(fn: F) -> F:
+    """`--app`, `--store` and `--json`, as every command here takes them."""
+    return app_option(store_option(json_option(fn)))
+
+
 def _info(name: str, text: str | None) -> dict[str, JsonValue] | Keep:
     """`--info JSON` as a JSON object, or KEEP when absent; refused before anything is written."""
     if text is None:
@@ -113,6 +117,44 @@ def _describe(resource: Resource) -> str:
     return f"{resource.name!r} ({', '.join([resource.kind, *limits])})"
 
 
+def _echo_done(done: str, resource: Resource, as_json: bool) -> None:
+    """Say what was `done` ("added", "changed", "removed") to `resource`."""
+    if as_json:
+        echo_json({done: resource.to_json()})
+    else:
+        click.echo(f"{done} resource {_describe(resource)}")
+
+
+def _list_command(
+    group: click.Group,
+    what: str,
+    read: Callable[[App], Awaitable[Sequence[T]]],
+    *,
+    help_text: str,
+    columns: Sequence[Column],
+    row: Callable[[T], tuple[str, ...]],
+    to_json: Callable[[T], JsonValue],
+) -> click.Command:
+    """`shepherd GROUP list`: every one of `what` as a table, or as JSON with the resolver's version."""
+
+    @group.command("list", cls=Command, help=help_text)
+    @_store_options
+    def list_(app_spec: str | None, store: str | None, as_json: bool) -> None:
+        async def work(app: App) -> tuple[Sequence[T], int]:
+            version = await app.store.resolver_version()
+            return await read(app), version
+
+        found, version = _run(app_spec, store, work, existing=True)
+        if as_json:
+            echo_json({what: [to_json(one) for one in found], "version": version})
+        elif not found:
+            click.echo(f"no {what}")
+        else:
+            echo_table(columns, [row(one) for one in found], terminal_width())
+
+    return list_
+
+
 # -- shepherd resources ---------------------------------------------------------
 @click.group(short_help="Add, change, list and remove the resources agents call.")
 def resources() -> None:
@@ -124,119 +166,103 @@ def resources() -> None:
     """
 
 
-@resources.command("add", cls=Command)
-@click.argument("name")
-@click.option("--kind", required=True, help="What it is (sqlite, postgres, http...).")
-@click.option("--info", "info_text", metavar="JSON", help="Connection details, a JSON object.")
-@_limits
-@app_option
-@store_option
-@json_option
-def add(
-    name: str,
-    kind: str,
-    info_text: str | None,
-    capacity: int | Keep | None,
-    rate: float | Keep | None,
-    app_spec: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
-    """Add resource NAME (an error if it exists: change it with `resources set`)."""
-    info = _info(name, info_text)
-    resource = Resource(
-        name=name,
-        kind=kind,
-        info={} if isinstance(info, Keep) else info,
-        capacity=None if isinstance(capacity, Keep) else capacity,
-        rate=None if isinstance(rate, Keep) else rate,
-    )
-    added = _run(app_spec, store, lambda app: app.store.add_resource(resource), existing=False)
-    if as_json:
-        echo_json({"added": added.to_json()})
-    else:
-        click.echo(f"added resource {_describe(added)}")
+#: A command's change: (NAME, the fields given) -> what it does with the app's store.
+_Change = Callable[[str, ResourceChange], Callable[["App"], Awaitable[Resource]]]
 
 
-@resources.command("set", cls=Command)
-@click.argument("name")
-@click.option("--kind", default=None, help="A new kind.")
-@click.option(
-    "--info", "info_text", metavar="JSON", help="New connection details (replaced whole)."
+def _resource_command(
+    command: str, *, done: str, existing: bool, kind_required: bool, kind_help: str, info_help: str
+) -> Callable[[_Change], click.Command]:
+    """`shepherd resources COMMAND NAME` with the resource's fields as options.
+
+    The decorated function gets NAME and the fields given as a `ResourceChange`
+    (`--info` checked first), and returns what to do with the app; the command
+    runs it and says what was `done` to the resource.
+    """
+
+    def make(
+        body: _Change,
+    ) -> click.Command:
+        @resources.command(command, cls=Command, help=body.__doc__)
+        @click.argument("name")
+        @click.option("--kind", required=kind_required, help=kind_help)
+        @click.option("--info", "info_text", metavar="JSON", help=info_help)
+        @_limits
+        @_store_options
+        def run(
+            name: str,
+            kind: str | None,
+            info_text: str | None,
+            capacity: int | Keep | None,
+            rate: float | Keep | None,
+            app_spec: str | None,
+            store: str | None,
+            as_json: bool,
+        ) -> None:
+            info = _info(name, info_text)
+            change = ResourceChange(
+                kind=KEEP if kind is None else kind, info=info, capacity=capacity, rate=rate
+            )
+            work = body(name, change)
+            _echo_done(done, _run(app_spec, store, work, existing=existing), as_json)
+
+        return run
+
+    return make
+
+
+@_resource_command(
+    "add",
+    done="added",
+    existing=False,
+    kind_required=True,
+    kind_help="What it is (sqlite, postgres, http...).",
+    info_help="Connection details, a JSON object.",
 )
-@_limits
-@app_option
-@store_option
-@json_option
-def set_(
-    name: str,
-    kind: str | None,
-    info_text: str | None,
-    capacity: int | Keep | None,
-    rate: float | Keep | None,
-    app_spec: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
+def add(name: str, fields: ResourceChange) -> Callable[[App], Awaitable[Resource]]:
+    """Add resource NAME (an error if it exists: change it with `resources set`)."""
+    resource = fields.applied_to(Resource(name=name, kind="", info={}))
+    return lambda app: app.store.add_resource(resource)
+
+
+@_resource_command(
+    "set",
+    done="changed",
+    existing=True,
+    kind_required=False,
+    kind_help="A new kind.",
+    info_help="New connection details (replaced whole).",
+)
+def set_(name: str, change: ResourceChange) -> Callable[[App], Awaitable[Resource]]:
     """Change resource NAME: only the fields given ('none' removes a capacity or a rate)."""
-    info = _info(name, info_text)
-    new_kind: str | Keep = KEEP if kind is None else kind
-    if all(isinstance(v, Keep) for v in (new_kind, info, capacity, rate)):
+    if change.is_empty():
         raise click.UsageError(
             "nothing to change: give --kind, --info, --capacity or --rate",
             click.get_current_context(),
         )
-    changed = _run(
-        app_spec,
-        store,
-        lambda app: app.store.set_resource(
-            name, kind=new_kind, info=info, capacity=capacity, rate=rate
-        ),
-        existing=True,
+    return lambda app: app.store.set_resource(
+        name, kind=change.kind, info=change.info, capacity=change.capacity, rate=change.rate
     )
-    if as_json:
-        echo_json({"changed": changed.to_json()})
-    else:
-        click.echo(f"changed resource {_describe(changed)}")
 
 
-@resources.command("list", cls=Command)
-@app_option
-@store_option
-@json_option
-def list_resources(app_spec: str | None, store: str | None, as_json: bool) -> None:
-    """List every resource, with its limits and connection details."""
-
-    async def work(app: App) -> tuple[list[Resource], int]:
-        version = await app.store.resolver_version()
-        return await app.store.list_resources(), version
-
-    found, version = _run(app_spec, store, work, existing=True)
-    if as_json:
-        echo_json({"resources": [r.to_json() for r in found], "version": version})
-        return
-    if not found:
-        click.echo("no resources")
-        return
-    rows = [
-        (r.name, r.kind, str(_fixed(r.capacity)), str(_fixed(r.rate)), compact(r.info))
-        for r in found
-    ]
-    echo_table(_RESOURCE_COLUMNS, rows, terminal_width())
+list_resources = _list_command(
+    resources,
+    "resources",
+    lambda app: app.store.list_resources(),
+    help_text="List every resource, with its limits and connection details.",
+    columns=_RESOURCE_COLUMNS,
+    row=lambda r: (r.name, r.kind, str(_fixed(r.capacity)), str(_fixed(r.rate)), compact(r.info)),
+    to_json=Resource.to_json,
+)
 
 
 @resources.command("remove", cls=Command)
 @click.argument("name")
-@app_option
-@store_option
-@json_option
+@_store_options
 def remove(name: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
     """Remove resource NAME (an error while partitions live on it)."""
     removed = _run(app_spec, store, lambda app: app.store.remove_resource(name), existing=True)
-    if as_json:
-        echo_json({"removed": removed.to_json()})
-    else:
-        click.echo(f"removed resource {_describe(removed)}")
+    _echo_done("removed", removed, as_json)
 
 
 # -- shepherd partitions --------------------------------------------------------
@@ -253,9 +279,7 @@ def partitions() -> None:
 @partitions.command("assign", cls=Command)
 @click.argument("entity")
 @click.argument("partition")
-@app_option
-@store_option
-@json_option
+@_store_options
 def assign(
     entity: str, partition: str, app_spec: str | None, store: str | None, as_json: bool
 ) -> None:
@@ -274,9 +298,7 @@ def assign(
 @partitions.command("move", cls=Command)
 @click.argument("partition")
 @click.argument("resource")
-@app_option
-@store_option
-@json_option
+@_store_options
 def move(
     partition: str, resource: str, app_spec: str | None, store: str | None, as_json: bool
 ) -> None:
@@ -305,33 +327,20 @@ def move(
         )
 
 
-@partitions.command("list", cls=Command)
-@app_option
-@store_option
-@json_option
-def list_partitions(app_spec: str | None, store: str | None, as_json: bool) -> None:
-    """List every partition: its resource and how many entities it holds."""
-
-    async def work(app: App) -> tuple[list[Partition], int]:
-        version = await app.store.resolver_version()
-        return await app.store.list_partitions(), version
-
-    found, version = _run(app_spec, store, work, existing=True)
-    if as_json:
-        echo_json({"partitions": _partitions_json(found), "version": version})
-        return
-    if not found:
-        click.echo("no partitions")
-        return
-    rows = [(p.name, p.resource, str(p.entities)) for p in found]
-    echo_table(_PARTITION_COLUMNS, rows, terminal_width())
+list_partitions = _list_command(
+    partitions,
+    "partitions",
+    lambda app: app.store.list_partitions(),
+    help_text="List every partition: its resource and how many entities it holds.",
+    columns=_PARTITION_COLUMNS,
+    row=lambda p: (p.name, p.resource, str(p.entities)),
+    to_json=lambda p: {"partition": p.name, "resource": p.resource, "entities": p.entities},
+)
 
 
 @partitions.command("unassign", cls=Command)
 @click.argument("entity")
-@app_option
-@store_option
-@json_option
+@_store_options
 def unassign(entity: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
     """Take ENTITY out of its partition (it then resolves to the default partition, if any)."""
     before = _run(app_spec, store, lambda app: app.store.unassign_entity(entity), existing=True)
@@ -341,10 +350,6 @@ def unassign(entity: str, app_spec: str | None, store: str | None, as_json: bool
         click.echo(f"entity {entity!r} was in no partition")
     else:
         click.echo(f"entity {entity!r} taken out of partition {before!r}")
-
-
-def _partitions_json(found: Sequence[Partition]) -> JsonValue:
-    return [{"partition": p.name, "resource": p.resource, "entities": p.entities} for p in found]
 
 
 #: The command groups of this module, for the `shepherd` group.
