@@ -1,0 +1,99 @@
+"""Exclusive owners: which keys a process should take, and which it should hand back.
+
+An exclusive agent's requests carry an owning key (the seed's event type): at
+any moment at most one process owns a key, through a lease with an epoch kept
+in the store. This module decides, from a snapshot of the leases, what one
+process asks the store for; the store's fenced writes make the decision safe
+when two processes act on the same snapshot (the second one's take is refused).
+
+Keys spread over the live processes: none should own more than its fair share,
+`ceil(keys / processes)`. A process prefers the keys it ranks highest by
+rendezvous hashing, so processes racing for free keys mostly ask for different
+ones, and a key tends to return to the same process. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["KeyLease", "OwnershipPlan", "fair_share", "plan_ownership", "rank"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyLease:
+    """One key's lease, as the store keeps it."""
+
+    key: str
+    owner: str
+    #: Bumped by every take: a write carrying an older epoch is a stale owner's.
+    epoch: int
+    lease_until: datetime
+
+    def live(self, now: datetime) -> bool:
+        """Whether the lease still holds at `now`."""
+        return now < self.lease_until
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipPlan:
+    """What one process should ask the store for, keys in the order to ask.
+
+    Attributes:
+        take: Free keys (never leased, or their lease expired) to take.
+        release: Keys it owns beyond its fair share, to hand back once idle.
+    """
+
+    take: tuple[str, ...] = ()
+    release: tuple[str, ...] = ()
+
+
+def fair_share(keys: int, processes: int) -> int:
+    """The most keys one process should own: `ceil(keys / processes)` (0 without keys)."""
+    if keys <= 0:
+        return 0
+    return math.ceil(keys / max(processes, 1))
+
+
+def rank(key: str, process: str) -> bytes:
+    """Rendezvous weight of `process` for `key`: the highest weight is its preferred owner."""
+    return hashlib.blake2b(f"{key}\x00{process}".encode(), digest_size=8).digest()
+
+
+def plan_ownership(
+    *,
+    me: str,
+    now: datetime,
+    processes: Collection[str],
+    leases: Mapping[str, KeyLease],
+    keys: Collection[str],
+) -> OwnershipPlan:
+    """Which keys `me` should take and which it should hand back.
+
+    Args:
+        me: This process.
+        now: The store's instant of the snapshot.
+        processes: The live processes that run the agent (`me` is counted
+            whether or not it is listed).
+        leases: The keys' leases, by key (an expired one is free).
+        keys: Keys with requests waiting; with the leased keys, the keys to share.
+
+    Returns:
+        Free keys to take, `me`'s preferred first, up to its fair share; and,
+        when it owns more than its share, the keys it ranks lowest to hand back.
+    """
+    every = set(keys) | set(leases)
+    share = fair_share(len(every), len(set(processes) | {me}))
+    mine = sorted(k for k, lease in leases.items() if lease.owner == me and lease.live(now))
+    free = [k for k in every if k not in leases or not leases[k].live(now)]
+    free.sort(key=lambda k: rank(k, me), reverse=True)
+    room = max(share - len(mine), 0)
+    take = tuple(free[:room])
+    release: tuple[str, ...] = ()
+    if len(mine) > share:
+        mine.sort(key=lambda k: rank(k, me))
+        release = tuple(mine[: len(mine) - share])
+    return OwnershipPlan(take=take, release=release)
