@@ -10,6 +10,9 @@ if TYPE_CHECKING:
     from shepherd.alerts import Alert as Alert
     from shepherd.app import App as App
     from shepherd.core.breaker import BreakerPolicy as BreakerPolicy
+    from shepherd.core.resources import Partition as Partition
+    from shepherd.core.resources import Resolution as Resolution
+    from shepherd.core.resources import Resource as Resource
     from shepherd.core.retry import RetryPolicy as RetryPolicy
     from shepherd.core.states import ProcessState as ProcessState
     from shepherd.core.states import StepState as StepState
@@ -17,10 +20,14 @@ if TYPE_CHECKING:
     from shepherd.errors import CommitUnknownError as CommitUnknownError
     from shepherd.errors import ConfigError as ConfigError
     from shepherd.errors import IncompleteAppError as IncompleteAppError
+    from shepherd.errors import InvalidResourceError as InvalidResourceError
     from shepherd.errors import NonDeterminismError as NonDeterminismError
     from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
     from shepherd.errors import PayloadError as PayloadError
     from shepherd.errors import PermanentError as PermanentError
+    from shepherd.errors import ResourceError as ResourceError
+    from shepherd.errors import ResourceExistsError as ResourceExistsError
+    from shepherd.errors import ResourceInUseError as ResourceInUseError
     from shepherd.errors import ShepherdError as ShepherdError
     from shepherd.errors import StaleEpochError as StaleEpochError
     from shepherd.errors import StepBugError as StepBugError
@@ -31,8 +38,14 @@ if TYPE_CHECKING:
     from shepherd.errors import TaskFailedError as TaskFailedError
     from shepherd.errors import TransientError as TransientError
     from shepherd.errors import UnknownAgentError as UnknownAgentError
+    from shepherd.errors import UnknownPartitionError as UnknownPartitionError
+    from shepherd.errors import UnknownResourceError as UnknownResourceError
     from shepherd.errors import UnknownTaskError as UnknownTaskError
     from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
+    from shepherd.errors import UnresolvedEntityError as UnresolvedEntityError
+    from shepherd.governance.resolver import Resolver as Resolver
+    from shepherd.governance.resolver import StaticResolver as StaticResolver
+    from shepherd.governance.resolver import StoreResolver as StoreResolver
     from shepherd.scheduler.context import WorkflowContext as WorkflowContext
     from shepherd.submission import Submission as Submission
 
@@ -48,6 +61,12 @@ _LAZY: dict[str, str] = {
     "ProcessState": "shepherd.core.states",
     "StepState": "shepherd.core.states",
     "BackoffPolicy": "shepherd.core.supervision",
+    "Partition": "shepherd.core.resources",
+    "Resolution": "shepherd.core.resources",
+    "Resource": "shepherd.core.resources",
+    "Resolver": "shepherd.governance.resolver",
+    "StaticResolver": "shepherd.governance.resolver",
+    "StoreResolver": "shepherd.governance.resolver",
     "ConfigError": "shepherd.errors",
     "IncompleteAppError": "shepherd.errors",
     "NonDeterminismError": "shepherd.errors",
@@ -67,6 +86,13 @@ _LAZY: dict[str, str] = {
     "UnknownAgentError": "shepherd.errors",
     "UnknownTaskError": "shepherd.errors",
     "UnknownWorkflowError": "shepherd.errors",
+    "ResourceError": "shepherd.errors",
+    "InvalidResourceError": "shepherd.errors",
+    "UnknownResourceError": "shepherd.errors",
+    "ResourceExistsError": "shepherd.errors",
+    "ResourceInUseError": "shepherd.errors",
+    "UnknownPartitionError": "shepherd.errors",
+    "UnresolvedEntityError": "shepherd.errors",
 }
 
 
@@ -88,25 +114,38 @@ __all__ = [
     "CommitUnknownError",
     "ConfigError",
     "IncompleteAppError",
+    "InvalidResourceError",
     "NonDeterminismError",
     "OutcomeUnknownError",
+    "Partition",
     "PayloadError",
     "PermanentError",
     "ProcessState",
+    "Resolution",
+    "Resolver",
+    "Resource",
+    "ResourceError",
+    "ResourceExistsError",
+    "ResourceInUseError",
     "RetryPolicy",
     "ShepherdError",
     "StaleEpochError",
+    "StaticResolver",
     "StepBugError",
     "StepState",
     "StepSupersededError",
     "StoreDamagedError",
     "StoreFullError",
+    "StoreResolver",
     "StoreUnavailableError",
     "Submission",
     "TaskFailedError",
     "TransientError",
     "UnknownAgentError",
+    "UnknownPartitionError",
+    "UnknownResourceError",
     "UnknownTaskError",
     "UnknownWorkflowError",
+    "UnresolvedEntityError",
     "WorkflowContext",
 ]

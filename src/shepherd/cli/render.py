@@ -16,6 +16,7 @@ import click
 
 from shepherd.cli.tables import Column, echo_table, terminal_width
 from shepherd.core.records import Event, JsonValue, Step, Task
+from shepherd.core.resources import Resolution
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent
@@ -29,6 +30,7 @@ __all__ = [
     "print_task",
     "print_tasks",
     "reason",
+    "resolution_rows",
     "task_json",
     "tasks_json",
     "tracebacks",
@@ -56,6 +58,14 @@ _STEP_COLUMNS = (
     Column("error", "wide"),
 )
 _HISTORY_COLUMNS = (Column("at"), Column("kind"), Column("detail", "wide"))
+#: A step's recorded resolution: entity -> partition -> resource, then the resource's details.
+_RESOLUTION_COLUMNS = (
+    Column("seq", right=True),
+    Column("entity", "middle", drop=1),
+    Column("partition", "middle", drop=0),
+    Column("resource"),
+    Column("info", "wide"),
+)
 
 
 def task_json(task: Task, history: Sequence[Event] | None = None) -> dict[str, JsonValue]:
@@ -119,7 +129,9 @@ def print_tasks(tasks: Sequence[Task], *, now: datetime, more: bool) -> None:
 
 
 def print_task(task: Task, history: Sequence[Event]) -> None:
-    """A task's fields, its steps, its history, then any traceback its errors hold."""
+    """A task's fields, its steps, the resolutions they were sent with (if any), its history,
+    then any traceback its errors hold.
+    """
     fields = (
         ("id", task.id),
         ("workflow", task.workflow),
@@ -147,6 +159,10 @@ def print_task(task: Task, history: Sequence[Event]) -> None:
         echo_table(_STEP_COLUMNS, [_step_row(step) for step in task.steps], width)
     else:
         click.echo("no steps")
+    resolved = resolution_rows(task)
+    if resolved:
+        _section("resolutions")
+        echo_table(_RESOLUTION_COLUMNS, resolved, width)
     _section("history")
     if history:
         rows = [(when(e.at), e.kind, compact(e.detail)) for e in history]
@@ -177,6 +193,25 @@ def tracebacks(task: Task) -> list[tuple[str, str]]:
         detail = ", ".join(part for part in where if part)
         add(f"traceback of the task's error{f' ({detail})' if detail else ''}", error)
     return found
+
+
+def resolution_rows(task: Task) -> list[tuple[str, str, str, str, str]]:
+    """(seq, entity, partition, resource, info) of each step that has a recorded resolution.
+
+    The resolution is the one the step was sent with (`ctx.call(..., entity=)`):
+    a partition moved since does not change it.
+    """
+    return [
+        (
+            str(step.seq),
+            step.resolution.entity,
+            step.resolution.partition,
+            step.resolution.resource.name,
+            compact(step.resolution.resource.info),
+        )
+        for step in task.steps
+        if step.resolution is not None
+    ]
 
 
 def _step_row(step: Step) -> tuple[str, ...]:
@@ -225,7 +260,9 @@ def plain(
 
 
 def value(field: object) -> JsonValue:
-    """One record field as JSON."""
+    """One record field as JSON (a step's resolution as `Resolution.to_json` writes it)."""
+    if isinstance(field, Resolution):
+        return field.to_json()
     if isinstance(field, tuple):
         return [plain(item) if isinstance(item, Step) else item for item in field]
     if isinstance(field, datetime):

@@ -125,7 +125,11 @@ def tasks(
 def show(
     name: str, workflow: str | None, app_spec: str | None, store: str | None, as_json: bool
 ) -> None:
-    """Show a task: its fields, steps and history, then any traceback of its failure."""
+    """Show a task: its fields, steps and history, then any traceback of its failure.
+
+    A step called for an entity (`ctx.call(..., entity=)`) also shows the
+    resolution it was sent with: entity, partition, resource and its details.
+    """
     app = open_for(app_spec, store, existing=True)
 
     async def work() -> tuple[Task, list[Event]]:
