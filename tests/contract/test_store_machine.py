@@ -45,6 +45,7 @@ from shepherd.errors import InvalidStateError, StaleEpochError
 from shepherd.store.contract import NewTask, StepStart
 from shepherd.testing import FakeClock
 from support.factories import SUPERVISOR_LEASE
+from support.records import task_record
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -208,18 +209,11 @@ class StoreMachine(RuleBasedStateMachine):
         )
         assert submitted.created
         now = self.clock.now()
-        self.tasks[submitted.task_id] = Task(
+        self.tasks[submitted.task_id] = task_record(
             id=submitted.task_id,
             workflow=workflow,
-            key=None,
             input=None,
-            process_state=ProcessState.PENDING,
-            locked_by=None,
-            lock_epoch=0,
-            complete_by=None,
-            failure_count=0,
             not_before=now,
-            reply_to=None,
             created_at=now,
             updated_at=now,
         )

@@ -31,7 +31,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+
+from support.processes import pump_lines
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -199,14 +200,6 @@ def session_steps(markdown: str) -> list[Command | LogLines]:
     return steps
 
 
-def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    try:
-        for line in stream:
-            lines.put(line.rstrip("\n"))
-    finally:
-        lines.put(None)
-
-
 @dataclass
 class Worker:
     """A `shepherd run`/`worker` process started by a session, as in another terminal."""
@@ -336,7 +329,7 @@ class Session:
         self.workers.append(worker)
         self.worker = worker
         assert process.stdout is not None
-        worker.pump = threading.Thread(target=_pump, args=(process.stdout, worker.lines))
+        worker.pump = threading.Thread(target=pump_lines, args=(process.stdout, worker.lines))
         worker.pump.start()
         return worker.first_line()
 

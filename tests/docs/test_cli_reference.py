@@ -14,9 +14,10 @@ from doctools import DOCS, Command, Session, code_blocks, session_steps
 
 from shepherd.cli.commands import cli
 from shepherd.cli.render import print_task
-from shepherd.core.records import Step, Task
+from shepherd.core.records import Step
 from shepherd.core.resources import Resolution, Resource
 from shepherd.core.states import ProcessState, StepState
+from support.records import task_record
 
 PAGE = DOCS / "reference" / "cli.md"
 #: The groups whose every subcommand is described, with its options, in its own section.
@@ -129,18 +130,13 @@ def test_shows_resolutions_table_is_the_one_print_task_prints(
         state=StepState.COMPLETED,
         resolution=Resolution(entity="user-1", partition="p1", resource=resource),
     )
-    task = Task(
+    task = task_record(
         id=step.task_id,
         workflow="users.visit",
-        key=None,
         input={},
         process_state=ProcessState.PROCESSED,
-        locked_by=None,
         lock_epoch=1,
-        complete_by=None,
-        failure_count=0,
         not_before=now,
-        reply_to=None,
         created_at=now,
         updated_at=now,
         steps=(step,),

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -32,6 +32,7 @@ from shepherd.core.states import ProcessState
 from shepherd.store.contract import NewTask
 from shepherd.store.sqlite import SQLiteStore
 from shepherd.testing import FakeClock
+from support.processes import pump_lines
 
 #: The app the tests run: a two-step workflow, and one whose code raises.
 CLI_APP = """
@@ -134,14 +135,6 @@ class CliProcess:
             self.process.stdout.close()
 
 
-def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    try:
-        for line in stream:
-            lines.put(line.rstrip("\n"))
-    finally:
-        lines.put(None)
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store every process of the test opens: one SQLite file, or one PostgreSQL database."""
@@ -215,7 +208,7 @@ def shepherd_process(
         started.append(handle)
         assert process.stdout is not None
         handle.pump = threading.Thread(
-            target=_pump, args=(process.stdout, handle.lines), daemon=True
+            target=pump_lines, args=(process.stdout, handle.lines), daemon=True
         )
         handle.pump.start()
         try:

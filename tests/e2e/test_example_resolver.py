@@ -32,12 +32,12 @@ import threading
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 from shepherd import App
-from support.processes import start_process, workers
+from support.processes import pump_lines, start_process, workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -103,14 +103,6 @@ def run(argv: list[str], cwd: Path) -> str:
     return done.stdout
 
 
-def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    try:
-        for line in stream:
-            lines.put(line.rstrip("\n"))
-    finally:
-        lines.put(None)
-
-
 class Traffic:
     """The traffic script, its rounds read as it prints them."""
 
@@ -122,7 +114,7 @@ class Traffic:
             )
         assert self.process.stdout is not None
         self.lines: queue.Queue[str | None] = queue.Queue()
-        self.pump = threading.Thread(target=_pump, args=(self.process.stdout, self.lines))
+        self.pump = threading.Thread(target=pump_lines, args=(self.process.stdout, self.lines))
         self.pump.start()
 
     def line(self) -> str | None:

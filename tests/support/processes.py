@@ -84,6 +84,15 @@ class Worker:
         return self.process.poll() is None
 
 
+def pump_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    """Put each line of `stream` on `lines` (without its newline); None marks its end."""
+    try:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+    finally:
+        lines.put(None)
+
+
 def _forward_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
     """Forward the worker's stdout lines; None marks its end."""
     try:

@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from shepherd.cli.render import reason, tracebacks
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.states import ProcessState, StepState
+from support.records import task_record
 
-NOW = datetime(2025, 1, 31, 12, 0, tzinfo=UTC)
 TRACE = "Traceback (most recent call last):\n  ...\nKeyError: 'card'\n"
 
 
 def task(error: JsonValue, *steps: Step) -> Task:
-    return Task(
+    return task_record(
         id="01a208d352cf79e7f72c",
         workflow="orders.process",
-        key=None,
         input={},
         process_state=ProcessState.ERROR,
-        locked_by=None,
         lock_epoch=1,
-        complete_by=None,
-        failure_count=0,
-        not_before=NOW,
-        reply_to=None,
-        created_at=NOW,
-        updated_at=NOW,
         error=error,
         steps=steps,
     )

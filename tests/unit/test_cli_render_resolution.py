@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 
@@ -11,28 +10,20 @@ from shepherd.cli.render import echo_json, print_task, resolution_rows, task_jso
 from shepherd.core.records import Step, Task
 from shepherd.core.resources import Resolution, Resource
 from shepherd.core.states import ProcessState, StepKind, StepState
+from support.records import task_record
 
-NOW = datetime(2025, 1, 31, 12, 0, tzinfo=UTC)
 TASK_ID = "01a208d352cf79e7f72c"
 DB1 = Resource(name="orders-db-1", kind="sqlite", info={"path": "orders-1.db"}, capacity=3)
 AT_DB1 = Resolution(entity="user-42", partition="p0", resource=DB1)
 
 
 def task(*steps: Step) -> Task:
-    return Task(
+    return task_record(
         id=TASK_ID,
         workflow="orders.process",
-        key=None,
         input={},
         process_state=ProcessState.COMPENSATED,
-        locked_by=None,
         lock_epoch=1,
-        complete_by=None,
-        failure_count=0,
-        not_before=NOW,
-        reply_to=None,
-        created_at=NOW,
-        updated_at=NOW,
         steps=steps,
     )
 

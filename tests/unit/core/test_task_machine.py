@@ -20,6 +20,7 @@ from shepherd.core import transitions as tr
 from shepherd.core.records import Task
 from shepherd.core.states import CLAIMABLE_STATES, ProcessState
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy, is_expired, on_expired
+from support.records import task_record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,18 +60,11 @@ def policies(draw: st.DrawFn) -> SupervisionPolicy:
 
 
 def _new_task(task_id: str) -> Task:
-    return Task(
+    return task_record(
         id=task_id,
-        workflow="orders.place",
         key=task_id,
         input=None,
-        process_state=ProcessState.PENDING,
-        locked_by=None,
-        lock_epoch=0,
-        complete_by=None,
-        failure_count=0,
         not_before=START,
-        reply_to=None,
         created_at=START,
         updated_at=START,
     )
