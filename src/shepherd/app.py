@@ -23,7 +23,7 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import Event, JsonValue, Task
-from shepherd.core.resources import Resource
+from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
@@ -185,6 +185,7 @@ class App:
         breaker: BreakerPolicy | None = None,
         service: str | None = None,
         threads: bool = False,
+        resource: str | None = None,
     ) -> Callable[[F], F]:
         """Register `async def handler(request)` as an agent (or a plain `def`, with `threads`).
 
@@ -201,6 +202,10 @@ class App:
                 event loop. At complete_by the step is given up, but the thread runs
                 on and keeps its slot until it returns. It cannot call
                 `request.heartbeat()` or `request.once()`.
+            resource: The constrained resource the handler uses: while it runs it
+                holds one of the resource's `capacity` slots, shared by every
+                process (default: the resource of the step's resolution, when the
+                step was called with an `entity`; none without one).
 
         Raises:
             ConfigError: An option is invalid, or the handler is an `async def` with
@@ -210,6 +215,8 @@ class App:
             raise ConfigError("within", "must be a positive number of seconds")
         if service is not None and not service:
             raise ConfigError("service", "must be a non-empty name")
+        if resource is not None and (problem := check_name("resource", resource)) is not None:
+            raise ConfigError("resource", problem)
 
         def register(fn: F) -> F:
             agent_name = name or fn.__name__
@@ -222,6 +229,7 @@ class App:
                 breaker=breaker,
                 service=service,
                 threads=threads,
+                resource=resource,
             )
             return fn
 

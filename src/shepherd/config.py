@@ -41,6 +41,10 @@ class Settings:
         block_warning: Seconds the event loop may be blocked (by a handler or
             workflow that does not yield) before the watchdog logs a warning.
         poll_interval: Seconds between fallback polls when no wake-up arrives.
+        idle_poll_max: Seconds the fallback poll of an idle loop grows to: each
+            empty look doubles the wait, from `poll_interval` up to this; any
+            work found resets it. Below `poll_interval`, it is `poll_interval`
+            (no backoff).
         lease_ttl: Seconds a supervisor's leadership lease lasts unrenewed.
         default_complete_within: A workflow's default progress window, in seconds.
         default_step_within: A step's default deadline, in seconds.
@@ -73,6 +77,9 @@ class Settings:
         resolver_refresh: Seconds between a resolver's reads of the mapping's
             version, besides the wake-up every change sends: a change whose
             wake-up was lost is noticed within this long.
+        slot_lease: Seconds a capacity slot lasts unrenewed: a handler's slot is
+            renewed every third of it while held, and the slot of a process that
+            died is free again within this long.
         default_partition: The partition an entity assigned to none resolves
             to; None (the default): such an entity is an `UnresolvedEntityError`.
 
@@ -88,6 +95,7 @@ class Settings:
     agent_threads: int = 32
     block_warning: float = 1.0
     poll_interval: float = 0.2
+    idle_poll_max: float = 2.0
     lease_ttl: float = 1.5
     default_complete_within: float = 30.0
     default_step_within: float = 30.0
@@ -105,6 +113,7 @@ class Settings:
     purge_batch: int = 500
     purge_interval: float = 60.0
     resolver_refresh: float = 30.0
+    slot_lease: float = 15.0
     default_partition: str | None = None
 
     def __post_init__(self) -> None:
@@ -126,6 +135,11 @@ class Settings:
                 f"must be longer than worker_beat ({self.worker_beat:g} s), "
                 f"not {self.worker_ttl:g} s: a live process would look dead between beats",
             )
+
+    @property
+    def idle_poll_cap(self) -> float:
+        """The longest wait of an idle loop's poll: `idle_poll_max`, at least `poll_interval`."""
+        return max(self.idle_poll_max, self.poll_interval)
 
     def __repr__(self) -> str:
         shown = {name: getattr(self, name) for name in _TYPES}

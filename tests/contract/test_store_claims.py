@@ -136,6 +136,20 @@ async def test_claim_respects_not_before(store: Store, fake_clock: FakeClock) ->
     assert claimed[0].failure_count == 1
 
 
+async def test_next_due_is_when_the_earliest_waiting_task_becomes_claimable(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    assert await store.next_due() is None
+    task = await claimed_task(store, owner="s1")
+    assert await store.next_due() is None  # claimed: nothing waits
+    reset = await supervisor_reset(store, fake_clock, task, not_before_in=10.0)
+
+    assert await store.next_due() == reset.not_before
+    fake_clock.advance(11.0)
+    await store.claim_tasks(owner="s2", limit=10)
+    assert await store.next_due() is None
+
+
 async def test_a_claimed_task_comes_with_its_recorded_steps(
     store: Store, fake_clock: FakeClock
 ) -> None:

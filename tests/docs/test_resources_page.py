@@ -8,7 +8,11 @@ import pytest
 from doctools import DOCS, Command, Session, code_blocks, session_steps
 
 PAGE = DOCS / "howto" / "resources.md"
-EXAMPLES = [DOCS / "howto" / "resources_app.py", DOCS / "howto" / "static_resolver.py"]
+EXAMPLES = [
+    DOCS / "howto" / "resources_app.py",
+    DOCS / "howto" / "capacity_app.py",
+    DOCS / "howto" / "static_resolver.py",
+]
 
 
 def test_the_page_shows_the_whole_examples() -> None:
@@ -22,5 +26,5 @@ def test_every_command_prints_what_the_page_shows(session: Session) -> None:
         shutil.copy(example, session.cwd)
     steps = session_steps(PAGE.read_text())
     assert all(isinstance(step, Command) for step in steps)
-    assert len(steps) == 17
+    assert len(steps) == 18
     session.play(steps)

@@ -147,9 +147,11 @@ async def test_a_heartbeat_after_the_step_was_superseded_raises(app: App) -> Non
     replies: list[int] = []
     reply_and_ack = app.store.reply_and_ack
 
-    async def spy(request: Any, *, worker: str, ok: bool, body: JsonValue) -> bool:
+    async def spy(
+        request: Any, *, worker: str, ok: bool, body: JsonValue, slot: Any = None
+    ) -> bool:
         replies.append(request.attempt)
-        return await reply_and_ack(request, worker=worker, ok=ok, body=body)
+        return await reply_and_ack(request, worker=worker, ok=ok, body=body, slot=slot)
 
     app.store.reply_and_ack = spy  # type: ignore[method-assign]
 

@@ -204,8 +204,10 @@ async def test_a_hung_call_is_cancelled_at_complete_by_and_replies_nothing(
     replies: list[tuple[int, bool]] = []
     reply_and_ack = app.store.reply_and_ack
 
-    async def spy(request: Any, *, worker: str, ok: bool, body: JsonValue) -> bool:
-        written = await reply_and_ack(request, worker=worker, ok=ok, body=body)
+    async def spy(
+        request: Any, *, worker: str, ok: bool, body: JsonValue, slot: Any = None
+    ) -> bool:
+        written = await reply_and_ack(request, worker=worker, ok=ok, body=body, slot=slot)
         replies.append((request.attempt, written))
         return written
 

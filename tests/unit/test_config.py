@@ -47,6 +47,7 @@ def test_every_field_has_an_env_variable() -> None:
         "agent_threads": ("6", 6),
         "block_warning": ("0.25", 0.25),
         "poll_interval": ("0.25", 0.25),
+        "idle_poll_max": ("1.5", 1.5),
         "lease_ttl": ("7.5", 7.5),
         "default_complete_within": ("60", 60.0),
         "default_step_within": ("9", 9.0),
@@ -64,6 +65,7 @@ def test_every_field_has_an_env_variable() -> None:
         "purge_batch": ("100", 100),
         "purge_interval": ("30", 30.0),
         "resolver_refresh": ("5", 5.0),
+        "slot_lease": ("6", 6.0),
         "default_partition": (" shared ", "shared"),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Settings)}
@@ -81,6 +83,7 @@ def test_settings_are_frozen() -> None:
     [
         ("supervisor_interval", 0, "positive number of seconds"),
         ("poll_interval", -0.1, "positive number of seconds"),
+        ("idle_poll_max", 0, "positive number of seconds"),
         ("lease_ttl", float("inf"), "positive number of seconds"),
         ("default_complete_within", float("nan"), "positive number of seconds"),
         ("default_step_within", "30", "must be a number, not str"),
@@ -152,6 +155,13 @@ def test_worker_ttl_must_outlast_a_beat() -> None:
     assert caught.value.field == "worker_ttl"
     env = {"SHEPHERD_WORKER_BEAT": "30", "SHEPHERD_WORKER_TTL": "90"}
     assert Settings.from_env(env).worker_ttl == 90
+
+
+def test_an_idle_polls_longest_wait_is_never_below_the_poll_interval() -> None:
+    assert (Settings().poll_interval, Settings().idle_poll_cap) == (0.2, 2.0)
+    # A poll interval raised alone is not an error: no backoff above it.
+    assert Settings.from_env({"SHEPHERD_POLL_INTERVAL": "5"}).idle_poll_cap == 5.0
+    assert Settings(poll_interval=0.5, idle_poll_max=0.25).idle_poll_cap == 0.5
 
 
 def test_store_errors_never_show_the_password() -> None:

@@ -19,6 +19,7 @@ from shepherd.config import Settings
 from shepherd.core.breaker import Breaker, BreakerPolicy
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.resources import Slot
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import (
@@ -92,6 +93,8 @@ class FakeSchedulerStore:
     finished: dict[str, JsonValue] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     _replies: list[Reply] = field(default_factory=list)
+    #: What next_due answers.
+    due: datetime | None = None
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -99,6 +102,9 @@ class FakeSchedulerStore:
     async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
         claimed, self.to_claim = self.to_claim[:limit], self.to_claim[limit:]
         return claimed
+
+    async def next_due(self) -> datetime | None:
+        return self.due
 
     async def get_task(self, task_id: str) -> Task | None:
         raise AssertionError("no step of this test is looked up again")
@@ -187,6 +193,28 @@ async def test_the_scheduler_runs_a_workflow_through_its_store_slice(
     assert alerts.raised == []
 
 
+async def test_an_idle_schedulers_wait_ends_when_the_next_task_is_due(
+    fake_clock: FakeClock,
+) -> None:
+    store = FakeSchedulerStore(clock=fake_clock, to_claim=[], answers={})
+    settings = Settings(poll_interval=0.2, idle_poll_max=2.0)
+    scheduler = Scheduler(
+        store,
+        owner="s1",
+        settings=settings,
+        clock=fake_clock,
+        workflows={},
+        agents={},
+        raise_alert=Alerts(),
+    )
+
+    assert await scheduler._until_due(2.0) == 2.0  # nothing waits
+    store.due = fake_clock.now() + timedelta(seconds=0.5)
+    assert await scheduler._until_due(2.0) == 0.5
+    store.due = fake_clock.now() - timedelta(seconds=1)
+    assert await scheduler._until_due(2.0) == 0.2  # overdue: look again soon, not at once
+
+
 # -- the agent worker ----------------------------------------------------------------
 @dataclass
 class FakeAgentStore:
@@ -210,12 +238,29 @@ class FakeAgentStore:
         return taken
 
     async def reply_and_ack(
-        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+        self,
+        request: Request,
+        *,
+        worker: str,
+        ok: bool,
+        body: JsonValue,
+        slot: Slot | None = None,
     ) -> bool:
         self.replies[request.id] = (ok, body)
         if len(self.replies) == self.expected:
             self.done.set()
         return True
+
+    async def acquire_slot(
+        self, slot: Slot, *, worker: str, lease: float
+    ) -> tuple[bool, int | None]:
+        raise NotImplementedError  # these agents use no resource
+
+    async def renew_slots(self, *, worker: str, lease: float) -> list[Slot]:
+        return []
+
+    async def release_slots(self, slots: Sequence[Slot]) -> int:
+        raise NotImplementedError
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         raise AssertionError(f"no step should time out or give up: {kind} {detail}")

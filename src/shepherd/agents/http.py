@@ -86,6 +86,7 @@ class AgentHost(Protocol):
         within: float | None = None,
         breaker: BreakerPolicy | None = None,
         service: str | None = None,
+        resource: str | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register a handler as agent `name` (`App.agent`)."""
         ...
@@ -150,6 +151,7 @@ def http_agent(
     headers: Mapping[str, str] | None = None,
     breaker: BreakerPolicy | None = None,
     service: str | None = None,
+    resource: str | None = None,
 ) -> Handler:
     """Register agent `name`, which sends its payload to `method url` as JSON.
 
@@ -164,6 +166,8 @@ def http_agent(
         breaker: A circuit breaker for the service, shared by every process.
         service: The service's name for its breaker (default: the URL's host and
             port, so that agents calling one service share one breaker).
+        resource: The constrained resource behind the service: a call holds one
+            of its `capacity` slots (see `App.agent`).
 
     Returns:
         The registered handler.
@@ -179,7 +183,14 @@ def http_agent(
     if breaker is not None and service is None:
         parsed = httpx.URL(url)
         service = f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host
-    app.agent(name, retry=retry, within=within, breaker=breaker, service=service or None)(handler)
+    app.agent(
+        name,
+        retry=retry,
+        within=within,
+        breaker=breaker,
+        service=service or None,
+        resource=resource,
+    )(handler)
     return handler
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agents.breakers import BreakerGate
+from shepherd.agents.capacity import CapacityGate
 from shepherd.agents.request import AgentRequest, StepHelpers
 from shepherd.agents.threads import ThreadedCalls
 from shepherd.clock import Deadline
@@ -33,16 +34,21 @@ from shepherd.errors import (
     PayloadError,
     StepSupersededError,
     StoreUnavailableError,
+    UnknownResourceError,
 )
 from shepherd.failures import FailureKind, bug_body, classify, error_body, log_bug
+from shepherd.idle import IdleBackoff
 from shepherd.metrics import AgentCounters
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from shepherd.clock import Clock
     from shepherd.config import Settings
+    from shepherd.core.resources import Slot
     from shepherd.metrics import Metrics
     from shepherd.store.roles import AgentStore
 
@@ -70,6 +76,8 @@ class Agent:
     service: str | None = None
     #: Whether `fn` is a plain function run in a thread (else an `async def`).
     threads: bool = False
+    #: The resource whose capacity slot a handling holds (else the resolution's, if any).
+    resource: str | None = None
 
     @property
     def service_name(self) -> str:
@@ -111,6 +119,13 @@ class AgentWorker:
         self.breakers = BreakerGate(
             store, refresh=settings.breaker_refresh, clock=clock, metrics=metrics
         )
+        self.capacity = CapacityGate(
+            store,
+            worker=worker,
+            lease=settings.slot_lease,
+            refresh=settings.resolver_refresh,
+            clock=clock,
+        )
         self.helpers = WorkerHelpers(self)
         self.threaded = ThreadedCalls(limit=settings.agent_threads, metrics=metrics)
         self._agent_counters: dict[str, AgentCounters] = {}
@@ -133,15 +148,36 @@ class AgentWorker:
             "retries": self.retries,
             "timeouts": self.timeouts,
             "replied": self.replied,
+            **self.capacity.statistics(),
         }
 
     async def run(self) -> None:
-        """Take and handle requests until cancelled."""
+        """Take and handle requests, and renew capacity slots, until cancelled.
+
+        If the renewals end (a damaged store, a bug), so does the worker, with
+        their reason.
+        """
         if not self.agents:
             await asyncio.Event().wait()
+        main = asyncio.current_task()
+        assert main is not None
+        renewals = asyncio.create_task(self.capacity.run(), name="shepherd slot renewals")
+        renewals.add_done_callback(lambda _: main.cancel())
+        try:
+            await self._take_loop()
+        except asyncio.CancelledError:
+            if renewals.done() and not renewals.cancelled():
+                renewals.result()  # raises why the renewals ended
+                raise RuntimeError("the capacity slot renewals returned") from None
+            raise
+        finally:
+            renewals.cancel()
+
+    async def _take_loop(self) -> None:
         signals: Signals = self.store.signals
         threaded = self.threaded
         plain = any(not a.threads for a in self.agents.values())
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
         try:
             while True:
                 free = self.concurrency - len(self._running)
@@ -159,17 +195,22 @@ class AgentWorker:
                 for request in requests:
                     if request.suspect:
                         self._suspects += 1
-                    if self.agents[request.agent].threads:
-                        task = asyncio.create_task(threaded.hold(self._handle(request), request))
+                    spec = self.agents[request.agent]
+                    handling: Coroutine[None, None, None] = self._handle(request)
+                    if spec.threads:
+                        handling = threaded.hold(handling, request)
+                    if CapacityGate.resource_of(spec, request) is not None:
+                        handling = self._giving_back(handling, request)
+                    task = asyncio.create_task(handling)
+                    if spec.threads:
                         threaded.holding.add(task)
-                    else:
-                        task = asyncio.create_task(self._handle(request))
                     self._running.add(task)
                     if request.suspect:
                         task.add_done_callback(self._suspect_done)
                     task.add_done_callback(self._done)
+                wait = backoff.next(found=bool(requests))
                 if not more:
-                    await self.clock.wait_event(wake, self.settings.poll_interval)
+                    await self.clock.wait_event(wake, wait)
         finally:
             for task in list(self._running):
                 task.cancel()
@@ -221,6 +262,15 @@ class AgentWorker:
         if not task.cancelled() and task.exception() is not None:
             log.error("agent worker failure", exc_info=task.exception())
 
+    async def _giving_back(self, handling: Awaitable[None], request: Request) -> None:
+        """Run `handling`; then give back the slot it holds if its reply did not."""
+        try:
+            await handling
+        finally:
+            slot = self.capacity.held(_holder(self.worker, request))
+            if slot is not None:
+                await self.capacity.release(slot)
+
     async def _handle(self, request: Request) -> None:
         spec = self.agents[request.agent]
         if request.suspect:
@@ -256,7 +306,9 @@ class AgentWorker:
         )
         agent = request.agent
         counters = self._counters(agent)
-        waiting_for_breaker = False
+        resource = CapacityGate.resource_of(spec, request)
+        slot: Slot | None = None
+        waiting_for_slot = waiting_for_breaker = False
         tries = 0
         failure: BaseException | None = None
         #: What the last failed try was (None after a success).
@@ -267,7 +319,14 @@ class AgentWorker:
             # complete_by is on the store's clock: read it against the store's now.
             async with self.clock.deadline(request.complete_by, now=now) as scope:
                 self.helpers.scopes[request.id] = scope
-                while True:
+                if resource is not None:
+                    waiting_for_slot = True
+                    try:
+                        slot = await self.capacity.acquire(resource, _holder(self.worker, request))
+                    except UnknownResourceError as exc:
+                        reply = (False, error_body(exc))
+                    waiting_for_slot = False
+                while reply is None:
                     waiting_for_breaker = True
                     await self.breakers.before_call(spec, request)
                     waiting_for_breaker = False
@@ -326,12 +385,12 @@ class AgentWorker:
                 raise
         else:
             if reply is not None:
-                if kind != "bug":
+                if kind != "bug" and tries:
                     # The service answered (a permanent refusal too): not a breaker failure.
                     await self.breakers.after_call(spec, request, failed=False)
                 # Replied outside the deadline scope, so a reply being committed at
-                # the deadline is not cut in half.
-                await self._reply(request, ok=reply[0], body=reply[1])
+                # the deadline is not cut in half. The slot is given back with it.
+                await self._reply(request, ok=reply[0], body=reply[1], slot=slot)
                 return
             # Out of tries or time: say nothing; the supervisor sees complete_by pass.
             assert failure is not None
@@ -352,6 +411,25 @@ class AgentWorker:
         # complete_by passed: reply nothing (someone else may already be retrying).
         self.timeouts += 1
         counters.timeouts.inc()
+        if waiting_for_slot:
+            log.info(
+                "%s %s/%s: every slot of %r still taken at complete_by",
+                agent,
+                request.task_id,
+                request.seq,
+                resource,
+            )
+            await self._note(
+                request,
+                EventKind.STEP_TIMED_OUT,
+                tries=tries,
+                error={
+                    "type": "CapacityFull",
+                    "message": f"every slot of resource {resource!r} stayed taken "
+                    "until complete_by",
+                },
+            )
+            return
         if waiting_for_breaker:
             log.info(
                 "%s %s/%s: breaker of %r still open at complete_by",
@@ -403,8 +481,11 @@ class AgentWorker:
         except Exception:  # the history is a courtesy; the supervisor recovers anyway
             log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
 
-    async def _reply(self, request: Request, *, ok: bool, body: JsonValue) -> bool:
-        """Reply and acknowledge; through a store outage, try again until complete_by.
+    async def _reply(
+        self, request: Request, *, ok: bool, body: JsonValue, slot: Slot | None = None
+    ) -> bool:
+        """Reply, acknowledge and give back `slot`; through a store outage, try again
+        until complete_by.
 
         A retry after an unknown commit is safe: if the first one committed, the
         request is gone and the retry replies nothing.
@@ -412,7 +493,7 @@ class AgentWorker:
         while True:
             try:
                 replied = await self.store.reply_and_ack(
-                    request, worker=self.worker, ok=ok, body=body
+                    request, worker=self.worker, ok=ok, body=body, slot=slot
                 )
             except StoreUnavailableError as exc:
                 if self.store.now() >= request.complete_by:
@@ -427,6 +508,8 @@ class AgentWorker:
                 await self.replies_outage.pause(exc)
                 continue
             self.replies_outage.over()
+            if slot is not None:
+                self.capacity.forget(slot)
             if replied:
                 self.replied += 1
             return replied
@@ -509,6 +592,11 @@ def _source(request: AgentRequest) -> Request:
     if source is None:
         raise RuntimeError("this AgentRequest was not made by an agent worker")
     return source
+
+
+def _holder(worker: str, request: Request) -> str:
+    """The holder of a handling's capacity slot: unique to one handling of one request."""
+    return f"{worker}:{request.id}:{request.attempt}"
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -27,6 +27,7 @@ __all__ = [
     "Resolution",
     "Resource",
     "ResourceChange",
+    "Slot",
     "check_capacity",
     "check_info",
     "check_kind",
@@ -108,6 +109,18 @@ class Resolution:
             partition=value["partition"],
             resource=Resource.from_json(value["resource"]),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One held unit of a resource's capacity: a lease in the store, named by its holder.
+
+    `holder` is unique to one handling of one request (the worker, the request's
+    queue id and its attempt), so a release or a renewal never touches another's.
+    """
+
+    resource: str
+    holder: str
 
 
 def check_name(what: str, name: object) -> str | None:

@@ -28,6 +28,7 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import error_body, format_traceback
+from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.scheduler.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.store import signals as ch
@@ -177,6 +178,7 @@ class Scheduler:
     async def _claim_loop(self) -> None:
         signals: Signals = self.store.signals
         settings = self.settings
+        backoff = IdleBackoff(settings.poll_interval, settings.idle_poll_cap)
         while True:
             free = settings.max_in_flight - len(self._running)
             if free <= 0:
@@ -203,11 +205,26 @@ class Scheduler:
                     f"lock_epoch {task.lock_epoch}, failure_count {task.failure_count}",
                 )
                 self._running[task.id] = asyncio.create_task(self._drive(task))
+            wait = backoff.next(found=len(tasks) > 0)
             if len(tasks) < min(free, settings.claim_batch):
-                await self.clock.wait_event(wake, settings.poll_interval)
+                if wait > settings.poll_interval:
+                    wait = await self._until_due(wait)
+                await self.clock.wait_event(wake, wait)
+
+    async def _until_due(self, wait: float) -> float:
+        """`wait`, or less if a task's `not_before` passes sooner (no wake-up rings then)."""
+        floor = self.settings.poll_interval
+        try:
+            due = await self.store.next_due()
+        except StoreUnavailableError:
+            return floor  # the claim that follows meets the outage and waits it out
+        if due is None:
+            return wait
+        return max(min(wait, (due - self.store.now()).total_seconds()), floor)
 
     async def _reply_loop(self) -> None:
         signals: Signals = self.store.signals
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
         while True:
             wake = signals.event(ch.REPLIES)
             try:
@@ -228,8 +245,9 @@ class Scheduler:
                 future = self._waiting.get((reply.task_id, reply.seq))
                 if future is not None and not future.done():
                     future.set_result((reply.ok, reply.body))
+            wait = backoff.next(found=bool(taken))
             if not taken:
-                await self.clock.wait_event(wake, self.settings.poll_interval)
+                await self.clock.wait_event(wake, wait)
 
     async def _drive(self, task: Task) -> None:
         current: Task | None = task

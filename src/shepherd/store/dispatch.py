@@ -35,6 +35,7 @@ HANDLER_MODULES = (
     "queues",
     "resources",
     "retention",
+    "slots",
     "steps",
     "tasks",
     "workers",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
-    from shepherd.core.resources import Partition, Resolution, Resource
+    from shepherd.core.resources import Partition, Resolution, Resource, Slot
     from shepherd.core.retention import Tombstone
     from shepherd.core.states import ProcessState
     from shepherd.core.supervision import Decision, Escalate, Reset
@@ -132,6 +132,9 @@ class Facade(ABC):
         return await self.read(ops.ReadEvents(reply_to=reply_to, after_id=after_id, limit=limit))
 
     # -- scheduler ---------------------------------------------------------
+    async def next_due(self) -> datetime | None:
+        return await self.read(ops.NextDue())
+
     async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
         return await self.write(ops.ClaimTasks(owner=owner, limit=limit))
 
@@ -170,9 +173,28 @@ class Facade(ABC):
         )
 
     async def reply_and_ack(
-        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+        self,
+        request: Request,
+        *,
+        worker: str,
+        ok: bool,
+        body: JsonValue,
+        slot: Slot | None = None,
     ) -> bool:
-        return await self.write(ops.ReplyAndAck(request=request, worker=worker, ok=ok, body=body))
+        return await self.write(
+            ops.ReplyAndAck(request=request, worker=worker, ok=ok, body=body, slot=slot)
+        )
+
+    async def acquire_slot(
+        self, slot: Slot, *, worker: str, lease: float
+    ) -> tuple[bool, int | None]:
+        return await self.write(ops.AcquireSlot(slot=slot, worker=worker, lease=lease))
+
+    async def renew_slots(self, *, worker: str, lease: float) -> list[Slot]:
+        return await self.write(ops.RenewSlots(worker=worker, lease=lease))
+
+    async def release_slots(self, slots: Sequence[Slot]) -> int:
+        return await self.write(ops.ReleaseSlots(slots=tuple(slots)))
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         await self.write(ops.Note(task_id=task_id, kind=kind, detail=detail))

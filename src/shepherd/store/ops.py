@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transfo
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
-from shepherd.core.resources import Partition, Resolution, Resource, ResourceChange
+from shepherd.core.resources import Partition, Resolution, Resource, ResourceChange, Slot
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
 from shepherd.core.workers import Worker
@@ -35,6 +35,7 @@ R = TypeVar("R", covariant=True)
 __all__ = [
     "AbandonOnce",
     "AcquireLease",
+    "AcquireSlot",
     "AddResource",
     "ApplyCrash",
     "ApplySupervision",
@@ -66,6 +67,7 @@ __all__ = [
     "ListWorkers",
     "MarkDied",
     "MovePartition",
+    "NextDue",
     "Note",
     "Op",
     "PurgeTasks",
@@ -76,8 +78,10 @@ __all__ = [
     "RecordReplies",
     "RegisterWorker",
     "ReleaseLease",
+    "ReleaseSlots",
     "ReleaseTasks",
     "RemoveResource",
+    "RenewSlots",
     "ReplyAndAck",
     "Resolve",
     "ResolverVersion",
@@ -187,6 +191,11 @@ class ReadEvents(Read[list[Event]]):
 
 # -- scheduler -----------------------------------------------------------------
 @_op
+class NextDue(Read[datetime | None]):
+    """When the earliest unclaimed task waiting for its `not_before` becomes claimable."""
+
+
+@_op
 class ClaimTasks(Write[list[Task]]):
     owner: str
     limit: int
@@ -249,6 +258,8 @@ class ReplyAndAck(Write[bool]):
     worker: str
     ok: bool
     body: JsonValue
+    #: A capacity slot the handling held, released in the same transaction.
+    slot: Slot | None = None
 
 
 @_op
@@ -488,3 +499,29 @@ class Resolve(Read[tuple[Resolution | None, int]]):
 @_op
 class ResolverVersion(Read[int]):
     pass
+
+
+# -- capacity ------------------------------------------------------------------
+# A slot is a lease on one unit of a resource's capacity. Taking one locks the
+# resource's row (PostgreSQL) or runs under the write lock (SQLite), so that at
+# most `capacity` unexpired slots of a resource exist at any moment, cluster-wide.
+@_op
+class AcquireSlot(Write[tuple[bool, int | None]]):
+    """(granted, capacity): capacity None means the resource has no cap (nothing held)."""
+
+    slot: Slot
+    worker: str
+    lease: float
+
+
+@_op
+class RenewSlots(Write[list[Slot]]):
+    """Move every unexpired slot of `worker` `lease` seconds ahead; returns the renewed."""
+
+    worker: str
+    lease: float
+
+
+@_op
+class ReleaseSlots(Write[int]):
+    slots: tuple[Slot, ...]

@@ -20,7 +20,7 @@ from shepherd.core.states import ProcessState
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
-    from shepherd.core.resources import Keep, Partition, Resolution, Resource
+    from shepherd.core.resources import Keep, Partition, Resolution, Resource, Slot
     from shepherd.core.retention import Tombstone
     from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
@@ -81,6 +81,13 @@ class SchedulerStore(Signalled, Clocked, TaskLookup, Protocol):
     async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
         """Claim up to `limit` claimable tasks for `owner`, with their steps."""
 
+    async def next_due(self) -> datetime | None:
+        """The earliest `not_before` of the unclaimed tasks waiting to run, or None.
+
+        No wake-up rings when a task's `not_before` passes: an idle scheduler
+        looks again by then.
+        """
+
     async def start_step(self, start: StepStart) -> datetime:
         """Mark the step running and enqueue its request; return its complete_by."""
 
@@ -129,9 +136,45 @@ class AgentStore(Signalled, Clocked, Protocol):
         """
 
     async def reply_and_ack(
-        self, request: Request, *, worker: str, ok: bool, body: JsonValue
+        self,
+        request: Request,
+        *,
+        worker: str,
+        ok: bool,
+        body: JsonValue,
+        slot: Slot | None = None,
     ) -> bool:
-        """Write the reply and remove the request; False if it was superseded."""
+        """Write the reply and remove the request; False if it was superseded.
+
+        `slot`, a capacity slot the handling held, is released in the same
+        transaction (whether the reply counted or not), and `signals.SLOTS` rings.
+        """
+
+    async def acquire_slot(
+        self, slot: Slot, *, worker: str, lease: float
+    ) -> tuple[bool, int | None]:
+        """Take one unit of `slot.resource`'s capacity for `slot.holder`, if one is free.
+
+        Returns (granted, capacity). A slot is a lease: it lasts `lease` seconds
+        (store clock) unless renewed. Granted when fewer than `capacity`
+        unexpired slots of the resource are held by others (taking a slot its
+        holder holds already renews it); at most `capacity` are held at any
+        moment across every process. A resource without a capacity grants
+        without holding anything: (True, None).
+
+        Raises:
+            UnknownResourceError: There is no resource of that name.
+        """
+
+    async def renew_slots(self, *, worker: str, lease: float) -> list[Slot]:
+        """Move every unexpired slot held by `worker` `lease` seconds ahead.
+
+        Returns the slots renewed: a slot of `worker` missing from it expired
+        (another holder may have it now).
+        """
+
+    async def release_slots(self, slots: Sequence[Slot]) -> int:
+        """Give slots back (rings `signals.SLOTS`); returns how many were still held."""
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         """Append an event to a task's history (an agent that timed out or gave up)."""

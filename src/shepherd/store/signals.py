@@ -63,6 +63,8 @@ BREAKERS = "breakers"
 #: Rung when a resource, a partition or an entity's assignment changes (the
 #: resolver's version moved): every process's resolver drops its cached answers.
 RESOLVER = "resolver"
+#: Rung when a capacity slot is given back: handlers waiting for one look again.
+SLOTS = "slots"
 
 
 def task_channel(task_id: str) -> str:

@@ -21,6 +21,7 @@ CHANNELS = {
     ch.EVENTS: "shepherd_events",
     ch.BREAKERS: "shepherd_breakers",
     ch.RESOLVER: "shepherd_resolver",
+    ch.SLOTS: "shepherd_slots",
 }
 #: Carries the ids of tasks that ended (comma-separated), for result waiters.
 TASK_CHANNEL = "shepherd_task"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shepherd.core.records import Event
 from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
+from shepherd.store.postgres import slots
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, event_from_row, request_from_row
@@ -74,7 +75,10 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 @WRITES.handles(ReplyAndAck)
 async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
-    """Write replies and remove their requests; False where the request moved on."""
+    """Write replies and remove their requests; False where the request moved on.
+
+    The capacity slots the handlings held are given back in the same transaction.
+    """
     encoded = [
         reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error) for op in ops
     ]
@@ -94,6 +98,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
             (request.task_id, request.seq, request.attempt, request.lock_epoch, ok, body)
         )
         out.append(True)
+    await slots.release(batch, [op.slot for op in ops if op.slot is not None])
     if replies:
         columns = [list(c) for c in zip(*replies, strict=True)]
         await batch.send(_INSERT_REPLIES, (batch.now, *columns))

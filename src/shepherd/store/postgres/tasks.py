@@ -43,12 +43,15 @@ from shepherd.store.postgres.rows import (
     TaskCol,
     step_from_row,
     task_from_row,
+    utc,
 )
 from shepherd.store.rows import Owners
 from shepherd.store.submits import Plan
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.store.effect_rows import EffectRow
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
@@ -360,6 +363,19 @@ _GET_TASK = (
 _LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT %s"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = %s GROUP BY process_state"
+
+
+_NEXT_DUE = (
+    "SELECT min(not_before) FROM tasks "
+    "WHERE locked_by IS NULL AND process_state IN ('pending', 'compensating')"
+)
+
+
+@READS.handles(ops.NextDue)
+async def next_due(reader: Reader, op: ops.NextDue) -> datetime | None:
+    """The earliest not_before of the claimable or soon claimable tasks (index-only)."""
+    (due,) = (await reader.fetch(_NEXT_DUE))[0]
+    return None if due is None else utc(due)
 
 
 @READS.handles(ops.GetTask)

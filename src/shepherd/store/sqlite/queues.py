@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
 from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
+from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import chunks, event_from_row, owners, request_from_row, tuples
 from shepherd.store.step_writes import reply_body
@@ -73,7 +74,10 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 @WRITES.handles(ReplyAndAck)
 def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
-    """Write replies and remove their requests; False for a request no longer this worker's."""
+    """Write replies and remove their requests; False for a request no longer this worker's.
+
+    The capacity slots the handlings held are given back in the same transaction.
+    """
     conn, now = batch.conn, batch.now
     out: list[object] = []
     replies = []
@@ -102,6 +106,7 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
         )
         out.append(True)
     conn.executemany(_ACK, acked)
+    slots.release(batch, [op.slot for op in ops if op.slot is not None])
     if replies:
         conn.executemany(_INSERT_REPLY, replies)
         batch.rings.add(ch.REPLIES)

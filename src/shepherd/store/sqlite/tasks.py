@@ -25,6 +25,7 @@ from shepherd.store import signals as ch
 from shepherd.store.contract import Submitted
 from shepherd.store.effect_rows import effect_row, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
+from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.effects import UPDATE, params, written
@@ -44,6 +45,8 @@ from shepherd.store.submits import Plan
 from shepherd.store.task_filters import task_filter
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.store.contract import NewTask
     from shepherd.store.sqlite.batch import Batch, EventRow
 
@@ -263,6 +266,19 @@ def _release(batch: Batch, owner: str, task_ids: list[str]) -> int:
 
 
 # -- reads ---------------------------------------------------------------------
+_NEXT_DUE = (
+    "SELECT min(not_before) FROM tasks "
+    "WHERE locked_by IS NULL AND process_state IN ('pending', 'compensating')"
+)
+
+
+@READS.handles(ops.NextDue)
+def next_due(at: Reading, op: ops.NextDue) -> datetime | None:
+    """The earliest not_before of the claimable or soon claimable tasks (index-only)."""
+    (due,) = at.conn.execute(_NEXT_DUE).fetchone()
+    return None if due is None else unix_instant(due)
+
+
 @READS.handles(ops.GetTask)
 def get_task(at: Reading, op: ops.GetTask) -> Task | None:
     """The task with its steps in order, or None."""

@@ -1,0 +1,181 @@
+"""Capacity in the agent worker: at most `capacity` handlers use a resource at once.
+
+A handler of an agent bound to a resource (`@app.agent(resource=...)`, or the
+resource of its step's recorded resolution) holds one of the resource's slots
+while it runs. Slots are leases in the store, shared by every process: the
+gate takes one before the first try (waiting on the `slots` channel, rung when
+a slot is given back here or, by NOTIFY or datagram, in another process, and
+polling as a safety net), renews every slot of this worker each third of
+`slot_lease`, and gives it back in the reply's transaction or, when there is no
+reply, by itself. A process that dies keeps its slots only until their lease
+ends. A resource without a capacity costs nothing after the first look: the
+gate remembers it until the resolver's map changes (a capacity set by an
+operator rings `resolver`) or `resolver_refresh` passes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, final
+
+from shepherd.core.resources import Slot
+from shepherd.errors import StoreUnavailableError
+from shepherd.outage import Outage
+from shepherd.store import signals as ch
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from shepherd.agents.worker import Agent
+    from shepherd.clock import Clock
+    from shepherd.core.records import Request
+    from shepherd.store.roles import AgentStore
+
+__all__ = ["CapacityGate"]
+
+log = logging.getLogger("shepherd.capacity")
+
+#: The longest wait between two looks for a free slot when no wake-up comes.
+_MAX_POLL = 1.0
+
+
+@final
+class CapacityGate:
+    """Takes, renews and gives back one agent worker's capacity slots.
+
+    Args:
+        store: The store that keeps the slots.
+        worker: The worker's name (every slot it holds is renewed by it).
+        lease: Seconds a slot lasts unrenewed (`slot_lease`).
+        refresh: Seconds a resource seen without a capacity is trusted to stay
+            so (`resolver_refresh`), besides the resolver's wake-ups.
+        clock: What renewals and waits run on.
+    """
+
+    def __init__(
+        self, store: AgentStore, *, worker: str, lease: float, refresh: float, clock: Clock
+    ) -> None:
+        self.store = store
+        self.worker = worker
+        self.lease = lease
+        self.refresh = refresh
+        self.clock = clock
+        #: Slots asked for or held, by holder; given back when the handling ends.
+        self._held: dict[str, Slot] = {}
+        #: Holders whose slot the store granted (renewals expect to find them).
+        self._granted: set[str] = set()
+        #: Resources seen without a capacity, and when (monotonic).
+        self._uncapped: dict[str, float] = {}
+        self._map_changed: asyncio.Event = store.signals.event(ch.RESOLVER)
+        self.waits = 0
+        self.lost = 0
+        self.outage = Outage("capacity slots", log=log, clock=clock)
+        self.renewals_outage = Outage("slot renewals", log=log, clock=clock)
+
+    @staticmethod
+    def resource_of(agent: Agent, request: Request) -> str | None:
+        """The resource a handling of `request` holds a slot of, or None."""
+        if agent.resource is not None:
+            return agent.resource
+        if request.resolution is not None:
+            return request.resolution.resource.name
+        return None
+
+    def statistics(self) -> dict[str, int]:
+        return {"slots_held": len(self._granted), "slot_waits": self.waits, "slots_lost": self.lost}
+
+    async def acquire(self, resource: str, holder: str) -> Slot | None:
+        """Return once `holder` holds a slot of `resource`; None if it has no capacity.
+
+        Waits while every slot is held; the caller's deadline scope ends the wait.
+        A slot asked for stays this gate's to give back (`held`) even if the
+        wait is cancelled: the store may have granted it at that moment.
+
+        Raises:
+            UnknownResourceError: There is no resource of that name.
+        """
+        if self._is_uncapped(resource):
+            return None
+        slot = Slot(resource, holder)
+        self._held[holder] = slot
+        signals = self.store.signals
+        while True:
+            wake = signals.event(ch.SLOTS)
+            try:
+                granted, capacity = await self.store.acquire_slot(
+                    slot, worker=self.worker, lease=self.lease
+                )
+            except StoreUnavailableError as exc:
+                await self.outage.pause(exc)
+                continue
+            self.outage.over()
+            if capacity is None:
+                self.forget(slot)
+                self._uncapped[resource] = self.clock.monotonic()
+                return None
+            if granted:
+                self._granted.add(holder)
+                return slot
+            self.waits += 1
+            await self.clock.wait_event(wake, min(self.lease / 3, _MAX_POLL))
+
+    def held(self, holder: str) -> Slot | None:
+        """The slot `holder` asked for or holds and has not given back, if any."""
+        return self._held.get(holder)
+
+    def forget(self, slot: Slot) -> None:
+        """Stop renewing `slot` (given back by a reply's transaction)."""
+        self._held.pop(slot.holder, None)
+        self._granted.discard(slot.holder)
+
+    async def release(self, slot: Slot) -> None:
+        """Give `slot` back now; through a store outage, its lease runs out instead."""
+        self.forget(slot)
+        try:
+            await self.store.release_slots([slot])
+        except StoreUnavailableError as exc:
+            log.info(
+                "could not give back a slot of %r (%s): it is free once its lease ends",
+                slot.resource,
+                exc,
+            )
+
+    async def run(self) -> None:
+        """Renew this worker's slots every third of the lease while it holds any."""
+        while True:
+            await self.clock.sleep(self.lease / 3)
+            if not self._granted:
+                continue
+            expected = set(self._granted)
+            try:
+                renewed = await self.store.renew_slots(worker=self.worker, lease=self.lease)
+            except StoreUnavailableError as exc:
+                await self.renewals_outage.pause(exc)
+                continue
+            self.renewals_outage.over()
+            kept = {slot.holder for slot in renewed}
+            for holder in sorted(expected - kept):
+                slot = self._held.get(holder)
+                if slot is None or holder not in self._granted:
+                    continue  # given back meanwhile
+                self.lost += 1
+                self._granted.discard(holder)
+                log.warning(
+                    "slot %s of %r expired before it could be renewed (the store was out "
+                    "of reach for longer than slot_lease): until this handler ends, the "
+                    "resource may have one user more than its capacity",
+                    holder,
+                    slot.resource,
+                )
+
+    def _is_uncapped(self, resource: str) -> bool:
+        if self._map_changed.is_set():
+            self._uncapped.clear()
+            self._map_changed = self.store.signals.event(ch.RESOLVER)
+        seen = self._uncapped.get(resource)
+        if seen is None:
+            return False
+        if self.clock.monotonic() - seen > self.refresh:
+            del self._uncapped[resource]
+            return False
+        return True
