@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -88,6 +89,26 @@ async def test_an_expired_slot_is_free_and_a_renewed_one_is_not(
     assert [await take(store, h, worker="w3") for h in ("c1", "c2", "c3")] == [True, True, False]
     # An expired slot is not renewed: its holder lost it.
     assert await store.renew_slots(worker="w2", lease=LEASE) == []
+
+
+async def test_listed_slots_say_who_holds_them_until_when(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    await store.add_resource(DB)
+    await store.add_resource(Resource(name="db2", kind="sqlite", info={}, capacity=1))
+    start = fake_clock.now()
+    await take(store, "a1", worker="w1")
+    fake_clock.advance(1.0)
+    await take(store, "b1", worker="w2", resource="db2")
+
+    listed = await store.list_slots()
+    assert [(s.resource, s.holder, s.worker) for s in listed] == [
+        ("db", "a1", "w1"),
+        ("db2", "b1", "w2"),
+    ]
+    assert listed[0].acquired_at == start
+    assert listed[0].expires_at == start + timedelta(seconds=LEASE)
+    assert [s.holder for s in await store.list_slots("db2")] == ["b1"]
 
 
 async def test_a_release_rings_the_slots_channel(store: Store) -> None:

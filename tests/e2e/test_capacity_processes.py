@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +24,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from shepherd import ProcessState
+from shepherd import ProcessState, Submission
+from shepherd.core.rates import burst_of
 from shepherd.testing import wait_until
 from support import capacity_worker
-from support.capacity_worker import WORKFLOW, build_app, register
+from support.capacity_worker import API_WORKFLOW, WORKFLOW, build_app, register
 from support.http_service import serve
 from support.processes import Worker, spawn_worker, workers
 
@@ -55,6 +57,8 @@ class Counting:
     most: int = 0
     #: The worker header of each request served, in order.
     served: list[str] = field(default_factory=list)
+    #: When each worker's first request arrived (unix seconds).
+    first_start: dict[str, float] = field(default_factory=dict)
     #: Workers whose request is held (hanging).
     hanging: list[str] = field(default_factory=list)
     full: asyncio.Event = field(default_factory=asyncio.Event)
@@ -68,6 +72,7 @@ class Counting:
     async def endpoint(self, request: Request) -> Response:
         body = await request.json()
         worker = request.headers.get("x-worker", "?")
+        self.first_start.setdefault(worker, time.time())
         self.in_flight += 1  # one event loop serves every request: no lock needed
         self.most = max(self.most, self.in_flight)
         try:
@@ -159,7 +164,11 @@ async def test_the_slot_of_a_sigkilled_holder_is_free_once_its_lease_ends(
                 timeout=PATIENCE,
                 message="the first call never reached the service",
             )
+            (held,) = await app.store.list_slots("orders-db")
             holder.kill()
+            # A is dead: its slot's lease is final now (no renewal can move it).
+            (lease,) = await app.store.list_slots("orders-db")
+            assert lease.holder == held.holder
             running.append(spawn("b"))
             after = [await app.submit(WORKFLOW, {"n": n}) for n in range(3)]
 
@@ -175,3 +184,56 @@ async def test_the_slot_of_a_sigkilled_holder_is_free_once_its_lease_ends(
 
     assert service.served.count("b") >= 3
     assert "a" not in service.served
+    # B started its first call only once A's lease had expired (store clock vs
+    # the service's clock: one machine, one clock; an order, not a duration).
+    assert service.first_start["b"] >= lease.expires_at.timestamp()
+
+
+def most_in_any_window(starts: list[float], *, rate: float) -> list[tuple[int, float]]:
+    """For each pair of starts (i <= j): the calls from i to j and the allowance of that span."""
+    ordered = sorted(starts)
+    return [
+        (j - i + 1, burst_of(rate) + rate * (ordered[j] - first))
+        for i, first in enumerate(ordered)
+        for j in range(i, len(ordered))
+    ]
+
+
+async def test_three_processes_share_one_rate(
+    shared_store: str, service: Counting, tmp_path: Path
+) -> None:
+    rate, calls = 10.0, 200
+    app = build_app(shared_store, rate=rate)
+    register(app, service.url, name="test")
+    logs = [tmp_path / f"{name}.starts" for name in ("a", "b", "c")]
+    async with app, app.running(["scheduler", "supervisor"]):
+        with workers() as running:
+            for name, log in zip(("a", "b", "c"), logs, strict=True):
+                running.append(
+                    spawn_worker(
+                        shared_store,
+                        tmp_path,
+                        name=name,
+                        roles="agent",
+                        script=CAPACITY_WORKER,
+                        url=service.url,
+                        log_path=log,
+                        settings={"name": name},
+                    )
+                )
+            await app.submit_many([Submission(API_WORKFLOW, {"n": n}) for n in range(calls)])
+            await wait_until(
+                lambda: processed(app, calls), timeout=PATIENCE * 2, message="not all done"
+            )
+            for worker in running:
+                assert worker.alive(), worker.stderr()
+
+    lines = [log.read_text().split() if log.exists() else [] for log in logs]
+    starts = [float(line) for one in lines for line in one]
+    assert len(starts) == calls
+    assert all(lines), "every process made calls"
+    # Recorded by the handlers themselves, in every process: no span of starts
+    # holds more calls than the bucket allows (a second's worth plus rate x span;
+    # +1 for the moment between a token's grant and its handler's start).
+    over = [(n, allowed) for n, allowed in most_in_any_window(starts, rate=rate) if n > allowed + 1]
+    assert over == []

@@ -6,7 +6,8 @@ slot meanwhile is refused. Waiting for a slot counts against the step's
 complete_by: a step that never got one times out with a `CapacityFull` note,
 and the supervisor's usual recovery applies. A `threads=True` handler keeps its
 slot until its thread returns, past its deadline too. A resource that does not
-exist fails the step permanently, naming it.
+exist fails the step permanently, naming it. A resource's rate is waited for
+inside complete_by too (a `RateLimited` note).
 """
 
 from __future__ import annotations
@@ -170,3 +171,36 @@ async def test_an_unknown_resource_fails_the_step_naming_it(app: App) -> None:
         task_id = await app.submit("save", {})
         with pytest.raises(TaskFailedError, match="nowhere"):
             await app.result(task_id, timeout=PATIENCE)
+
+
+async def test_waiting_for_the_rate_counts_against_complete_by(app: App) -> None:
+    await app.open()
+    # One call every 2 s, at most one saved up: the second call waits about 2 s.
+    await app.store.add_resource(Resource(name="api", kind="http", info={}, rate=0.5))
+    calls: list[JsonValue] = []
+
+    @app.agent("call", resource="api")
+    async def call(request: AgentRequest) -> JsonValue:
+        calls.append(request.payload)
+        return request.payload
+
+    @app.workflow("use")
+    async def use(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("call", data, within=0.3)
+
+    async with app.running():
+        first = await app.submit("use", "first")
+        assert await app.result(first, timeout=PATIENCE) == "first"
+        second = await app.submit("use", "second")
+
+        async def rate_limited() -> bool:
+            events = await app.store.task_events(second)
+            return any(
+                e.kind == EventKind.STEP_TIMED_OUT
+                and isinstance(e.detail, dict)
+                and (e.detail.get("error") or {}).get("type") == "RateLimited"
+                for e in events
+            )
+
+        await wait_until(rate_limited, timeout=PATIENCE, message="no RateLimited time-out")
+    assert calls[0] == "first"

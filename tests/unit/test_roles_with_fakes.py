@@ -262,6 +262,9 @@ class FakeAgentStore:
     async def release_slots(self, slots: Sequence[Slot]) -> int:
         raise NotImplementedError
 
+    async def take_tokens(self, resource: str, *, want: int) -> tuple[int, float | None, float]:
+        raise NotImplementedError  # these agents use no resource
+
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         raise AssertionError(f"no step should time out or give up: {kind} {detail}")
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agents.breakers import BreakerGate
 from shepherd.agents.capacity import CapacityGate
+from shepherd.agents.rates import RateGate
 from shepherd.agents.request import AgentRequest, StepHelpers
 from shepherd.agents.threads import ThreadedCalls
 from shepherd.clock import Deadline
@@ -126,6 +127,7 @@ class AgentWorker:
             refresh=settings.resolver_refresh,
             clock=clock,
         )
+        self.rates = RateGate(store, refresh=settings.resolver_refresh, clock=clock)
         self.helpers = WorkerHelpers(self)
         self.threaded = ThreadedCalls(limit=settings.agent_threads, metrics=metrics)
         self._agent_counters: dict[str, AgentCounters] = {}
@@ -149,6 +151,7 @@ class AgentWorker:
             "timeouts": self.timeouts,
             "replied": self.replied,
             **self.capacity.statistics(),
+            **self.rates.statistics(),
         }
 
     async def run(self) -> None:
@@ -308,7 +311,7 @@ class AgentWorker:
         counters = self._counters(agent)
         resource = CapacityGate.resource_of(spec, request)
         slot: Slot | None = None
-        waiting_for_slot = waiting_for_breaker = False
+        waiting_for_slot = waiting_for_breaker = waiting_for_rate = False
         tries = 0
         failure: BaseException | None = None
         #: What the last failed try was (None after a success).
@@ -330,6 +333,14 @@ class AgentWorker:
                     waiting_for_breaker = True
                     await self.breakers.before_call(spec, request)
                     waiting_for_breaker = False
+                    if resource is not None:
+                        waiting_for_rate = True
+                        try:
+                            await self.rates.before_call(resource)
+                        except UnknownResourceError as exc:
+                            reply = (False, error_body(exc))
+                            break
+                        waiting_for_rate = False
                     tries += 1
                     self.calls += 1
                     counters.calls.inc()
@@ -427,6 +438,25 @@ class AgentWorker:
                     "type": "CapacityFull",
                     "message": f"every slot of resource {resource!r} stayed taken "
                     "until complete_by",
+                },
+            )
+            return
+        if waiting_for_rate:
+            log.info(
+                "%s %s/%s: rate of %r still spent at complete_by",
+                agent,
+                request.task_id,
+                request.seq,
+                resource,
+            )
+            await self._note(
+                request,
+                EventKind.STEP_TIMED_OUT,
+                tries=tries,
+                error={
+                    "type": "RateLimited",
+                    "message": f"no call to resource {resource!r} was allowed by its rate "
+                    "before complete_by",
                 },
             )
             return

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from shepherd.core.records import JsonValue
@@ -28,6 +29,7 @@ __all__ = [
     "Resource",
     "ResourceChange",
     "Slot",
+    "SlotLease",
     "check_capacity",
     "check_info",
     "check_kind",
@@ -121,6 +123,17 @@ class Slot:
 
     resource: str
     holder: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlotLease:
+    """A held slot as the store keeps it: who holds it, since when, until when."""
+
+    resource: str
+    holder: str
+    worker: str
+    acquired_at: datetime
+    expires_at: datetime
 
 
 def check_name(what: str, name: object) -> str | None:

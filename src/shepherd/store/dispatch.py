@@ -33,6 +33,7 @@ HANDLER_MODULES = (
     "leases",
     "operator",
     "queues",
+    "rates",
     "resources",
     "retention",
     "slots",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
-    from shepherd.core.resources import Partition, Resolution, Resource, Slot
+    from shepherd.core.resources import Partition, Resolution, Resource, Slot, SlotLease
     from shepherd.core.retention import Tombstone
     from shepherd.core.states import ProcessState
     from shepherd.core.supervision import Decision, Escalate, Reset
@@ -195,6 +195,12 @@ class Facade(ABC):
 
     async def release_slots(self, slots: Sequence[Slot]) -> int:
         return await self.write(ops.ReleaseSlots(slots=tuple(slots)))
+
+    async def list_slots(self, resource: str | None = None) -> list[SlotLease]:
+        return await self.read(ops.ListSlots(resource=resource))
+
+    async def take_tokens(self, resource: str, *, want: int) -> tuple[int, float | None, float]:
+        return await self.write(ops.TakeTokens(resource=resource, want=want))
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         await self.write(ops.Note(task_id=task_id, kind=kind, detail=detail))

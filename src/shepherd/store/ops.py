@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transfo
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
-from shepherd.core.resources import Partition, Resolution, Resource, ResourceChange, Slot
+from shepherd.core.resources import (
+    Partition,
+    Resolution,
+    Resource,
+    ResourceChange,
+    Slot,
+    SlotLease,
+)
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
 from shepherd.core.workers import Worker
@@ -63,6 +70,7 @@ __all__ = [
     "ListBreakers",
     "ListPartitions",
     "ListResources",
+    "ListSlots",
     "ListTasks",
     "ListWorkers",
     "MarkDied",
@@ -93,6 +101,7 @@ __all__ = [
     "SubmitTask",
     "SubmitTasks",
     "TakeRequests",
+    "TakeTokens",
     "TaskEvents",
     "TaskFilters",
     "UnassignEntity",
@@ -525,3 +534,23 @@ class RenewSlots(Write[list[Slot]]):
 @_op
 class ReleaseSlots(Write[int]):
     slots: tuple[Slot, ...]
+
+
+@_op
+class ListSlots(Read[list[SlotLease]]):
+    """The slots held (expired ones too, until a taker deletes them), oldest first."""
+
+    resource: str | None = None
+
+
+# -- rate ----------------------------------------------------------------------
+@_op
+class TakeTokens(Write[tuple[int, float | None, float]]):
+    """(granted, rate, wait): up to `want` tokens of the resource's shared bucket.
+
+    rate None: the resource has no rate (everything is granted, nothing stored);
+    wait: seconds until the next token when fewer than `want` were granted.
+    """
+
+    resource: str
+    want: int

@@ -20,7 +20,7 @@ from shepherd.core.states import ProcessState
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
-    from shepherd.core.resources import Keep, Partition, Resolution, Resource, Slot
+    from shepherd.core.resources import Keep, Partition, Resolution, Resource, Slot, SlotLease
     from shepherd.core.retention import Tombstone
     from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
@@ -175,6 +175,19 @@ class AgentStore(Signalled, Clocked, Protocol):
 
     async def release_slots(self, slots: Sequence[Slot]) -> int:
         """Give slots back (rings `signals.SLOTS`); returns how many were still held."""
+
+    async def take_tokens(self, resource: str, *, want: int) -> tuple[int, float | None, float]:
+        """Take up to `want` tokens of `resource`'s bucket, shared by every process.
+
+        Returns (granted, rate, wait): the bucket (`shepherd.core.rates`) holds
+        at most one second's worth of tokens and gains `rate` a second; takes
+        from every process take turns on it. `wait` is the seconds until the
+        next token when fewer than `want` were granted. A resource without a
+        rate grants everything and stores nothing: (want, None, 0.0).
+
+        Raises:
+            UnknownResourceError: There is no resource of that name.
+        """
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         """Append an event to a task's history (an agent that timed out or gave up)."""
@@ -475,6 +488,13 @@ class ResourceStore(ResolverStore, Protocol):
     info, capacity or rate raises `InvalidResourceError` naming it and changes
     nothing, as do the errors that say what does not exist.
     """
+
+    async def list_slots(self, resource: str | None = None) -> list[SlotLease]:
+        """The capacity slots in the store (of `resource`, or all), oldest first.
+
+        An expired slot is listed until the next taker of its resource deletes
+        it: compare `expires_at` with the store's now.
+        """
 
     async def declare_resource(self, resource: Resource) -> bool:
         """Insert `resource` if no resource has its name; never overwrite. Whether it did."""

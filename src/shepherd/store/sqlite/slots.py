@@ -12,18 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.core.resources import Slot
+from shepherd.core.resources import Slot, SlotLease
 from shepherd.errors import UnknownResourceError
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlot, ReleaseSlots, RenewSlots
-from shepherd.store.sqlite.batch import WRITES
+from shepherd.store.ops import AcquireSlot, ListSlots, ReleaseSlots, RenewSlots
+from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
     import sqlite3
 
     from shepherd.store.sqlite.batch import Batch
 
-__all__ = ["acquire", "release", "release_slots", "renew"]
+__all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
 
 _CAPACITY = "SELECT capacity FROM resources WHERE name = ?"
 _EXPIRED = "DELETE FROM resource_slots WHERE resource = ? AND expires_at <= ?"
@@ -40,6 +41,10 @@ _RENEW = (
     "RETURNING resource, holder"
 )
 _RELEASE = "DELETE FROM resource_slots WHERE resource = ? AND holder = ?"
+_LIST = (
+    "SELECT resource, holder, worker, acquired_at, expires_at FROM resource_slots "
+    "WHERE ? IS NULL OR resource = ? ORDER BY acquired_at, resource, holder"
+)
 
 
 @WRITES.handles(AcquireSlot)
@@ -88,3 +93,15 @@ def release(batch: Batch, slots: Sequence[Slot]) -> int:
     held = sum(conn.execute(_RELEASE, (s.resource, s.holder)).rowcount for s in slots)
     batch.rings.add(ch.SLOTS)
     return held
+
+
+@READS.handles(ListSlots)
+def list_slots(at: Reading, op: ListSlots) -> list[SlotLease]:
+    """The slots held (of one resource, or all), oldest first."""
+    rows = at.conn.execute(_LIST, (op.resource, op.resource)).fetchall()
+    return [
+        SlotLease(
+            resource=r, holder=h, worker=w, acquired_at=unix_instant(a), expires_at=unix_instant(e)
+        )
+        for r, h, w, a, e in rows
+    ]
