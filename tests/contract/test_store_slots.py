@@ -24,14 +24,14 @@ LEASE = 10.0
 
 
 async def take(store: Store, holder: str, *, worker: str = "w1", resource: str = "db") -> bool:
-    granted, _ = await store.acquire_slot(Slot(resource, holder), worker=worker, lease=LEASE)
-    return granted
+    granted, _ = await store.acquire_slots(resource, [holder], worker=worker, lease=LEASE)
+    return granted == [holder]
 
 
 async def test_at_most_capacity_holders_and_a_release_frees_one(store: Store) -> None:
     await store.add_resource(DB)
 
-    assert await store.acquire_slot(Slot("db", "h1"), worker="w1", lease=LEASE) == (True, 3)
+    assert await store.acquire_slots("db", ["h1"], worker="w1", lease=LEASE) == (["h1"], 3)
     assert [await take(store, h) for h in ("h2", "h3", "h4")] == [True, True, False]
 
     assert await store.release_slots([Slot("db", "h2")]) == 1
@@ -48,6 +48,20 @@ async def test_a_holder_taking_its_slot_again_holds_one_not_two(store: Store) ->
     assert not await take(store, "h4")
 
 
+async def test_one_take_grants_as_many_holders_as_are_free_in_order(store: Store) -> None:
+    await store.add_resource(DB)
+    assert await take(store, "x")
+
+    granted, capacity = await store.acquire_slots(
+        "db", ["h1", "h2", "h3", "h4"], worker="w1", lease=LEASE
+    )
+
+    assert (granted, capacity) == (["h1", "h2"], 3)
+    # A holder that holds its slot already keeps it, even with every slot taken.
+    granted, _ = await store.acquire_slots("db", ["h3", "h2"], worker="w1", lease=LEASE)
+    assert granted == ["h2"]
+
+
 async def test_many_processes_taking_at_once_get_exactly_capacity_slots(stores: Stores) -> None:
     processes = [await stores.connect() for _ in range(4)]
     await processes[0].add_resource(DB)
@@ -61,10 +75,8 @@ async def test_many_processes_taking_at_once_get_exactly_capacity_slots(stores: 
 
 async def test_a_resource_without_capacity_grants_without_holding(store: Store) -> None:
     await store.add_resource(OPEN)
-    outcomes = [
-        await store.acquire_slot(Slot("open", f"h{n}"), worker="w1", lease=LEASE) for n in range(5)
-    ]
-    assert outcomes == [(True, None)] * 5
+    holders = [f"h{n}" for n in range(5)]
+    assert await store.acquire_slots("open", holders, worker="w1", lease=LEASE) == (holders, None)
     assert await store.renew_slots(worker="w1", lease=LEASE) == []
 
 

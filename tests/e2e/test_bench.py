@@ -53,6 +53,17 @@ def test_bench_runs_every_workload_and_loses_nothing() -> None:
     assert {t["workload"] for t in report["targets"]} == {"W1", "W2", "W3"}
 
 
+def test_bench_capacity_holds_no_more_slots_than_the_capacity() -> None:
+    proc = shepherd_bench(
+        "--workloads", "capacity", "--n", "50", "--capacity", "5", "--sleep", "0.005", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    capacity = json.loads(proc.stdout)["workloads"]["capacity"]
+    assert (capacity["processed"], capacity["tasks_lost"]) == (50, 0)
+    assert capacity["capacity"] == 5
+    assert 1 <= capacity["most_holders"] <= 5
+
+
 def test_bench_prints_tables_without_json() -> None:
     proc = shepherd_bench("--workloads", "w1", "--n", "20")
     assert proc.returncode == 0, proc.stderr
@@ -129,7 +140,7 @@ def test_bench_help_lists_the_options() -> None:
     proc = shepherd_bench("--help")
     assert proc.returncode == 0
     for option in (
-        "--store", "--workloads", "--n", "--w3-n", "--w4-n", "--w6-rates", "--w6-seconds",
+        "--store", "--workloads", "--n", "--w3-n", "--capacity", "--w4-n", "--w6-rates", "--w6-seconds",
         "--lone-n", "--idle-seconds", "--synchronous", "--json", "--sleep",
         "--max-in-flight", "--agent-concurrency", "--claim-batch", "--w3-within",
         "--w3-interval", "--w3-in-flight", "--timeout", "--minutes", "--rate",

@@ -34,10 +34,10 @@ PROBE = Slot("db", "probe")
 
 async def probe(app: App) -> bool:
     """Whether a slot of `db` is free now (the probe's slot is given back at once)."""
-    granted, _ = await app.store.acquire_slot(PROBE, worker="probe", lease=60.0)
+    granted, _ = await app.store.acquire_slots("db", [PROBE.holder], worker="probe", lease=60.0)
     if granted:
         await app.store.release_slots([PROBE])
-    return granted
+    return bool(granted)
 
 
 async def test_a_handler_holds_its_agents_resource_while_it_runs(app: App) -> None:

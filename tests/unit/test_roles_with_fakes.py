@@ -251,9 +251,9 @@ class FakeAgentStore:
             self.done.set()
         return True
 
-    async def acquire_slot(
-        self, slot: Slot, *, worker: str, lease: float
-    ) -> tuple[bool, int | None]:
+    async def acquire_slots(
+        self, resource: str, holders: Sequence[str], *, worker: str, lease: float
+    ) -> tuple[list[str], int | None]:
         raise NotImplementedError  # these agents use no resource
 
     async def renew_slots(self, *, worker: str, lease: float) -> list[Slot]:

@@ -175,6 +175,7 @@ class AgentWorker:
             raise
         finally:
             renewals.cancel()
+            self.capacity.close()
 
     async def _take_loop(self) -> None:
         signals: Signals = self.store.signals

@@ -18,7 +18,7 @@ from shepherd.cli.logs import configure_logging, log_options
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
 #: Every workload; W4, W6, lone and soak only when asked for (W6 and soak take minutes).
-WORKLOADS = ("W1", "W2", "W3", "W4", "W6", "lone", "soak")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W6", "lone", "soak", "capacity")
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
 _COUNT = click.IntRange(min=1)
@@ -83,10 +83,18 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     default=5000,
     show_default=True,
     metavar="N",
-    help="Workflows for W1 and W2.",
+    help="Workflows for W1, W2 and capacity.",
 )
 @click.option(
     "--w3-n", type=_COUNT, default=500, show_default=True, metavar="N", help="Workflows for W3."
+)
+@click.option(
+    "--capacity",
+    type=_COUNT,
+    default=50,
+    show_default=True,
+    metavar="N",
+    help="capacity: the resource's capacity (its steps are W2's, each holding a slot).",
 )
 @click.option(
     "--w4-n", type=_COUNT, default=2000, show_default=True, metavar="N", help="Workflows for W4."
@@ -259,6 +267,7 @@ def bench(
     workloads: tuple[str, ...],
     n: int,
     w3_n: int,
+    capacity: int,
     w4_n: int,
     w6_rates: tuple[float, ...],
     w6_seconds: float,
@@ -290,7 +299,8 @@ def bench(
     W4, one submit at a time to a `shepherd run` worker apart; W6, open-loop
     latency at fixed rates; lone, one workflow at a time, in one process and
     apart; soak, minutes of steady load with worker kills and, on PostgreSQL,
-    server restarts. Exits 1 if a workload lost a task (or a worker of W4, W6
+    server restarts; capacity, W2 through a resource of `--capacity` slots.
+    Exits 1 if a workload lost a task (or a worker of W4, W6
     or lone died).
     """
     from shepherd.bench.pgstat import is_postgres
@@ -311,6 +321,7 @@ def bench(
         store=store,
         n=n,
         w3_n=w3_n,
+        capacity=capacity,
         w4_n=w4_n,
         w6_rates=w6_rates,
         w6_seconds=w6_seconds,

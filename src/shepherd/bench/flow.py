@@ -2,7 +2,8 @@
 
 W1, W4, W6 and lone use the `noop` agent (returns its payload); W2 and W3 use
 `remote`, which awaits `sleep` seconds first, as a call to a remote service
-would. With an `exec_log`, every completed handler execution appends its
+would. The `capacity` workload binds `remote` to the resource `bench-db` of
+that capacity; `Holders` counts how many handlers hold its slots at once. With an `exec_log`, every completed handler execution appends its
 idempotency key to that file (O_APPEND), so duplicated executions can be
 counted after a crash.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shepherd.app import App
@@ -24,6 +26,25 @@ WORKFLOW = "bench"
 STEPS = 3
 
 
+#: The resource of the `capacity` workload.
+RESOURCE = "bench-db"
+
+
+@dataclass
+class Holders:
+    """How many handlers use the resource now, and the most at once."""
+
+    now: int = 0
+    most: int = 0
+
+    def enter(self) -> None:
+        self.now += 1
+        self.most = max(self.most, self.now)
+
+    def leave(self) -> None:
+        self.now -= 1
+
+
 def build_app(
     store: str | None,
     *,
@@ -31,10 +52,21 @@ def build_app(
     within: float | None = None,
     complete_within: float | None = None,
     exec_log: str | None = None,
+    capacity: int | None = None,
+    holders: Holders | None = None,
     **settings: Any,
 ) -> App:
-    """The bench App on `store` (None: `SHEPHERD_STORE`); `settings` are `Settings` fields."""
+    """The bench App on `store` (None: `SHEPHERD_STORE`); `settings` are `Settings` fields.
+
+    With `capacity`, `remote` holds a slot of `bench-db` (declared with that
+    capacity) and counts itself in `holders`.
+    """
     app = App(store, alerts=(), **settings)
+    resource = None
+    if capacity is not None:
+        resource = RESOURCE
+        app.resource(RESOURCE, kind="bench", info={}, capacity=capacity)
+    counted = holders or Holders()
     agent = "remote" if sleep > 0 else "noop"
     fd = (
         None
@@ -44,9 +76,13 @@ def build_app(
 
     if sleep > 0:
 
-        @app.agent("remote", within=within)
+        @app.agent("remote", within=within, resource=resource)
         async def remote(req: AgentRequest) -> JsonValue:
-            await asyncio.sleep(sleep)
+            counted.enter()
+            try:
+                await asyncio.sleep(sleep)
+            finally:
+                counted.leave()
             if fd is not None:
                 os.write(fd, f"{req.idempotency_key}\n".encode())
             return req.payload

@@ -51,7 +51,17 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
     """Each issue target, whether it holds, and by what margin."""
     out: list[dict[str, Any]] = []
     for r in results:
-        if isinstance(r, ThroughputResult):
+        if isinstance(r, ThroughputResult) and r.capacity is not None:
+            out.append(
+                {
+                    "workload": r.workload,
+                    "target": f"at most {r.capacity} holders at once, 0 lost",
+                    "measured": f"{r.most_holders} at most, {r.tasks_lost} lost",
+                    "holds": (r.most_holders or 0) <= r.capacity and r.tasks_lost == 0,
+                    "margin": "-",
+                }
+            )
+        elif isinstance(r, ThroughputResult):
             out.append(
                 {
                     "workload": r.workload,
@@ -123,6 +133,19 @@ def _xacts_per(r: _Counted) -> str:
     return f"{r.db_xacts / r.n:.2f} / {r.db_xacts / (STEPS * r.n):.2f}"
 
 
+def _holders(r: ThroughputResult) -> str:
+    if r.capacity is None:
+        return "-"
+    return f"{r.most_holders} / {r.capacity}"
+
+
+def _bound(r: ThroughputResult) -> str:
+    if r.capacity is None or r.step_sleep_s <= 0:
+        return "-"
+    bound = r.capacity / r.step_sleep_s
+    return f"{bound:,.0f} (measured {r.steps_per_s / bound:.0%} of it)"
+
+
 def _commits_per_step(r: _Counted) -> str:
     commits = r.store_stats.get("commits", 0) + (
         r.worker_stats.get("commits", 0) if isinstance(r, CrashResult) else 0
@@ -151,6 +174,8 @@ _THROUGHPUT_ROWS: tuple[tuple[str, Callable[[ThroughputResult], str]], ...] = (
     ("store commits per step", _commits_per_step),
     ("database transactions (PostgreSQL, run)", _xacts),
     ("database transactions per workflow / per step", _xacts_per),
+    ("capacity: most holders at once / capacity", _holders),
+    ("capacity: bound capacity / step time, steps/s", _bound),
 )  # fmt: skip
 
 

@@ -55,6 +55,7 @@ class BenchOptions:
     kill_every: float = 90.0
     restart_every: float = 60.0
     restart_command: str | None = None
+    capacity: int = 50
 
 
 def run_bench(opts: BenchOptions) -> bool:
@@ -99,13 +100,15 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
     results: list[Result] = []
     for name in opts.workloads:
         store = opts.store or f"sqlite:///{tmp / name.lower()}.db"
-        if name in ("W1", "W2"):
+        if name in ("W1", "W2", "capacity"):
             sleep = 0.0 if name == "W1" else opts.sleep
+            capacity = opts.capacity if name == "capacity" else None
             results.append(
                 await run_throughput(
-                    name, store, n=opts.n, sleep=sleep, budget=opts.timeout, settings=settings
+                    name, store, n=opts.n, sleep=sleep, budget=opts.timeout, settings=settings,
+                    capacity=capacity,
                 )
-            )
+            )  # fmt: skip
         elif name == "soak":
             results.append(await run_soak(store, tmp, _soak(opts)))
         elif name in ("W4", "W6", "lone"):

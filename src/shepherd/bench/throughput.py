@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shepherd.bench.flow import STEPS, build_app, submit_all
+from shepherd.bench.flow import STEPS, Holders, build_app, submit_all
 from shepherd.bench.measure import Polls, percentile, spans, terminal, timeline, wait_until
 from shepherd.bench.pgstat import XactCounter, is_postgres
 
@@ -47,6 +47,10 @@ class ThroughputResult:
     harness_xacts: int = 0
     #: Transactions an open + close of the store costs with no role running (subtracted).
     open_close_xacts: int = 0
+    #: The `capacity` workload: the resource's capacity, and the most handlers
+    #: that held its slots at once (counted by the handlers).
+    capacity: int | None = None
+    most_holders: int | None = None
 
 
 async def open_close_cost(counter: XactCounter, store: str, settings: dict[str, Any]) -> int:
@@ -65,10 +69,13 @@ async def run_throughput(
     sleep: float,
     budget: float,
     settings: dict[str, Any],
+    capacity: int | None = None,
 ) -> ThroughputResult:
-    """Run one throughput workload on `store` and measure it."""
+    """Run one throughput workload on `store` and measure it (through a resource of
+    `capacity`, if given)."""
     counter = XactCounter(store) if is_postgres(store) else None
-    async with build_app(store, sleep=sleep, **settings) as app:
+    holders = Holders()
+    async with build_app(store, sleep=sleep, capacity=capacity, **settings) as app:
         target = terminal(await app.store.count_tasks()) + n
         started = time.perf_counter()
         ids = await submit_all(app, n)
@@ -79,7 +86,7 @@ async def run_throughput(
         xacts_before = await counter.read()
 
     polls = Polls()
-    app = build_app(store, sleep=sleep, **settings)
+    app = build_app(store, sleep=sleep, capacity=capacity, holders=holders, **settings)
     async with app:
         ready = asyncio.Event()
         roles = asyncio.create_task(app.run(ready=ready.set), name="bench-roles")
@@ -126,4 +133,6 @@ async def run_throughput(
         db_xacts=db_xacts,
         harness_xacts=polls.n,
         open_close_xacts=open_close,
+        capacity=capacity,
+        most_holders=holders.most if capacity is not None else None,
     )

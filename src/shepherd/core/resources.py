@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -36,6 +37,7 @@ __all__ = [
     "check_name",
     "check_rate",
     "check_resource",
+    "grant_slots",
 ]
 
 #: The longest name of a resource, partition or entity.
@@ -134,6 +136,20 @@ class SlotLease:
     worker: str
     acquired_at: datetime
     expires_at: datetime
+
+
+def grant_slots(holders: Sequence[str], held: Collection[str], capacity: int) -> list[str]:
+    """The holders granted a slot, in order: those holding one already, then others
+    while fewer than `capacity` are held (`held`: the holders of unexpired slots)."""
+    free = capacity - len(held)
+    granted: list[str] = []
+    for holder in holders:
+        if holder in held:
+            granted.append(holder)
+        elif free > 0:
+            granted.append(holder)
+            free -= 1
+    return granted
 
 
 def check_name(what: str, name: object) -> str | None:

@@ -185,10 +185,12 @@ class Facade(ABC):
             ops.ReplyAndAck(request=request, worker=worker, ok=ok, body=body, slot=slot)
         )
 
-    async def acquire_slot(
-        self, slot: Slot, *, worker: str, lease: float
-    ) -> tuple[bool, int | None]:
-        return await self.write(ops.AcquireSlot(slot=slot, worker=worker, lease=lease))
+    async def acquire_slots(
+        self, resource: str, holders: Sequence[str], *, worker: str, lease: float
+    ) -> tuple[list[str], int | None]:
+        return await self.write(
+            ops.AcquireSlots(resource=resource, holders=tuple(holders), worker=worker, lease=lease)
+        )
 
     async def renew_slots(self, *, worker: str, lease: float) -> list[Slot]:
         return await self.write(ops.RenewSlots(worker=worker, lease=lease))

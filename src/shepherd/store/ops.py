@@ -42,7 +42,7 @@ R = TypeVar("R", covariant=True)
 __all__ = [
     "AbandonOnce",
     "AcquireLease",
-    "AcquireSlot",
+    "AcquireSlots",
     "AddResource",
     "ApplyCrash",
     "ApplySupervision",
@@ -515,10 +515,11 @@ class ResolverVersion(Read[int]):
 # resource's row (PostgreSQL) or runs under the write lock (SQLite), so that at
 # most `capacity` unexpired slots of a resource exist at any moment, cluster-wide.
 @_op
-class AcquireSlot(Write[tuple[bool, int | None]]):
-    """(granted, capacity): capacity None means the resource has no cap (nothing held)."""
+class AcquireSlots(Write[tuple[list[str], int | None]]):
+    """(granted holders, capacity): capacity None means no cap (nothing held)."""
 
-    slot: Slot
+    resource: str
+    holders: tuple[str, ...]
     worker: str
     lease: float
 

@@ -150,17 +150,18 @@ class AgentStore(Signalled, Clocked, Protocol):
         transaction (whether the reply counted or not), and `signals.SLOTS` rings.
         """
 
-    async def acquire_slot(
-        self, slot: Slot, *, worker: str, lease: float
-    ) -> tuple[bool, int | None]:
-        """Take one unit of `slot.resource`'s capacity for `slot.holder`, if one is free.
+    async def acquire_slots(
+        self, resource: str, holders: Sequence[str], *, worker: str, lease: float
+    ) -> tuple[list[str], int | None]:
+        """Take units of `resource`'s capacity for as many `holders` as are free, in order.
 
-        Returns (granted, capacity). A slot is a lease: it lasts `lease` seconds
-        (store clock) unless renewed. Granted when fewer than `capacity`
-        unexpired slots of the resource are held by others (taking a slot its
-        holder holds already renews it); at most `capacity` are held at any
-        moment across every process. A resource without a capacity grants
-        without holding anything: (True, None).
+        Returns (the holders granted, capacity). A slot is a lease: it lasts
+        `lease` seconds (store clock) unless renewed. A holder that holds an
+        unexpired slot already keeps it (renewed); the others are granted in
+        order while fewer than `capacity` unexpired slots are held, so at most
+        `capacity` are held at any moment across every process. A resource
+        without a capacity grants every holder without holding anything:
+        (all of them, None).
 
         Raises:
             UnknownResourceError: There is no resource of that name.

@@ -1,9 +1,9 @@
 """Batch handlers for capacity slots: leases on units of a resource's capacity.
 
 A taker first locks the resource's row (`FOR UPDATE`, resources in name order
-so that two batches never wait for each other in a cycle), then counts and
-inserts in a later statement, whose snapshot sees every slot committed by the
-takers before it: at most `capacity` unexpired slots of a resource exist at
+so that two batches never wait for each other in a cycle), then reads the held
+slots in a later statement, whose snapshot sees every slot committed by the
+takers before it, and inserts what `resource_rows.grant` decides: at most `capacity` unexpired slots of a resource exist at
 once, across every process. Expiry is on the database's clock; an expired slot
 no longer counts and is deleted by the next taker of its resource. SLOTS is
 NOTIFYed at commit of a release.
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from shepherd.core.resources import Slot, SlotLease
+from shepherd.core.resources import Slot, SlotLease, grant_slots
 from shepherd.errors import UnknownResourceError
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlot, ListSlots, ReleaseSlots, RenewSlots
+from shepherd.store.ops import AcquireSlots, ListSlots, ReleaseSlots, RenewSlots
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
@@ -34,13 +34,12 @@ __all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
 
 _LOCK = "SELECT name, capacity FROM resources WHERE name = ANY(%s) ORDER BY name FOR UPDATE"
 _EXPIRED = "DELETE FROM resource_slots WHERE resource = ANY(%s) AND expires_at <= %s"
-# (resource, holder, worker, now, expires_at, resource, now, holder, capacity)
+_HELD = "SELECT resource, holder FROM resource_slots WHERE resource = ANY(%s)"
 _TAKE = (
     "INSERT INTO resource_slots (resource, holder, worker, acquired_at, expires_at) "
-    "SELECT %s, %s, %s, %s, %s WHERE (SELECT count(*) FROM resource_slots "
-    "WHERE resource = %s AND expires_at > %s AND holder <> %s) < %s "
+    "SELECT %s, h, %s, %s, %s FROM unnest(%s::text[]) AS h "
     "ON CONFLICT (resource, holder) DO UPDATE SET worker = excluded.worker, "
-    "expires_at = excluded.expires_at RETURNING holder"
+    "expires_at = excluded.expires_at"
 )
 _RENEW = (
     "UPDATE resource_slots SET expires_at = %s WHERE worker = %s AND expires_at > %s "
@@ -56,28 +55,32 @@ _RELEASE = (
 )
 
 
-@WRITES.handles(AcquireSlot)
-async def acquire(batch: Batch, ops: Sequence[AcquireSlot]) -> list[object]:
-    """Take a slot where fewer than `capacity` unexpired ones are held by others, in order."""
+@WRITES.handles(AcquireSlots)
+async def acquire(batch: Batch, ops: Sequence[AcquireSlots]) -> list[object]:
+    """Grant slots to each operation's holders, in order, while the capacity allows."""
     now = batch.now
-    names = sorted({op.slot.resource for op in ops})
+    names = sorted({op.resource for op in ops})
     cursor = await batch.send(_LOCK, (names,))
     capacities: dict[str, int | None] = dict(await cursor.fetchall())
     await batch.send(_EXPIRED, (names, now))
+    held: dict[str, set[str]] = {name: set() for name in names}
+    for resource, holder in await (await batch.send(_HELD, (names,))).fetchall():
+        held[resource].add(holder)
     out: list[object] = []
     for op in ops:
-        resource, holder = op.slot.resource, op.slot.holder
+        resource = op.resource
         if resource not in capacities:
             out.append(UnknownResourceError(resource))
             continue
         capacity = capacities[resource]
         if capacity is None:
-            out.append((True, None))
+            out.append((list(op.holders), None))
             continue
+        granted = grant_slots(op.holders, held[resource], capacity)
+        held[resource].update(granted)
         expires_at = now + timedelta(seconds=op.lease)
-        params = (resource, holder, op.worker, now, expires_at, resource, now, holder, capacity)
-        taken = await (await batch.send(_TAKE, params)).fetchall()
-        out.append((bool(taken), capacity))
+        await batch.send(_TAKE, (resource, op.worker, now, expires_at, granted))
+        out.append((granted, capacity))
     return out
 
 

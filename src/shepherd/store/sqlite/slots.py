@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.core.resources import Slot, SlotLease
+from shepherd.core.resources import Slot, SlotLease, grant_slots
 from shepherd.errors import UnknownResourceError
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlot, ListSlots, ReleaseSlots, RenewSlots
+from shepherd.store.ops import AcquireSlots, ListSlots, ReleaseSlots, RenewSlots
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
@@ -28,13 +28,12 @@ __all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
 
 _CAPACITY = "SELECT capacity FROM resources WHERE name = ?"
 _EXPIRED = "DELETE FROM resource_slots WHERE resource = ? AND expires_at <= ?"
-# (resource, holder, worker, now, expires_at, resource, now, holder, capacity)
+# Every slot of the resource is unexpired here (the expired ones were just deleted).
+_HELD = "SELECT holder FROM resource_slots WHERE resource = ?"
 _TAKE = (
     "INSERT INTO resource_slots (resource, holder, worker, acquired_at, expires_at) "
-    "SELECT ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM resource_slots "
-    "WHERE resource = ? AND expires_at > ? AND holder <> ?) < ? "
-    "ON CONFLICT (resource, holder) DO UPDATE SET worker = excluded.worker, "
-    "expires_at = excluded.expires_at"
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (resource, holder) DO UPDATE SET "
+    "worker = excluded.worker, expires_at = excluded.expires_at"
 )
 _RENEW = (
     "UPDATE resource_slots SET expires_at = ? WHERE worker = ? AND expires_at > ? "
@@ -47,25 +46,27 @@ _LIST = (
 )
 
 
-@WRITES.handles(AcquireSlot)
-def acquire(batch: Batch, ops: Sequence[AcquireSlot]) -> list[object]:
-    """Take a slot where fewer than `capacity` unexpired ones are held by others, in order."""
+@WRITES.handles(AcquireSlots)
+def acquire(batch: Batch, ops: Sequence[AcquireSlots]) -> list[object]:
+    """Grant slots to each operation's holders, in order, while the capacity allows."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
     for op in ops:
-        resource, holder = op.slot.resource, op.slot.holder
+        resource = op.resource
         row = conn.execute(_CAPACITY, (resource,)).fetchone()
         if row is None:
             out.append(UnknownResourceError(resource))
             continue
         capacity = row[0]
         if capacity is None:
-            out.append((True, None))
+            out.append((list(op.holders), None))
             continue
         conn.execute(_EXPIRED, (resource, now))
-        params = (resource, holder, op.worker, now, now + op.lease, resource, now, holder)
-        taken = conn.execute(_TAKE, (*params, capacity)).rowcount
-        out.append((taken > 0, capacity))
+        held = {h for (h,) in conn.execute(_HELD, (resource,))}
+        granted = grant_slots(op.holders, held, capacity)
+        rows = [(resource, h, op.worker, now, now + op.lease) for h in granted]
+        conn.executemany(_TAKE, rows)
+        out.append((granted, capacity))
     return out
 
 
