@@ -31,20 +31,22 @@ UPDATE = (
     "error = coalesce(%s::text, error), crashes = coalesce(%s::text, crashes), "
     "owner_deaths = coalesce(%s::integer, owner_deaths), updated_at = %s"
 )
-#: `UPDATE` of many tasks (`params_each`), each fenced by its owner and epoch.
+#: `UPDATE` of many tasks (`params_each`), each fenced by its owner and epoch. The
+#: rows are found by `id = ANY(...)` (see KEYED in postgres/rows.py).
 UPDATE_EACH = (
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], "
+    "%b::text[], %b::boolean[], %b::integer[], %b::integer[], %b::timestamptz[], %b::text[], "
+    "%b::text[], %b::text[], %b::integer[]) AS v(id, lock_epoch, locked_by, process_state, "
+    "release, bump, failure_count, not_before, result, error, crashes, owner_deaths)) "
     "UPDATE tasks t SET process_state = v.process_state, "
     "locked_by = CASE WHEN v.release THEN NULL ELSE t.locked_by END, "
     "complete_by = CASE WHEN v.release THEN NULL ELSE t.complete_by END, "
     "lock_epoch = t.lock_epoch + v.bump, failure_count = coalesce(v.failure_count, t.failure_count), "
     "not_before = coalesce(v.not_before, t.not_before), result = coalesce(v.result, t.result), "
     "error = coalesce(v.error, t.error), crashes = coalesce(v.crashes, t.crashes), "
-    "owner_deaths = coalesce(v.owner_deaths, t.owner_deaths), updated_at = %b "
-    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[], %b::boolean[], "
-    "%b::integer[], %b::integer[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], "
-    "%b::integer[]) AS v(id, lock_epoch, locked_by, process_state, release, bump, "
-    "failure_count, not_before, result, error, crashes, owner_deaths) "
-    "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
+    "owner_deaths = coalesce(v.owner_deaths, t.owner_deaths), updated_at = %b FROM v "
+    "WHERE t.id = ANY(ARRAY(SELECT id FROM v)) AND t.id = v.id "
+    "AND t.lock_epoch = v.lock_epoch AND coalesce(t.locked_by, '') = v.locked_by"
 )
 
 
@@ -62,7 +64,7 @@ def params_each(writes: Iterable[tuple[EffectRow, int, str]], now: datetime) -> 
         (row.task_id, epoch, owner, row.process_state, row.release, int(row.revoke), *_values(row))
         for row, epoch, owner in writes
     ]
-    return (now, *(list(column) for column in zip(*rows, strict=True)))
+    return (*(list(column) for column in zip(*rows, strict=True)), now)
 
 
 def _values(row: EffectRow) -> tuple[object, ...]:

@@ -32,9 +32,10 @@ _LOCK_TASK = (
 )
 # The current execution of a running step: its request taken by this worker and
 # unexpired, the step running at the request's attempt (the task is locked).
+# coalesce(): see UNINDEXED_OWNER in postgres/rows.py.
 _EXTEND_REQUEST = (
     "UPDATE requests r SET complete_by = %s, visible_at = %s "
-    "WHERE r.id = %s AND r.taken_by = %s AND r.complete_by > %s AND r.attempt = %s "
+    "WHERE r.id = %s AND coalesce(r.taken_by, '') = %s AND r.complete_by > %s AND r.attempt = %s "
     "AND r.lock_epoch = %s AND EXISTS (SELECT 1 FROM steps s WHERE s.task_id = r.task_id "
     "AND s.seq = r.seq AND s.state = 'running' AND s.attempt = r.attempt) RETURNING r.id"
 )

@@ -55,8 +55,8 @@ _SUPERVISED = UPDATE + _FENCED
 # A request row held by another session (an agent replying) is skipped: its reply
 # carries the old epoch, which the scheduler discards.
 _DROP_REQUESTS = (
-    "DELETE FROM requests WHERE id IN (SELECT id FROM requests "
-    "WHERE task_id = ANY(%s::text[]) FOR UPDATE SKIP LOCKED)"
+    "DELETE FROM requests WHERE id = ANY(ARRAY(SELECT id FROM requests "
+    "WHERE task_id = ANY(%s::text[]) FOR UPDATE SKIP LOCKED))"
 )
 
 

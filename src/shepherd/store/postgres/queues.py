@@ -30,17 +30,22 @@ __all__ = ["reply", "take"]
 
 # (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before).
+# The ids are locked in an ARRAY(...) sub-select, run once: as a join, a
+# planner trusting statistics taken while the queue was empty would run the
+# locking sub-select again for every row (seconds for a few thousand requests).
 _TAKE = (
     "UPDATE requests r SET taken_by = %b, visible_at = r.complete_by "
-    "FROM (SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND visible_at <= %b "
-    "AND complete_by > %b AND (suspect = 0 OR id IN (SELECT id FROM requests "
-    "WHERE agent = ANY(%b::text[]) AND suspect = 1 AND visible_at <= %b AND complete_by > %b "
-    "ORDER BY id LIMIT %b)) ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED) c "
-    f"WHERE r.id = c.id RETURNING {REQUEST_COLUMNS_R}"
+    "WHERE r.id = ANY(ARRAY(SELECT id FROM requests WHERE agent = ANY(%b::text[]) "
+    "AND visible_at <= %b AND complete_by > %b AND (suspect = 0 OR id IN (SELECT id "
+    "FROM requests WHERE agent = ANY(%b::text[]) AND suspect = 1 AND visible_at <= %b "
+    "AND complete_by > %b ORDER BY id LIMIT %b)) ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED)) "
+    f"RETURNING {REQUEST_COLUMNS_R}"
 )
+# By `= ANY(...)`, and coalesce(): see KEYED and UNINDEXED_OWNER in postgres/rows.py.
 _ACK = (
-    "DELETE FROM requests r USING unnest(%b::bigint[], %b::text[]) AS v(id, taken_by) "
-    "WHERE r.id = v.id AND r.taken_by = v.taken_by AND r.complete_by > %b "
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::bigint[], %b::text[]) AS v(id, taken_by)) "
+    "DELETE FROM requests r USING v WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id "
+    "AND coalesce(r.taken_by, '') = v.taken_by AND r.complete_by > %b "
     "RETURNING r.id, r.taken_by"
 )
 _INSERT_REPLIES = (

@@ -21,8 +21,25 @@ from shepherd.store.rows import (
     TaskCol,
 )
 
+#: Why the owner of a claim (`tasks.locked_by`) or of a request (`requests.taken_by`)
+#: is compared as `coalesce(column, '') = value` wherever the row's id is known:
+#: no index serves that expression, so the planner finds the row by its id. The
+#: partial indexes on those columns (for finding a dead worker's rows) look empty
+#: to statistics taken while nothing was claimed (autovacuum's ANALYZE between
+#: bursts), and a planner trusting them would scan a worker's whole claim, often
+#: thousands of rows, for every row it joins: 10x slower W2 after one ANALYZE.
+UNINDEXED_OWNER = "coalesce(column, '') = value"
+#: Why a statement that joins a table to `unnest(...)` of many rows' keys also
+#: says `key = ANY(ARRAY(SELECT key FROM v))`: the rows are then found through
+#: the key's index whatever the statistics say. Joined to the unnest alone, a
+#: planner that believes the table empty (statistics of a queue taken between
+#: bursts) or the unnest a thousand rows long (a generic plan) scans the whole
+#: table, for each row or into a hash: seconds once it holds a few thousand rows.
+KEYED = "key = ANY(ARRAY(SELECT key FROM v))"
+
 __all__ = [
     "EVENT_COLUMNS",
+    "KEYED",
     "LEASE_COLUMNS",
     "OWNER_COLUMNS",
     "RECORDS",
@@ -32,6 +49,7 @@ __all__ = [
     "TASK_COLUMNS",
     "TASK_COLUMNS_T",
     "TASK_WIDTH",
+    "UNINDEXED_OWNER",
     "StepCol",
     "TaskCol",
     "event_from_row",

@@ -25,15 +25,19 @@ if TYPE_CHECKING:
 
 __all__ = ["record_replies", "start_step"]
 
+# Rows are found by `= ANY(...)` of their keys, coalesce() keeps the owner's
+# index out: see KEYED and UNINDEXED_OWNER in postgres/rows.py.
 _TOUCH_CLAIMS = (
-    "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %b "
-    "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::timestamptz[]) "
-    "AS v(id, lock_epoch, locked_by, complete_by) "
-    "WHERE t.id = v.id AND t.lock_epoch = v.lock_epoch AND t.locked_by = v.locked_by"
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], "
+    "%b::timestamptz[]) AS v(id, lock_epoch, locked_by, complete_by)) "
+    "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %b FROM v "
+    "WHERE t.id = ANY(ARRAY(SELECT id FROM v)) AND t.id = v.id "
+    "AND t.lock_epoch = v.lock_epoch AND coalesce(t.locked_by, '') = v.locked_by"
 )
 _DROP_OLD_REQUESTS = (
-    "DELETE FROM requests r USING unnest(%b::text[], %b::int[]) AS v(task_id, seq) "
-    "WHERE r.task_id = v.task_id AND r.seq = v.seq"
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq)) "
+    "DELETE FROM requests r USING v WHERE r.task_id = ANY(ARRAY(SELECT task_id FROM v)) "
+    "AND r.task_id = v.task_id AND r.seq = v.seq"
 )
 _UPSERT_STEP = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
@@ -87,7 +91,7 @@ async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
         await batch.send(_DROP_OLD_REQUESTS, columns(plan.superseded))
     if plan.claims:
         rows = [(task_id, *fields) for task_id, fields in plan.claims.items()]
-        await batch.send(_TOUCH_CLAIMS, (now, *columns(rows)))
+        await batch.send(_TOUCH_CLAIMS, (*columns(rows), now))
     if plan.steps:
         if len({(task_id, seq) for task_id, seq, *_ in plan.steps}) == len(plan.steps):
             await batch.send(_UPSERT_STEPS, (now, *columns(plan.steps)))
@@ -101,23 +105,27 @@ async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
 
 
 # -- replies -------------------------------------------------------------------
+# coalesce(): see UNINDEXED_OWNER in postgres/rows.py.
 _TAKE_REPLIES = (
     f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
     "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
-    "WHERE t.locked_by = %b ORDER BY r.id LIMIT %b FOR UPDATE OF t"
+    "WHERE coalesce(t.locked_by, '') = %b ORDER BY r.id LIMIT %b FOR UPDATE OF t"
 )
 # The reply's body becomes the step's result (completed) or error (failed).
 _RECORD = (
-    "UPDATE steps s SET state = %b, {column} = v.body, finished_at = %b "
-    "FROM unnest(%b::text[], %b::int[], %b::text[]) AS v(task_id, seq, body) "
-    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::int[], %b::text[]) "
+    "AS v(task_id, seq, body)) "
+    "UPDATE steps s SET state = %b, {column} = v.body, finished_at = %b FROM v "
+    "WHERE s.task_id = ANY(ARRAY(SELECT task_id FROM v)) AND s.task_id = v.task_id "
+    "AND s.seq = v.seq"
 )
 _COMPLETED = _RECORD.format(column="result")
 _FAILED = _RECORD.format(column="error")
 _COMPENSATED = (
-    "UPDATE steps s SET state = 'compensated' "
-    "FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq) "
-    "WHERE s.task_id = v.task_id AND s.seq = v.seq"
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq)) "
+    "UPDATE steps s SET state = 'compensated' FROM v "
+    "WHERE s.task_id = ANY(ARRAY(SELECT task_id FROM v)) AND s.task_id = v.task_id "
+    "AND s.seq = v.seq"
 )
 _TOUCH = (
     "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second', "
@@ -141,9 +149,10 @@ async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[obj
         replies = sort_replies(await cursor.fetchall())
         if replies.completed:
             completed = columns(_last_per_step(replies.completed))
-            await batch.send(_COMPLETED, ("completed", now, *completed))
+            await batch.send(_COMPLETED, (*completed, "completed", now))
         if replies.failed:
-            await batch.send(_FAILED, ("failed", now, *columns(_last_per_step(replies.failed))))
+            failed = columns(_last_per_step(replies.failed))
+            await batch.send(_FAILED, (*failed, "failed", now))
         if replies.compensated:
             await batch.send(_COMPENSATED, columns(set(replies.compensated)))
         if replies.touched:

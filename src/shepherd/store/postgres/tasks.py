@@ -93,15 +93,16 @@ _EXISTING = (
     "LEFT JOIN tombstones d ON d.workflow = k.workflow AND d.key = k.key"
 )
 _UNDO_INSERT = "DELETE FROM tasks WHERE id = ANY(%b::text[])"
+# The ids are locked in an ARRAY(...) sub-select, run once (see queues._TAKE).
 _CLAIM = (
     "UPDATE tasks t SET locked_by = %b, lock_epoch = t.lock_epoch + 1, "
     "complete_by = %b + t.complete_within * interval '1 second', updated_at = %b, "
     "process_state = CASE t.process_state WHEN 'pending' THEN 'processing' "
     "ELSE t.process_state END "
-    "FROM (SELECT id FROM tasks WHERE locked_by IS NULL "
+    "WHERE t.id = ANY(ARRAY(SELECT id FROM tasks WHERE locked_by IS NULL "
     "AND process_state IN ('pending', 'compensating') AND not_before <= %b "
-    "ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED) c "
-    f"WHERE t.id = c.id RETURNING {TASK_COLUMNS_T}"
+    "ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED)) "
+    f"RETURNING {TASK_COLUMNS_T}"
 )
 _STEPS_OF = (
     f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ANY(%b::text[]) ORDER BY task_id, seq"
@@ -111,14 +112,18 @@ _LOCK_OWNERS = (
     f"SELECT {OWNER_COLUMNS} FROM tasks WHERE id = ANY(%b::text[]) ORDER BY id FOR UPDATE"
 )
 # The owner's fence: the task is still held by that owner, at that epoch.
-_OWNED = UPDATE + " WHERE id = %s AND lock_epoch = %s AND locked_by = %s RETURNING key, reply_to"
+# coalesce(): see UNINDEXED_OWNER in postgres/rows.py.
+_OWNED = (
+    UPDATE + " WHERE id = %s AND lock_epoch = %s AND coalesce(locked_by, '') = %s "
+    "RETURNING key, reply_to"
+)
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%b::text[])"
 _RELEASE = (
     "WITH released AS (UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
     "complete_by = NULL, not_before = %b, updated_at = %b, "
     "process_state = CASE process_state WHEN 'processing' THEN 'pending' "
     "ELSE process_state END "
-    "WHERE locked_by = %b AND id = ANY(%b::text[]) RETURNING id), "
+    "WHERE coalesce(locked_by, '') = %b AND id = ANY(%b::text[]) RETURNING id), "
     "dropped AS (DELETE FROM requests WHERE task_id IN (SELECT id FROM released)) "
     "SELECT count(*) FROM released"
 )
