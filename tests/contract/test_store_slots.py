@@ -14,6 +14,7 @@ from shepherd.store import signals as ch
 from support.factories import claimed_task, step_start, taken_request
 
 if TYPE_CHECKING:
+    from shepherd.core.records import Request, Task
     from shepherd.store.contract import Store
     from shepherd.testing import FakeClock
     from support.factories import Stores
@@ -133,13 +134,19 @@ async def test_a_release_rings_the_slots_channel(store: Store) -> None:
     assert freed.is_set()
 
 
-async def test_a_reply_gives_its_slot_back_in_the_same_transaction(store: Store) -> None:
+async def holding_the_only_slot(store: Store) -> tuple[Task, Request, Slot]:
+    """A task's step request taken by w1, whose handling holds the one slot of `db`."""
     await store.add_resource(Resource(name="db", kind="sqlite", info={}, capacity=1))
     task = await claimed_task(store, owner="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
     request = await taken_request(store, agent="a")
     slot = Slot("db", "w1:1:1")
     assert await take(store, slot.holder)
+    return task, request, slot
+
+
+async def test_a_reply_gives_its_slot_back_in_the_same_transaction(store: Store) -> None:
+    task, request, slot = await holding_the_only_slot(store)
     assert not await take(store, "other")
     freed = store.signals.event(ch.SLOTS)
 
@@ -152,12 +159,7 @@ async def test_a_reply_gives_its_slot_back_in_the_same_transaction(store: Store)
 
 
 async def test_a_reply_that_no_longer_counts_still_gives_its_slot_back(store: Store) -> None:
-    await store.add_resource(Resource(name="db", kind="sqlite", info={}, capacity=1))
-    task = await claimed_task(store, owner="s1")
-    await store.start_step(step_start(task, seq=1, agent="a"))
-    request = await taken_request(store, agent="a")
-    slot = Slot("db", "w1:1:1")
-    assert await take(store, slot.holder)
+    _, request, slot = await holding_the_only_slot(store)
 
     # Another worker's reply to this request is refused; the slot is given back anyway.
     assert not await store.reply_and_ack(request, worker="w2", ok=True, body=None, slot=slot)

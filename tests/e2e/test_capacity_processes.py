@@ -102,6 +102,28 @@ def service(request: pytest.FixtureRequest) -> Iterator[Counting]:
         svc.stop.set()
 
 
+def agents(
+    store: str,
+    workdir: Path,
+    service: Counting,
+    name: str,
+    *,
+    slot_lease: float = 15.0,
+    log: Path | None = None,
+) -> Worker:
+    """An agent process `name` of the capacity worker, calling `service`."""
+    return spawn_worker(
+        store,
+        workdir,
+        name=name,
+        roles="agent",
+        script=CAPACITY_WORKER,
+        url=service.url,
+        log_path=log,
+        settings={"name": name, "slot_lease": slot_lease},
+    )
+
+
 async def processed(app: App, n: int) -> bool:
     return (await app.store.count_tasks()).get(ProcessState.PROCESSED, 0) >= n
 
@@ -113,18 +135,7 @@ async def test_three_processes_never_use_more_than_capacity_slots(
     register(app, service.url, name="test")
     async with app, app.running(["scheduler", "supervisor"]):
         with workers() as running:
-            for name in ("a", "b", "c"):
-                running.append(
-                    spawn_worker(
-                        shared_store,
-                        tmp_path,
-                        name=name,
-                        roles="agent",
-                        script=CAPACITY_WORKER,
-                        url=service.url,
-                        settings={"name": name},
-                    )
-                )
+            running.extend(agents(shared_store, tmp_path, service, name) for name in "abc")
             ids = [await app.submit(WORKFLOW, {"n": n}) for n in range(20)]
             await wait_until(lambda: processed(app, 20), timeout=PATIENCE, message="not all done")
             for worker in running:
@@ -144,19 +155,7 @@ async def test_the_slot_of_a_sigkilled_holder_is_free_once_its_lease_ends(
     register(app, service.url, name="test")
     async with app, app.running(["scheduler", "supervisor"]):
         with workers() as running:
-
-            def spawn(name: str) -> Worker:
-                return spawn_worker(
-                    shared_store,
-                    tmp_path,
-                    name=name,
-                    roles="agent",
-                    script=CAPACITY_WORKER,
-                    url=service.url,
-                    settings={"name": name, "slot_lease": 1.5},
-                )
-
-            holder = spawn("a")
+            holder = agents(shared_store, tmp_path, service, "a", slot_lease=1.5)
             running.append(holder)
             await app.submit(WORKFLOW, {"hang": True})
             await wait_until(
@@ -169,7 +168,7 @@ async def test_the_slot_of_a_sigkilled_holder_is_free_once_its_lease_ends(
             # A is dead: its slot's lease is final now (no renewal can move it).
             (lease,) = await app.store.list_slots("orders-db")
             assert lease.holder == held.holder
-            running.append(spawn("b"))
+            running.append(agents(shared_store, tmp_path, service, "b", slot_lease=1.5))
             after = [await app.submit(WORKFLOW, {"n": n}) for n in range(3)]
 
             async def served_after() -> bool:
@@ -208,19 +207,8 @@ async def test_three_processes_share_one_rate(
     logs = [tmp_path / f"{name}.starts" for name in ("a", "b", "c")]
     async with app, app.running(["scheduler", "supervisor"]):
         with workers() as running:
-            for name, log in zip(("a", "b", "c"), logs, strict=True):
-                running.append(
-                    spawn_worker(
-                        shared_store,
-                        tmp_path,
-                        name=name,
-                        roles="agent",
-                        script=CAPACITY_WORKER,
-                        url=service.url,
-                        log_path=log,
-                        settings={"name": name},
-                    )
-                )
+            for name, log in zip("abc", logs, strict=True):
+                running.append(agents(shared_store, tmp_path, service, name, log=log))
             await app.submit_many([Submission(API_WORKFLOW, {"n": n}) for n in range(calls)])
             await wait_until(
                 lambda: processed(app, calls), timeout=PATIENCE * 2, message="not all done"

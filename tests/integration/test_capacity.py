@@ -40,6 +40,20 @@ async def probe(app: App) -> bool:
     return bool(granted)
 
 
+async def timed_out(app: App, task_id: str, cause: str) -> None:
+    """Return once the task's history notes a step timed out for `cause`."""
+
+    async def noted() -> bool:
+        return any(
+            e.kind == EventKind.STEP_TIMED_OUT
+            and isinstance(e.detail, dict)
+            and (e.detail.get("error") or {}).get("type") == cause
+            for e in await app.store.task_events(task_id)
+        )
+
+    await wait_until(noted, timeout=PATIENCE, message=f"no {cause} time-out")
+
+
 async def test_a_handler_holds_its_agents_resource_while_it_runs(app: App) -> None:
     await app.open()
     await app.store.add_resource(ONE)
@@ -108,16 +122,7 @@ async def test_waiting_for_a_slot_counts_against_complete_by(app: App) -> None:
         await asyncio.wait_for(holding.wait(), PATIENCE)
         second = await app.submit("save", "second")
 
-        async def timed_out() -> bool:
-            events = await app.store.task_events(second)
-            return any(
-                e.kind == EventKind.STEP_TIMED_OUT
-                and isinstance(e.detail, dict)
-                and (e.detail.get("error") or {}).get("type") == "CapacityFull"
-                for e in events
-            )
-
-        await wait_until(timed_out, timeout=PATIENCE, message="no CapacityFull time-out")
+        await timed_out(app, second, "CapacityFull")
         go.set()
         assert await app.result(first, timeout=PATIENCE) == "first"
         assert await app.result(second, timeout=PATIENCE) == "second"
@@ -193,14 +198,5 @@ async def test_waiting_for_the_rate_counts_against_complete_by(app: App) -> None
         assert await app.result(first, timeout=PATIENCE) == "first"
         second = await app.submit("use", "second")
 
-        async def rate_limited() -> bool:
-            events = await app.store.task_events(second)
-            return any(
-                e.kind == EventKind.STEP_TIMED_OUT
-                and isinstance(e.detail, dict)
-                and (e.detail.get("error") or {}).get("type") == "RateLimited"
-                for e in events
-            )
-
-        await wait_until(rate_limited, timeout=PATIENCE, message="no RateLimited time-out")
+        await timed_out(app, second, "RateLimited")
     assert calls[0] == "first"

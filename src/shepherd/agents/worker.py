@@ -423,42 +423,16 @@ class AgentWorker:
         # complete_by passed: reply nothing (someone else may already be retrying).
         self.timeouts += 1
         counters.timeouts.inc()
-        if waiting_for_slot:
-            log.info(
-                "%s %s/%s: every slot of %r still taken at complete_by",
-                agent,
-                request.task_id,
-                request.seq,
-                resource,
-            )
+        held_back = _HELD_BACK.get((waiting_for_slot, waiting_for_rate))
+        if held_back is not None:
+            cause, says = held_back
+            message = says.format(resource=resource)
+            log.info("%s %s/%s: %s", agent, request.task_id, request.seq, message)
             await self._note(
                 request,
                 EventKind.STEP_TIMED_OUT,
                 tries=tries,
-                error={
-                    "type": "CapacityFull",
-                    "message": f"every slot of resource {resource!r} stayed taken "
-                    "until complete_by",
-                },
-            )
-            return
-        if waiting_for_rate:
-            log.info(
-                "%s %s/%s: rate of %r still spent at complete_by",
-                agent,
-                request.task_id,
-                request.seq,
-                resource,
-            )
-            await self._note(
-                request,
-                EventKind.STEP_TIMED_OUT,
-                tries=tries,
-                error={
-                    "type": "RateLimited",
-                    "message": f"no call to resource {resource!r} was allowed by its rate "
-                    "before complete_by",
-                },
+                error={"type": cause, "message": message},
             )
             return
         if waiting_for_breaker:
@@ -623,6 +597,20 @@ def _source(request: AgentRequest) -> Request:
     if source is None:
         raise RuntimeError("this AgentRequest was not made by an agent worker")
     return source
+
+
+#: What a step that waited for its resource until complete_by notes, by
+#: (waiting for a slot, waiting for the rate): the error's type and message.
+_HELD_BACK = {
+    (True, False): (
+        "CapacityFull",
+        "every slot of resource {resource!r} stayed taken until complete_by",
+    ),
+    (False, True): (
+        "RateLimited",
+        "no call to resource {resource!r} was allowed by its rate before complete_by",
+    ),
+}
 
 
 def _holder(worker: str, request: Request) -> str:
