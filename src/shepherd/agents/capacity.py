@@ -9,10 +9,9 @@ as many in one transaction as are free, waiting on the `slots` channel (rung
 when a slot is given back here or, by NOTIFY or datagram, in another process,
 and polling as a safety net) while none is. The gate renews every slot of this
 worker each third of `slot_lease`, and gives it back in the reply's transaction
-or, when there is no reply, by itself. A process that dies keeps its slots only until their lease
-ends. A resource without a capacity costs nothing after the first look: the
-gate remembers it until the resolver's map changes (a capacity set by an
-operator rings `resolver`) or `resolver_refresh` passes.
+or, when there is no reply, by itself. A process that dies keeps its slots only
+until their lease ends. A resource without a capacity costs nothing after the
+first look (`shepherd.agents.unlimited`).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, final
 
+from shepherd.agents.unlimited import Unlimited
 from shepherd.core.resources import Slot
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
@@ -83,9 +83,8 @@ class CapacityGate:
         #: Each resource's waiters in this process, first come first served.
         self._lines: dict[str, _Line] = {}
         self._releases: set[asyncio.Task[None]] = set()
-        #: Resources seen without a capacity, and when (monotonic).
-        self._uncapped: dict[str, float] = {}
-        self._map_changed: asyncio.Event = store.signals.event(ch.RESOLVER)
+        #: Resources seen without a capacity.
+        self._uncapped = Unlimited(store.signals, clock=clock, refresh=refresh)
         self.waits = 0
         self.lost = 0
         self.outage = Outage("capacity slots", log=log, clock=clock)
@@ -114,7 +113,7 @@ class CapacityGate:
         Raises:
             UnknownResourceError: There is no resource of that name.
         """
-        if self._is_uncapped(resource):
+        if resource in self._uncapped:
             return None
         slot = Slot(resource, holder)
         self._held[holder] = slot
@@ -165,7 +164,7 @@ class CapacityGate:
                 return
             self.outage.over()
             if capacity is None:
-                self._uncapped[resource] = self.clock.monotonic()
+                self._uncapped.remember(resource)
                 for _, future in line.waiting:
                     if not future.done():
                         future.set_result(None)
@@ -248,18 +247,6 @@ class CapacityGate:
                     holder,
                     slot.resource,
                 )
-
-    def _is_uncapped(self, resource: str) -> bool:
-        if self._map_changed.is_set():
-            self._uncapped.clear()
-            self._map_changed = self.store.signals.event(ch.RESOLVER)
-        seen = self._uncapped.get(resource)
-        if seen is None:
-            return False
-        if self.clock.monotonic() - seen > self.refresh:
-            del self._uncapped[resource]
-            return False
-        return True
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

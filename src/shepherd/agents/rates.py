@@ -8,8 +8,8 @@ dropped, never saved up. So in any span of `t` seconds, the cluster makes at
 most `burst + rate * (t + HOLD)` calls, `burst` being one second's worth. One
 take at a time per resource goes to the store from this process; the others
 wait for its batch. A resource without a rate costs nothing after the first
-look, until the resolver's map changes (an operator setting a rate rings
-`resolver`) or `resolver_refresh` passes.
+look (`shepherd.agents.unlimited`); a changed rate drops the tokens taken at
+the old one.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
+from shepherd.agents.unlimited import Unlimited
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
-from shepherd.store import signals as ch
 
 if TYPE_CHECKING:
     from shepherd.clock import Clock
@@ -70,9 +70,10 @@ class RateGate:
         self._stash: dict[str, _Stash] = {}
         self._rates: dict[str, float] = {}
         self._takes: dict[str, asyncio.Lock] = {}
-        #: Resources seen without a rate, and when (monotonic).
-        self._unlimited: dict[str, float] = {}
-        self._map_changed: asyncio.Event = store.signals.event(ch.RESOLVER)
+        #: Resources seen without a rate; a changed map drops the tokens taken under it.
+        self._unlimited = Unlimited(
+            store.signals, clock=clock, refresh=refresh, on_change=self._stash.clear
+        )
         self.waits = 0
         self.outage = Outage("rate tokens", log=log, clock=clock)
 
@@ -89,7 +90,7 @@ class RateGate:
             UnknownResourceError: There is no resource of that name.
         """
         while True:
-            if self._is_unlimited(resource) or self._spend(resource):
+            if resource in self._unlimited or self._spend(resource):
                 return
             lock = self._takes.setdefault(resource, asyncio.Lock())
             async with lock:
@@ -104,7 +105,7 @@ class RateGate:
                     continue
                 self.outage.over()
                 if rate is None:
-                    self._unlimited[resource] = self.clock.monotonic()
+                    self._unlimited.remember(resource)
                     return
                 self._rates[resource] = rate
                 if granted:
@@ -122,17 +123,4 @@ class RateGate:
             del self._stash[resource]  # too old to spend: the bucket's bound holds
             return False
         stash.tokens -= 1
-        return True
-
-    def _is_unlimited(self, resource: str) -> bool:
-        if self._map_changed.is_set():
-            self._unlimited.clear()
-            self._stash.clear()  # a rate changed: spend nothing taken at the old one
-            self._map_changed = self.store.signals.event(ch.RESOLVER)
-        seen = self._unlimited.get(resource)
-        if seen is None:
-            return False
-        if self.clock.monotonic() - seen > self.refresh:
-            del self._unlimited[resource]
-            return False
         return True

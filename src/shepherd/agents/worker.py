@@ -312,7 +312,9 @@ class AgentWorker:
         counters = self._counters(agent)
         resource = CapacityGate.resource_of(spec, request)
         slot: Slot | None = None
-        waiting_for_slot = waiting_for_breaker = waiting_for_rate = False
+        #: What the handling waits for on its resource now: "slot", "rate", or None.
+        held_back: str | None = None
+        waiting_for_breaker = False
         tries = 0
         failure: BaseException | None = None
         #: What the last failed try was (None after a success).
@@ -324,24 +326,24 @@ class AgentWorker:
             async with self.clock.deadline(request.complete_by, now=now) as scope:
                 self.helpers.scopes[request.id] = scope
                 if resource is not None:
-                    waiting_for_slot = True
+                    held_back = "slot"
                     try:
                         slot = await self.capacity.acquire(resource, _holder(self.worker, request))
                     except UnknownResourceError as exc:
                         reply = (False, error_body(exc))
-                    waiting_for_slot = False
+                    held_back = None
                 while reply is None:
                     waiting_for_breaker = True
                     await self.breakers.before_call(spec, request)
                     waiting_for_breaker = False
                     if resource is not None:
-                        waiting_for_rate = True
+                        held_back = "rate"
                         try:
                             await self.rates.before_call(resource)
                         except UnknownResourceError as exc:
                             reply = (False, error_body(exc))
                             break
-                        waiting_for_rate = False
+                        held_back = None
                     tries += 1
                     self.calls += 1
                     counters.calls.inc()
@@ -423,9 +425,8 @@ class AgentWorker:
         # complete_by passed: reply nothing (someone else may already be retrying).
         self.timeouts += 1
         counters.timeouts.inc()
-        held_back = _HELD_BACK.get((waiting_for_slot, waiting_for_rate))
         if held_back is not None:
-            cause, says = held_back
+            cause, says = _HELD_BACK[held_back]
             message = says.format(resource=resource)
             log.info("%s %s/%s: %s", agent, request.task_id, request.seq, message)
             await self._note(
@@ -599,14 +600,11 @@ def _source(request: AgentRequest) -> Request:
     return source
 
 
-#: What a step that waited for its resource until complete_by notes, by
-#: (waiting for a slot, waiting for the rate): the error's type and message.
+#: What a step that waited for its resource ("slot" or "rate") until complete_by
+#: notes: the error's type and message.
 _HELD_BACK = {
-    (True, False): (
-        "CapacityFull",
-        "every slot of resource {resource!r} stayed taken until complete_by",
-    ),
-    (False, True): (
+    "slot": ("CapacityFull", "every slot of resource {resource!r} stayed taken until complete_by"),
+    "rate": (
         "RateLimited",
         "no call to resource {resource!r} was allowed by its rate before complete_by",
     ),
