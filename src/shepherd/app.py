@@ -20,6 +20,7 @@ from shepherd.agents.pools import check_pool
 from shepherd.agents.threads import check_handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
 from shepherd.clock import Clock, SystemClock
+from shepherd.collector import raised_threshold
 from shepherd.config import Settings
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.records import Event, JsonValue, Task
@@ -591,7 +592,8 @@ class App:
         loops = [*self.build_roles(roles, agents=served), self.build_registry(roles, served)]
         self.watchdog.start()
         try:
-            await run_roles(loops, ready=ready)
+            with raised_threshold(self.settings.gc_threshold):
+                await run_roles(loops, ready=ready)
         finally:
             self.watchdog.stop()
 

@@ -82,6 +82,9 @@ class Settings:
             died is free again within this long.
         default_partition: The partition an entity assigned to none resolves
             to; None (the default): such an entity is an `UnresolvedEntityError`.
+        gc_threshold: While roles run (`App.run`), the garbage collector's
+            first threshold is raised to this (see `shepherd.collector`); None
+            leaves the process's collector as it is.
 
     Raises:
         ConfigError: A value is of the wrong type or out of range.
@@ -115,6 +118,7 @@ class Settings:
     resolver_refresh: float = 30.0
     slot_lease: float = 15.0
     default_partition: str | None = None
+    gc_threshold: int | None = 20000
 
     def __post_init__(self) -> None:
         for name in _TYPES:
