@@ -94,6 +94,8 @@ class Supervisor:
         # replaced within ttl + ttl/3 (two intervals with the defaults).
         self.ttl = settings.lease_ttl
         self.lease: Lease | None = None
+        #: When the lease was last taken or renewed (monotonic), or None.
+        self._renewed_at: float | None = None
         self.scans = 0
         self.resets = 0
         self.escalations = 0
@@ -229,6 +231,17 @@ class Supervisor:
                 self.lease_outage.over()
             await self.clock.sleep(self.ttl / 3)
 
+    def _fresh_lease(self) -> Lease | None:
+        """The lease held, if renewed less than `ttl/3` ago: a scan need not renew it again.
+
+        Its writes are fenced by the lease's epoch in the store anyway; this only
+        spares an idle leader one write a scan.
+        """
+        at = self._renewed_at
+        if self.lease is None or at is None or self.clock.monotonic() - at >= self.ttl / 3:
+            return None
+        return self.lease
+
     async def renew(self) -> Lease | None:
         """Take or renew the leadership lease; None while another supervisor holds it."""
         lease = await self.store.acquire_lease(LEASE, holder=self.holder, ttl=self.ttl)
@@ -239,6 +252,7 @@ class Supervisor:
             log.info("supervisor %s leads (epoch %d)", self.holder, lease.epoch)
             self._became_leader.set()  # scan at once: the old leader's work waits
         self.lease = lease
+        self._renewed_at = None if lease is None else self.clock.monotonic()
         return lease
 
     async def _last_failure(self, task: Task) -> str:
@@ -362,7 +376,7 @@ class Supervisor:
 
         Returns how many expired claims were handled.
         """
-        lease = await self.renew()
+        lease = self._fresh_lease() or await self.renew()
         if lease is None:
             return 0
         self.scans += 1
