@@ -20,7 +20,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["KeyLease", "OwnershipPlan", "fair_share", "plan_ownership", "rank"]
+from shepherd.core.records import JsonValue
+
+__all__ = ["KeyLease", "OwnershipPlan", "TakenKey", "fair_share", "plan_ownership", "rank"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +38,18 @@ class KeyLease:
     def live(self, now: datetime) -> bool:
         """Whether the lease still holds at `now`."""
         return now < self.lease_until
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TakenKey:
+    """A key an owner took (or kept): its lease, and the durable owner state last set.
+
+    A new owner reads `state` when it takes the key over: what the previous
+    owner committed with its last acknowledgements (None if none was set).
+    """
+
+    lease: KeyLease
+    state: JsonValue = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ HANDLER_MODULES = (
     "keys",
     "leases",
     "operator",
+    "owners",
     "queues",
     "rates",
     "resources",

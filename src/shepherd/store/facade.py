@@ -21,6 +21,7 @@ from shepherd.store.resource_rows import checked_change, checked_name, checked_r
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
+    from shepherd.core.ownership import KeyLease, TakenKey
     from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
     from shepherd.core.resources import Partition, Resolution, Resource, Slot, SlotLease
     from shepherd.core.retention import Tombstone
@@ -200,6 +201,29 @@ class Facade(ABC):
 
     async def list_slots(self, resource: str | None = None) -> list[SlotLease]:
         return await self.read(ops.ListSlots(resource=resource))
+
+    async def take_keys(
+        self, agent: str, keys: Sequence[str], *, owner: str, lease: float
+    ) -> list[TakenKey]:
+        return await self.write(
+            ops.TakeKeys(agent=agent, keys=tuple(keys), owner=owner, lease=lease)
+        )
+
+    async def renew_keys(self, *, owner: str, lease: float) -> list[KeyLease]:
+        return await self.write(ops.RenewKeys(owner=owner, lease=lease))
+
+    async def release_keys(self, agent: str, keys: Sequence[str], *, owner: str) -> int:
+        return await self.write(ops.ReleaseKeys(agent=agent, keys=tuple(keys), owner=owner))
+
+    async def set_owner_state(
+        self, agent: str, key: str, *, owner: str, epoch: int, state: JsonValue
+    ) -> bool:
+        return await self.write(
+            ops.SetOwnerState(agent=agent, key=key, owner=owner, epoch=epoch, state=state)
+        )
+
+    async def list_key_leases(self, agent: str) -> list[KeyLease]:
+        return await self.read(ops.ListKeyLeases(agent=agent))
 
     async def take_tokens(self, resource: str, *, want: int) -> tuple[int, float | None, float]:
         return await self.write(ops.TakeTokens(resource=resource, want=want))

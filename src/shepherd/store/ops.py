@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transfo
 
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
+from shepherd.core.ownership import KeyLease, TakenKey
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.resources import (
     Partition,
@@ -68,6 +69,7 @@ __all__ = [
     "GetTask",
     "GetTombstone",
     "ListBreakers",
+    "ListKeyLeases",
     "ListPartitions",
     "ListResources",
     "ListSlots",
@@ -85,21 +87,25 @@ __all__ = [
     "ReapWorker",
     "RecordReplies",
     "RegisterWorker",
+    "ReleaseKeys",
     "ReleaseLease",
     "ReleaseSlots",
     "ReleaseTasks",
     "RemoveResource",
+    "RenewKeys",
     "RenewSlots",
     "ReplyAndAck",
     "Resolve",
     "ResolverVersion",
     "RetryTask",
+    "SetOwnerState",
     "SetResource",
     "StartCompensation",
     "StartStep",
     "StopWorker",
     "SubmitTask",
     "SubmitTasks",
+    "TakeKeys",
     "TakeRequests",
     "TakeTokens",
     "TaskEvents",
@@ -542,6 +548,61 @@ class ListSlots(Read[list[SlotLease]]):
     """The slots held (expired ones too, until a taker deletes them), oldest first."""
 
     resource: str | None = None
+
+
+# -- exclusive owners ------------------------------------------------------------
+@_op
+class TakeKeys(Write[list[TakenKey]]):
+    """Take (or renew) `keys` of an exclusive agent for `owner`, each for `lease` seconds.
+
+    Returns the keys granted, in the order asked: a key that is free (never
+    leased, released, or its lease expired) is taken with its epoch bumped; one
+    `owner` holds live is renewed with its epoch kept; one another owner holds
+    live is not granted.
+    """
+
+    agent: str
+    keys: tuple[str, ...]
+    owner: str
+    lease: float
+
+
+@_op
+class RenewKeys(Write[list[KeyLease]]):
+    """Move every live key lease of `owner` `lease` seconds ahead; returns the renewed."""
+
+    owner: str
+    lease: float
+
+
+@_op
+class ReleaseKeys(Write[int]):
+    """Hand `keys` of `agent` back (epoch and state kept); how many `owner` still held."""
+
+    agent: str
+    keys: tuple[str, ...]
+    owner: str
+
+
+@_op
+class SetOwnerState(Write[bool]):
+    """Set a key's durable owner state, fenced: False for a stale owner.
+
+    Refused unless `owner` holds the key at `epoch` and its lease is live.
+    """
+
+    agent: str
+    key: str
+    owner: str
+    epoch: int
+    state: JsonValue
+
+
+@_op
+class ListKeyLeases(Read[list[KeyLease]]):
+    """The owned keys of `agent` (expired leases too), by key."""
+
+    agent: str
 
 
 # -- rate ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from shepherd.core.states import ProcessState
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
+    from shepherd.core.ownership import KeyLease, TakenKey
     from shepherd.core.resources import Keep, Partition, Resolution, Resource, Slot, SlotLease
     from shepherd.core.retention import Tombstone
     from shepherd.core.supervision import Decision, Escalate, Reset
@@ -189,6 +190,41 @@ class AgentStore(Signalled, Clocked, Protocol):
         Raises:
             UnknownResourceError: There is no resource of that name.
         """
+
+    async def take_keys(
+        self, agent: str, keys: Sequence[str], *, owner: str, lease: float
+    ) -> list[TakenKey]:
+        """Take (or renew) keys of an exclusive agent for `owner`, each for `lease` seconds.
+
+        At most one owner holds a key's lease at any moment. A free key (never
+        leased, handed back, or its lease expired) is taken with its epoch
+        bumped, and comes with the durable owner state its last owner set; a
+        key `owner` holds live is renewed with its epoch kept; a key another
+        owner holds live is not granted. Returns the keys granted, in order.
+        """
+
+    async def renew_keys(self, *, owner: str, lease: float) -> list[KeyLease]:
+        """Move every live key lease of `owner` `lease` seconds ahead; returns those renewed.
+
+        A key of `owner` missing from it expired: another owner may hold it now.
+        """
+
+    async def release_keys(self, agent: str, keys: Sequence[str], *, owner: str) -> int:
+        """Hand keys back (their epoch and state stay); how many `owner` still held."""
+
+    async def set_owner_state(
+        self, agent: str, key: str, *, owner: str, epoch: int, state: JsonValue
+    ) -> bool:
+        """Set a key's durable owner state; False (nothing written) for a stale owner.
+
+        Fenced: only while `owner` holds the key's live lease at `epoch`.
+
+        Raises:
+            PayloadError: `state` is not JSON or is too large.
+        """
+
+    async def list_key_leases(self, agent: str) -> list[KeyLease]:
+        """The owned keys of `agent`, by key (expired leases too, until taken again)."""
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         """Append an event to a task's history (an agent that timed out or gave up)."""
