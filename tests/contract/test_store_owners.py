@@ -124,7 +124,7 @@ async def test_a_state_that_is_not_json_is_refused_and_changes_nothing(store: St
             "csv",
             owner="p1",
             epoch=1,
-            state={"bad": object()},  # type: ignore[dict-item]
+            state={"bad": object()},
         )
     await store.release_keys(AGENT, ["csv"], owner="p1")
     (taken,) = await store.take_keys(AGENT, ["csv"], owner="p2", lease=LEASE)

@@ -68,6 +68,7 @@ from shepherd.store.roles import (
     AgentStore,
     ApplicationStore,
     OperatorStore,
+    OwnerStore,
     RegistryStore,
     ResourceStore,
     SchedulerStore,
@@ -141,6 +142,7 @@ class Store(
     OperatorStore,
     ApplicationStore,
     ResourceStore,
+    OwnerStore,
     Protocol,
 ):
     """The state store: every role's slice (`shepherd.store.roles`) together.

@@ -34,6 +34,7 @@ __all__ = [
     "ApplicationStore",
     "Clocked",
     "OperatorStore",
+    "OwnerStore",
     "RegistryStore",
     "ResolverStore",
     "ResourceStore",
@@ -190,41 +191,6 @@ class AgentStore(Signalled, Clocked, Protocol):
         Raises:
             UnknownResourceError: There is no resource of that name.
         """
-
-    async def take_keys(
-        self, agent: str, keys: Sequence[str], *, owner: str, lease: float
-    ) -> list[TakenKey]:
-        """Take (or renew) keys of an exclusive agent for `owner`, each for `lease` seconds.
-
-        At most one owner holds a key's lease at any moment. A free key (never
-        leased, handed back, or its lease expired) is taken with its epoch
-        bumped, and comes with the durable owner state its last owner set; a
-        key `owner` holds live is renewed with its epoch kept; a key another
-        owner holds live is not granted. Returns the keys granted, in order.
-        """
-
-    async def renew_keys(self, *, owner: str, lease: float) -> list[KeyLease]:
-        """Move every live key lease of `owner` `lease` seconds ahead; returns those renewed.
-
-        A key of `owner` missing from it expired: another owner may hold it now.
-        """
-
-    async def release_keys(self, agent: str, keys: Sequence[str], *, owner: str) -> int:
-        """Hand keys back (their epoch and state stay); how many `owner` still held."""
-
-    async def set_owner_state(
-        self, agent: str, key: str, *, owner: str, epoch: int, state: JsonValue
-    ) -> bool:
-        """Set a key's durable owner state; False (nothing written) for a stale owner.
-
-        Fenced: only while `owner` holds the key's live lease at `epoch`.
-
-        Raises:
-            PayloadError: `state` is not JSON or is too large.
-        """
-
-    async def list_key_leases(self, agent: str) -> list[KeyLease]:
-        """The owned keys of `agent`, by key (expired leases too, until taken again)."""
 
     async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
         """Append an event to a task's history (an agent that timed out or gave up)."""
@@ -516,6 +482,51 @@ class ResolverStore(Signalled, Protocol):
 
     async def list_resources(self) -> list[Resource]:
         """Every resource, by name."""
+
+
+class OwnerStore(Clocked, Protocol):
+    """What the owners of an exclusive agent's keys do: leases with epochs, and owner state.
+
+    A key (the seed's event type) is owned by at most one process at any
+    moment. Every lease carries an epoch, bumped whenever the key changes
+    hands (or its owner takes it back after letting it expire), so that a
+    write carrying an older epoch is recognisably a stale owner's.
+    """
+
+    async def take_keys(
+        self, agent: str, keys: Sequence[str], *, owner: str, lease: float
+    ) -> list[TakenKey]:
+        """Take (or renew) keys of an exclusive agent for `owner`, each for `lease` seconds.
+
+        At most one owner holds a key's lease at any moment. A free key (never
+        leased, handed back, or its lease expired) is taken with its epoch
+        bumped, and comes with the durable owner state its last owner set; a
+        key `owner` holds live is renewed with its epoch kept; a key another
+        owner holds live is not granted. Returns the keys granted, in order.
+        """
+
+    async def renew_keys(self, *, owner: str, lease: float) -> list[KeyLease]:
+        """Move every live key lease of `owner` `lease` seconds ahead; returns those renewed.
+
+        A key of `owner` missing from it expired: another owner may hold it now.
+        """
+
+    async def release_keys(self, agent: str, keys: Sequence[str], *, owner: str) -> int:
+        """Hand keys back (their epoch and state stay); how many `owner` still held."""
+
+    async def set_owner_state(
+        self, agent: str, key: str, *, owner: str, epoch: int, state: JsonValue
+    ) -> bool:
+        """Set a key's durable owner state; False (nothing written) for a stale owner.
+
+        Fenced: only while `owner` holds the key's live lease at `epoch`.
+
+        Raises:
+            PayloadError: `state` is not JSON or is too large.
+        """
+
+    async def list_key_leases(self, agent: str) -> list[KeyLease]:
+        """The owned keys of `agent`, by key (expired leases too, until taken again)."""
 
 
 class ResourceStore(ResolverStore, Protocol):
