@@ -189,6 +189,25 @@ class AgentError(ShepherdError):
     """An agent handler failed."""
 
 
+class CallFailedError(AgentError):
+    """A call (`app.call`) was answered with an error: the handler's permanent error,
+    its repeated bug, or the call given up after its handlings kept failing to answer.
+
+    Attributes:
+        agent: The agent called.
+        call_id: The call's id.
+        error: The stored error body (`type`, `message`, ...).
+    """
+
+    def __init__(self, agent: str, call_id: str, error: Any) -> None:
+        self.agent = agent
+        self.call_id = call_id
+        self.error = error
+        what = error.get("message") if isinstance(error, dict) else error
+        kind = error.get("type") if isinstance(error, dict) else None
+        super().__init__(f"call {call_id} to {agent!r} failed: {kind + ': ' if kind else ''}{what}")
+
+
 class TransientError(AgentError):
     """A transient failure: the agent retries within complete_by."""
 

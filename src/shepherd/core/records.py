@@ -91,6 +91,33 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CallRequest:
+    """A durable call from plain code (`app.call`), as an agent process took it.
+
+    Not a task: it has no workflow and no steps. `attempt` counts the handlings
+    started (1 on the first); a handling that does not answer by `complete_by`
+    is taken again by any process, up to the call's `max_attempts`.
+    """
+
+    call_id: str
+    agent: str
+    payload: JsonValue
+    attempt: int
+    max_attempts: int
+    #: Seconds one handling may take before the call is handed to another.
+    within: float
+    complete_by: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallAnswer:
+    """A call's one answer: its result (`ok`) or its error body."""
+
+    ok: bool
+    body: JsonValue
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reply:
     """A message on the reply queue: an agent's answer to one request."""
 

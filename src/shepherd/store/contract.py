@@ -67,6 +67,7 @@ from shepherd.core.states import StepKind
 from shepherd.store.roles import (
     AgentStore,
     ApplicationStore,
+    CallStore,
     OperatorStore,
     OwnerStore,
     RegistryStore,
@@ -143,6 +144,7 @@ class Store(
     ApplicationStore,
     ResourceStore,
     OwnerStore,
+    CallStore,
     Protocol,
 ):
     """The state store: every role's slice (`shepherd.store.roles`) together.

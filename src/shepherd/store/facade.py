@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.ownership import KeyLease, TakenKey
-    from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+    from shepherd.core.records import (
+        CallAnswer,
+        CallRequest,
+        Event,
+        JsonValue,
+        Lease,
+        Reply,
+        Request,
+        Task,
+    )
     from shepherd.core.resources import Partition, Resolution, Resource, Slot, SlotLease
     from shepherd.core.retention import Tombstone
     from shepherd.core.states import ProcessState
@@ -224,6 +233,45 @@ class Facade(ABC):
 
     async def list_key_leases(self, agent: str) -> list[KeyLease]:
         return await self.read(ops.ListKeyLeases(agent=agent))
+
+    async def send_call(
+        self,
+        call_id: str,
+        agent: str,
+        payload: JsonValue,
+        *,
+        within: float,
+        max_attempts: int,
+        expires_in: float,
+    ) -> None:
+        await self.write(
+            ops.SendCall(
+                call_id=call_id,
+                agent=agent,
+                payload=payload,
+                within=within,
+                max_attempts=max_attempts,
+                expires_in=expires_in,
+            )
+        )
+
+    async def take_calls(
+        self, *, worker: str, agents: Sequence[str], limit: int
+    ) -> tuple[list[CallRequest], list[CallRequest]]:
+        return await self.write(ops.TakeCalls(worker=worker, agents=tuple(agents), limit=limit))
+
+    async def answer_call(
+        self, call_id: str, *, worker: str, attempt: int, ok: bool, body: JsonValue
+    ) -> bool:
+        return await self.write(
+            ops.AnswerCall(call_id=call_id, worker=worker, attempt=attempt, ok=ok, body=body)
+        )
+
+    async def get_answers(self, call_ids: Sequence[str]) -> dict[str, CallAnswer]:
+        return await self.read(ops.GetAnswers(call_ids=tuple(call_ids)))
+
+    async def purge_calls(self, *, limit: int) -> int:
+        return await self.write(ops.PurgeCalls(limit=limit))
 
     async def take_tokens(self, resource: str, *, want: int) -> tuple[int, float | None, float]:
         return await self.write(ops.TakeTokens(resource=resource, want=want))

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transfo
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.ownership import KeyLease, TakenKey
-from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.records import (
+    CallAnswer,
+    CallRequest,
+    Event,
+    JsonValue,
+    Lease,
+    Reply,
+    Request,
+    Task,
+)
 from shepherd.core.resources import (
     Partition,
     Resolution,
@@ -45,6 +54,7 @@ __all__ = [
     "AcquireLease",
     "AcquireSlots",
     "AddResource",
+    "AnswerCall",
     "ApplyCrash",
     "ApplySupervision",
     "AssignEntity",
@@ -65,6 +75,7 @@ __all__ = [
     "FailTask",
     "FinishOnce",
     "FinishTask",
+    "GetAnswers",
     "GetBreaker",
     "GetTask",
     "GetTombstone",
@@ -80,6 +91,7 @@ __all__ = [
     "NextDue",
     "Note",
     "Op",
+    "PurgeCalls",
     "PurgeTasks",
     "PurgeTombstones",
     "Read",
@@ -98,6 +110,7 @@ __all__ = [
     "Resolve",
     "ResolverVersion",
     "RetryTask",
+    "SendCall",
     "SetOwnerState",
     "SetResource",
     "StartCompensation",
@@ -105,6 +118,7 @@ __all__ = [
     "StopWorker",
     "SubmitTask",
     "SubmitTasks",
+    "TakeCalls",
     "TakeKeys",
     "TakeRequests",
     "TakeTokens",
@@ -603,6 +617,61 @@ class ListKeyLeases(Read[list[KeyLease]]):
     """The owned keys of `agent` (expired leases too), by key."""
 
     agent: str
+
+
+# -- calls (app.call) ------------------------------------------------------------
+@_op
+class SendCall(Write[None]):
+    """Store a call for `agent`'s processes (rings CALLS).
+
+    `expires_in` seconds after now the row is deleted, answered or not.
+    """
+
+    call_id: str
+    agent: str
+    payload: JsonValue
+    within: float
+    max_attempts: int
+    expires_in: float
+
+
+@_op
+class TakeCalls(Write[tuple[list[CallRequest], list[CallRequest]]]):
+    """Take up to `limit` waiting calls of `agents` for `worker`, oldest first.
+
+    Returns (taken, given up): a call already handled `max_attempts` times is
+    not taken but answered with an error (`core.calls.gave_up_body`).
+    """
+
+    worker: str
+    agents: tuple[str, ...]
+    limit: int
+
+
+@_op
+class AnswerCall(Write[bool]):
+    """Answer a call, fenced: False unless `worker`'s handling `attempt` is its latest
+    and the call is unanswered (rings ANSWERS)."""
+
+    call_id: str
+    worker: str
+    attempt: int
+    ok: bool
+    body: JsonValue
+
+
+@_op
+class GetAnswers(Read[dict[str, CallAnswer]]):
+    """The answers of those of `call_ids` that are answered."""
+
+    call_ids: tuple[str, ...]
+
+
+@_op
+class PurgeCalls(Write[int]):
+    """Delete up to `limit` calls whose `expires_at` has passed; how many."""
+
+    limit: int
 
 
 # -- rate ----------------------------------------------------------------------

@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, Unpack
 
-from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
+from shepherd.core.records import (
+    CallAnswer,
+    CallRequest,
+    Event,
+    JsonValue,
+    Lease,
+    Reply,
+    Request,
+    Task,
+)
 from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentStore",
     "ApplicationStore",
+    "CallStore",
     "Clocked",
     "OperatorStore",
     "OwnerStore",
@@ -527,6 +537,60 @@ class OwnerStore(Clocked, Protocol):
 
     async def list_key_leases(self, agent: str) -> list[KeyLease]:
         """The owned keys of `agent`, by key (expired leases too, until taken again)."""
+
+
+class CallStore(Signalled, Clocked, Protocol):
+    """Durable calls from plain code (`app.call`): what callers and agent processes do.
+
+    A call is not a task. It is handled by one agent process at a time; a
+    handling that has not answered by its `complete_by` (`within` after it was
+    taken) is handed to another, up to `max_attempts` handlings, after which
+    the call is answered with an error. A call has exactly one answer: only
+    its latest handling may give it.
+    """
+
+    async def send_call(
+        self,
+        call_id: str,
+        agent: str,
+        payload: JsonValue,
+        *,
+        within: float,
+        max_attempts: int,
+        expires_in: float,
+    ) -> None:
+        """Store a call (rings `signals.CALLS`); deleted `expires_in` seconds from now.
+
+        Raises:
+            PayloadError: `payload` is not JSON or is too large.
+        """
+
+    async def take_calls(
+        self, *, worker: str, agents: Sequence[str], limit: int
+    ) -> tuple[list[CallRequest], list[CallRequest]]:
+        """Take up to `limit` waiting calls of `agents` for `worker`, oldest first.
+
+        Returns (taken, given up). A call whose `max_attempts` handlings all
+        ended without an answer is not taken again: it is answered with an
+        error (`shepherd.core.calls.gave_up_body`) and returned as given up,
+        so that the worker can alert an operator.
+        """
+
+    async def answer_call(
+        self, call_id: str, *, worker: str, attempt: int, ok: bool, body: JsonValue
+    ) -> bool:
+        """Answer a call (rings `signals.ANSWERS`); False, and nothing written, unless
+        `worker`'s handling `attempt` is the call's latest and it is unanswered.
+
+        An error body is cut to the payload limit, never refused; a result that
+        is not JSON or too large raises PayloadError.
+        """
+
+    async def get_answers(self, call_ids: Sequence[str]) -> dict[str, CallAnswer]:
+        """The answers of those of `call_ids` that are answered (and not yet deleted)."""
+
+    async def purge_calls(self, *, limit: int) -> int:
+        """Delete up to `limit` calls whose expiry has passed, answered or not; how many."""
 
 
 class ResourceStore(ResolverStore, Protocol):

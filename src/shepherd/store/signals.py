@@ -65,6 +65,10 @@ BREAKERS = "breakers"
 RESOLVER = "resolver"
 #: Rung when a capacity slot is given back: handlers waiting for one look again.
 SLOTS = "slots"
+#: Rung when a call (`app.call`) is sent or handed back: agent processes look for calls.
+CALLS = "calls"
+#: Rung when a call is answered: its caller reads the answer.
+ANSWERS = "answers"
 
 
 def task_channel(task_id: str) -> str:

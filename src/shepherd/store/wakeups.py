@@ -22,6 +22,8 @@ CHANNELS = {
     ch.BREAKERS: "shepherd_breakers",
     ch.RESOLVER: "shepherd_resolver",
     ch.SLOTS: "shepherd_slots",
+    ch.CALLS: "shepherd_calls",
+    ch.ANSWERS: "shepherd_answers",
 }
 #: Carries the ids of tasks that ended (comma-separated), for result waiters.
 TASK_CHANNEL = "shepherd_task"

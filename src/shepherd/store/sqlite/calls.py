@@ -1,0 +1,155 @@
+"""Batch handlers for durable calls (`app.call`): sent, taken, answered, purged.
+
+Every statement runs under the transaction's write lock (BEGIN IMMEDIATE), so
+a call is taken by one process at a time, and only the handling that took it
+last (its `attempts`) may answer it. Times are the store's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shepherd.core.calls import gave_up_body, may_take
+from shepherd.core.records import CallAnswer, CallRequest
+from shepherd.payloads import loads
+from shepherd.store import signals as ch
+from shepherd.store.ops import AnswerCall, GetAnswers, PurgeCalls, SendCall, TakeCalls
+from shepherd.store.rows import unix_instant
+from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.step_writes import reply_body
+
+if TYPE_CHECKING:
+    from shepherd.store.sqlite.batch import Batch
+
+__all__ = ["answer_call", "get_answers", "purge_calls", "send_call", "take_calls"]
+
+_SEND = (
+    "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
+    "created_at, expires_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)"
+)
+# (agents..., now, now, limit)
+_WAITING = (
+    "SELECT call_id, agent, attempts, max_attempts, within FROM calls WHERE answered_at IS NULL "
+    "AND agent IN ({agents}) AND visible_at <= ? AND expires_at > ? ORDER BY id LIMIT ?"
+)
+_TAKE = (
+    "UPDATE calls SET attempts = attempts + 1, taken_by = ?, complete_by = ? + within, "
+    "visible_at = ? + within WHERE call_id = ? "
+    "RETURNING call_id, agent, payload, attempts, max_attempts, within, complete_by"
+)
+_GIVE_UP = (
+    "UPDATE calls SET ok = 0, body = ?, answered_at = ?, taken_by = NULL WHERE call_id = ? "
+    "RETURNING call_id, agent, payload, attempts, max_attempts, within, complete_by"
+)
+_ANSWER = (
+    "UPDATE calls SET ok = ?, body = ?, answered_at = ? WHERE call_id = ? AND taken_by = ? "
+    "AND attempts = ? AND answered_at IS NULL"
+)
+_ANSWERS = (
+    "SELECT call_id, ok, body FROM calls WHERE answered_at IS NOT NULL AND call_id IN ({ids})"
+)
+_PURGE = (
+    "DELETE FROM calls WHERE id IN (SELECT id FROM calls WHERE expires_at <= ? "
+    "ORDER BY expires_at LIMIT ?)"
+)
+
+
+def _call(row: Sequence[object]) -> CallRequest:
+    call_id, agent, payload, attempts, max_attempts, within, complete_by = row
+    return CallRequest(
+        call_id=str(call_id),
+        agent=str(agent),
+        payload=loads(str(payload)),
+        attempt=int(str(attempts)),
+        max_attempts=int(str(max_attempts)),
+        within=float(str(within)),
+        complete_by=unix_instant(float(str(complete_by or 0.0))),
+    )
+
+
+@WRITES.handles(SendCall)
+def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
+    """Store each call whose payload encodes; the encoding error is its caller's."""
+    now = batch.now
+    out: list[object] = []
+    for op in ops:
+        payload = batch.encode(op.payload)
+        if isinstance(payload, Exception):
+            out.append(payload)
+            continue
+        batch.conn.execute(
+            _SEND,
+            (
+                op.call_id,
+                op.agent,
+                payload,
+                op.within,
+                op.max_attempts,
+                now,
+                now,
+                now + op.expires_in,
+            ),
+        )
+        batch.rings.add(ch.CALLS)
+        out.append(None)
+    return out
+
+
+@WRITES.handles(TakeCalls)
+def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
+    """Take each operation's waiting calls; give up those out of handlings."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for op in ops:
+        if not op.agents or op.limit <= 0:
+            out.append(([], []))
+            continue
+        query = _WAITING.format(agents=", ".join("?" * len(op.agents)))
+        waiting = conn.execute(query, (*op.agents, now, now, op.limit)).fetchall()
+        taken: list[CallRequest] = []
+        given_up: list[CallRequest] = []
+        for call_id, agent, attempts, max_attempts, within in waiting:
+            if may_take(attempts, max_attempts):
+                row = conn.execute(_TAKE, (op.worker, now, now, call_id)).fetchone()
+                taken.append(_call(row))
+                continue
+            body = batch.dumps_error(gave_up_body(agent, attempts, within))
+            given_up.append(_call(conn.execute(_GIVE_UP, (body, now, call_id)).fetchone()))
+            batch.rings.add(ch.ANSWERS)
+        out.append((taken, given_up))
+    return out
+
+
+@WRITES.handles(AnswerCall)
+def answer_call(batch: Batch, ops: Sequence[AnswerCall]) -> list[object]:
+    """Write each answer where its handling is the call's latest; whether it was."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for op in ops:
+        ok, body = reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error)
+        params = (int(ok), body, now, op.call_id, op.worker, op.attempt)
+        answered = conn.execute(_ANSWER, params).rowcount == 1
+        if answered:
+            batch.rings.add(ch.ANSWERS)
+        out.append(answered)
+    return out
+
+
+@WRITES.handles(PurgeCalls)
+def purge_calls(batch: Batch, ops: Sequence[PurgeCalls]) -> list[object]:
+    """Delete expired calls, up to each operation's limit."""
+    return [batch.conn.execute(_PURGE, (batch.now, op.limit)).rowcount for op in ops]
+
+
+@READS.handles(GetAnswers)
+def get_answers(at: Reading, op: GetAnswers) -> dict[str, CallAnswer]:
+    """The answers of the answered calls among `op.call_ids`."""
+    out: dict[str, CallAnswer] = {}
+    ids = list(op.call_ids)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        query = _ANSWERS.format(ids=", ".join("?" * len(chunk)))
+        for call_id, ok, body in at.conn.execute(query, chunk).fetchall():
+            out[call_id] = CallAnswer(ok=bool(ok), body=loads(body))
+    return out
