@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from shepherd.core.states import ProcessState as ProcessState
     from shepherd.core.states import StepState as StepState
     from shepherd.core.supervision import BackoffPolicy as BackoffPolicy
+    from shepherd.errors import CallFailedError as CallFailedError
     from shepherd.errors import CommitUnknownError as CommitUnknownError
     from shepherd.errors import ConfigError as ConfigError
     from shepherd.errors import IncompleteAppError as IncompleteAppError
@@ -67,6 +68,7 @@ _LAZY: dict[str, str] = {
     "Resolver": "shepherd.governance.resolver",
     "StaticResolver": "shepherd.governance.resolver",
     "StoreResolver": "shepherd.governance.resolver",
+    "CallFailedError": "shepherd.errors",
     "ConfigError": "shepherd.errors",
     "IncompleteAppError": "shepherd.errors",
     "NonDeterminismError": "shepherd.errors",
@@ -111,6 +113,7 @@ __all__ = [
     "App",
     "BackoffPolicy",
     "BreakerPolicy",
+    "CallFailedError",
     "CommitUnknownError",
     "ConfigError",
     "IncompleteAppError",

@@ -16,14 +16,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 from shepherd.agents import Agent, AgentWorker, Handler
+from shepherd.agents.calls import CallServer
 from shepherd.agents.pools import check_pool
 from shepherd.agents.threads import check_handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
+from shepherd.calling import Caller
 from shepherd.clock import Clock, SystemClock
 from shepherd.collector import raised_threshold
 from shepherd.config import Settings
 from shepherd.core.breaker import BreakerPolicy
-from shepherd.core.records import Event, JsonValue, Task
+from shepherd.core.records import CallRequest, Event, JsonValue, Task
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
@@ -34,6 +36,7 @@ from shepherd.errors import (
     IncompleteAppError,
     InvalidResourceError,
     TaskFailedError,
+    UnknownAgentError,
     UnknownTaskError,
 )
 from shepherd.governance.resolver import Resolver, StaticResolver, StoreResolver
@@ -104,6 +107,7 @@ class App:
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._alerts: set[asyncio.Task[None]] = set()
+        self._caller: Caller | None = None
         #: Async callables run once by the next `close`, last added first (then forgotten);
         #: helpers such as `shepherd.agents.http` close what they opened for this app here.
         self.on_close: list[Callable[[], Awaitable[object]]] = []
@@ -341,6 +345,8 @@ class App:
 
     async def close(self) -> None:
         """Wait for alerts in flight, run the `on_close` hooks and close the store."""
+        if self._caller is not None:
+            self._caller.close()
         if self._alerts:
             await asyncio.gather(*self._alerts, return_exceptions=True)
         while self.on_close:
@@ -499,6 +505,58 @@ class App:
         await self.open()
         return await self.store.cancel_task(task_id)
 
+    async def call(
+        self,
+        agent: str,
+        payload: JsonValue = None,
+        *,
+        within: float | None = None,
+        attempts: int = 3,
+        timeout: float | None = None,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
+    ) -> JsonValue:
+        """Call an agent from plain code, durably, and return its result.
+
+        The call is stored (it is not a task: no workflow, no steps) and handled
+        by one process running the agent role at a time. Its answer is committed
+        before this returns. A handling that has not answered `within` seconds
+        after it started (its process died, or it overran) is handed to another
+        process; after `attempts` handlings without an answer the call is
+        answered with an error and an operator is alerted.
+
+        Args:
+            agent: A registered agent.
+            payload: The handler's `request.payload` (JSON).
+            within: Seconds one handling may take (default: the agent's `within`,
+                else `default_step_within`).
+            attempts: The most handlings the call gets (at least 1).
+            timeout: Seconds to wait for the answer (default: `within` times
+                `attempts`, plus a second per attempt).
+
+        Raises:
+            CallFailedError: The answer is an error: the handler's permanent
+                error, its bug out of tries, or the call given up.
+            TimeoutError: No answer within `timeout`. The call may still run
+                and be answered; nobody reads that answer, and the call is
+                deleted a minute after `timeout`.
+            UnknownAgentError: No agent of that name is registered here.
+            PayloadError: `payload` is not JSON or is too large; nothing is sent.
+            ConfigError: `within`, `attempts` or `timeout` is not positive.
+        """
+        spec = self.agents.get(agent)
+        if spec is None:
+            raise UnknownAgentError(agent)
+        window = within if within is not None else spec.within or self.settings.default_step_within
+        for name, value in (("within", window), ("attempts", attempts), ("timeout", timeout)):
+            if value is not None and (isinstance(value, bool) or not value > 0):
+                raise ConfigError(name, f"must be positive, not {value!r}")
+        wait = timeout if timeout is not None else (window + 1.0) * attempts
+        await self.open()
+        if self._caller is None:
+            self._caller = Caller(self.store, settings=self.settings, clock=self.clock)
+        return await self._caller.call(
+            agent, payload, within=window, attempts=attempts, timeout=wait
+        )
+
     async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
         """Wait for the task to end and return its result.
 
@@ -562,6 +620,24 @@ class App:
         self._alerts.add(job)
         job.add_done_callback(self._alerts.discard)
 
+    def alert_call(self, call: CallRequest) -> None:
+        """Alert an operator of a call given up after its handlings kept failing to answer."""
+        alert = Alert(
+            task_id=call.call_id,
+            workflow=f"call:{call.agent}",
+            key=None,
+            reason=(
+                f"call to {call.agent} given up after {call.attempt} handlings without an "
+                f"answer (each died or took longer than {call.within:g} s); its caller got "
+                "a CallFailedError"
+            ),
+            failure_count=call.attempt,
+            at=self.clock.now(),
+        )
+        job = asyncio.get_running_loop().create_task(send_all(self.sinks, alert))
+        self._alerts.add(job)
+        job.add_done_callback(self._alerts.discard)
+
     # -- roles -------------------------------------------------------------
     async def run(
         self,
@@ -616,16 +692,28 @@ class App:
 
     def build_roles(
         self, roles: Sequence[str], *, agents: Iterable[str] | None = None
-    ) -> list[Scheduler | AgentWorker | Supervisor]:
+    ) -> list[Scheduler | AgentWorker | CallServer | Supervisor]:
         """The role instances for `roles`, named after this process.
 
-        `agents` names the agents the agent role serves (default: every one).
+        `agents` names the agents the agent role serves (default: every one);
+        the agent role serves their calls (`call`) too.
         """
-        built: list[Scheduler | AgentWorker | Supervisor] = []
+        built: list[Scheduler | AgentWorker | CallServer | Supervisor] = []
         if "scheduler" in roles:
             built.append(self.build_scheduler())
         if "agent" in roles:
-            built.append(self.build_agent_worker(agents=agents))
+            worker = self.build_agent_worker(agents=agents)
+            built.append(worker)
+            built.append(
+                CallServer(
+                    self.store,
+                    worker=f"{self.instance}/c",
+                    agents=worker.agents,
+                    settings=self.settings,
+                    clock=self.clock,
+                    gave_up=self.alert_call,
+                )
+            )
         if "supervisor" in roles:
             built.append(self.build_supervisor())
         return built

@@ -26,6 +26,7 @@ def test_public_api_is_frozen() -> None:
         "App",
         "BackoffPolicy",
         "BreakerPolicy",
+        "CallFailedError",
         "CommitUnknownError",
         "ConfigError",
         "IncompleteAppError",

@@ -407,6 +407,9 @@ class FakeSupervisorStore:
     async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
         return 0
 
+    async def purge_calls(self, *, limit: int) -> int:
+        return 0
+
 
 async def test_the_supervisor_applies_its_scan_decisions_through_its_store_slice(
     fake_clock: FakeClock,
@@ -460,6 +463,7 @@ class FakeRetentionStore:
     tasks: int
     tombstones: int
     calls: list[str] = field(default_factory=list)
+    expired_calls: int = 0
 
     async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
         self.calls.append("tasks")
@@ -474,16 +478,23 @@ class FakeRetentionStore:
         )
         return done
 
+    async def purge_calls(self, *, limit: int) -> int:
+        self.calls.append("calls")
+        done = min(limit, self.expired_calls)
+        self.expired_calls -= done
+        return done
+
 
 @pytest.mark.parametrize(("max_batches", "complete"), [(None, True), (2, False)])
 async def test_a_retention_pass_works_in_batches_through_its_store_slice(
     fake_clock: FakeClock, max_batches: int | None, complete: bool
 ) -> None:
-    store = FakeRetentionStore(tasks=5, tombstones=1)
+    store = FakeRetentionStore(tasks=5, tombstones=1, expired_calls=3)
     now = fake_clock.now()
 
     done = await purge(store, ended_before=now, purged_before=now, batch=2, max_batches=max_batches)
 
     assert done.complete is complete
     assert (done.tasks, done.tombstones) == ((5, 1) if complete else (4, 1))
+    assert done.calls == 3
     assert store.calls.count("tombstones") == 1

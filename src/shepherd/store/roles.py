@@ -277,6 +277,13 @@ class RetentionStore(Protocol):
     async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
         """Delete up to `limit` tombstones written before `purged_before`; return how many."""
 
+    async def purge_calls(self, *, limit: int) -> int:
+        """Delete up to `limit` calls (`app.call`) whose expiry has passed, answered or not.
+
+        A call expires a minute after its caller stopped waiting: its row, and
+        an answer nobody will read, go. Returns how many.
+        """
+
 
 class SupervisorStore(RetentionStore, Clocked, TaskHistory, Protocol):
     """What the supervisor (leadership, expired claims, crashes, retention) does."""
@@ -588,9 +595,6 @@ class CallStore(Signalled, Clocked, Protocol):
 
     async def get_answers(self, call_ids: Sequence[str]) -> dict[str, CallAnswer]:
         """The answers of those of `call_ids` that are answered (and not yet deleted)."""
-
-    async def purge_calls(self, *, limit: int) -> int:
-        """Delete up to `limit` calls whose expiry has passed, answered or not; how many."""
 
 
 class ResourceStore(ResolverStore, Protocol):

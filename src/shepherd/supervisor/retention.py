@@ -36,6 +36,8 @@ class Purged:
     tasks: int
     tombstones: int
     complete: bool
+    #: Expired calls (`app.call`) deleted.
+    calls: int = 0
 
 
 async def purge(
@@ -46,7 +48,8 @@ async def purge(
     batch: int,
     max_batches: int | None = None,
 ) -> Purged:
-    """Delete ended tasks and tombstones older than the cut-offs, `batch` rows per transaction.
+    """Delete ended tasks and tombstones older than the cut-offs, and expired calls,
+    `batch` rows per transaction.
 
     Args:
         store: The state store.
@@ -78,7 +81,13 @@ async def purge(
             batch,
             max_batches,
         )
-    return Purged(tasks=tasks, tombstones=tombstones, complete=tasks_done and tombstones_done)
+    calls, calls_done = await _batches(lambda: store.purge_calls(limit=batch), batch, max_batches)
+    return Purged(
+        tasks=tasks,
+        tombstones=tombstones,
+        calls=calls,
+        complete=tasks_done and tombstones_done and calls_done,
+    )
 
 
 async def _batches(

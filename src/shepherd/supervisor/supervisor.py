@@ -211,12 +211,14 @@ class Supervisor:
         await self.store.checkpoint()
         self._purged_at = self.clock.monotonic() if done.complete else None
         self.purged += done.tasks
-        if done.tasks or done.tombstones:
+        if done.tasks or done.tombstones or done.calls:
             log.info(
-                "retention: purged %d tasks that ended over %g s ago and %d key tombstones%s",
+                "retention: purged %d tasks that ended over %g s ago, %d key tombstones "
+                "and %d expired calls%s",
                 done.tasks,
                 settings.retention,
                 done.tombstones,
+                done.calls,
                 "" if done.complete else "; more are left for the next scan",
             )
         return done.tasks

@@ -1,0 +1,218 @@
+"""The agent role's side of durable calls (`app.call`): take calls, run handlers, answer.
+
+A call is taken for one handling at a time (`store.take_calls`): its handler
+runs until the call's `complete_by` (`within` after it was taken), retrying
+transient failures and bugs by the agent's retry policy inside that window.
+The first outcome is the answer: a result, a permanent error, or a bug out of
+tries. A handling that reaches `complete_by` without an outcome answers
+nothing: the call is taken again by any process (after the fallback poll at
+the latest), and a call handled `max_attempts` times without an answer is
+answered with an error by the store and reported here as an alert.
+
+Handlers of `threads=True` agents run in a thread of their own. Circuit
+breakers, capacity slots and rates do not apply to calls yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast, final
+
+from shepherd.agents.request import AgentRequest
+from shepherd.core.retry import next_retry
+from shepherd.errors import StoreUnavailableError
+from shepherd.failures import bug_body, classify, error_body
+from shepherd.idle import IdleBackoff
+from shepherd.outage import Outage
+from shepherd.store import signals as ch
+
+if TYPE_CHECKING:
+    from shepherd.agents.worker import Agent, BlockingHandler, Handler
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
+    from shepherd.core.records import CallRequest, JsonValue
+    from shepherd.store.roles import CallStore
+
+__all__ = ["CallServer"]
+
+log = logging.getLogger("shepherd.agents.calls")
+
+#: Told of every call the store gave up (its handlings never answered).
+GaveUp = Callable[["CallRequest"], None]
+
+
+@final
+class CallServer:
+    """Serves the calls of the agents it hosts, as part of the agent role.
+
+    Args:
+        store: The store, as a call server uses it.
+        worker: This handler's name in the calls it takes.
+        agents: The agents it serves, by name.
+        settings: Its concurrency (`agent_concurrency`) and polling.
+        clock: What deadlines, retry waits and polling run on.
+        gave_up: Told of each call given up (the App alerts an operator).
+    """
+
+    def __init__(
+        self,
+        store: CallStore,
+        *,
+        worker: str,
+        agents: Mapping[str, Agent],
+        settings: Settings,
+        clock: Clock,
+        gave_up: GaveUp,
+    ) -> None:
+        self.store = store
+        self.worker = worker
+        self.agents = dict(agents)
+        self.settings = settings
+        self.clock = clock
+        self.gave_up = gave_up
+        self.rng = random.Random()
+        self.answered = 0
+        self._running: set[asyncio.Task[None]] = set()
+        self._freed = asyncio.Event()
+        self.takes_outage = Outage("calls taken", log=log, clock=clock)
+
+    def statistics(self) -> dict[str, int]:
+        return {"calls_running": len(self._running), "calls_answered": self.answered}
+
+    async def run(self) -> None:
+        """Take and handle calls until cancelled."""
+        if not self.agents:
+            await asyncio.Event().wait()
+        names = sorted(self.agents)
+        limit = self.settings.agent_concurrency
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        try:
+            while True:
+                free = limit - len(self._running)
+                if free <= 0:
+                    self._freed.clear()
+                    await self._freed.wait()
+                    continue
+                wake = self.store.signals.event(ch.CALLS)
+                try:
+                    taken, given_up = await self.store.take_calls(
+                        worker=self.worker, agents=names, limit=free
+                    )
+                except StoreUnavailableError as exc:  # wait it out; anything else stops us
+                    await self.takes_outage.pause(exc)
+                    continue
+                self.takes_outage.over()
+                for call in given_up:
+                    log.error(
+                        "call %s to %s given up after %d handlings without an answer",
+                        call.call_id,
+                        call.agent,
+                        call.attempt,
+                    )
+                    self.gave_up(call)
+                for call in taken:
+                    task = asyncio.create_task(self._handle(call))
+                    self._running.add(task)
+                    task.add_done_callback(self._done)
+                wait = backoff.next(found=bool(taken or given_up))
+                if len(taken) < free:
+                    await self.clock.wait_event(wake, wait)
+        finally:
+            for task in list(self._running):
+                task.cancel()
+            await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._freed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a call's handling failed", exc_info=task.exception())
+
+    async def _handle(self, call: CallRequest) -> None:
+        spec = self.agents[call.agent]
+        request = AgentRequest(
+            payload=call.payload,
+            idempotency_key=call.call_id,
+            attempt=call.attempt,
+            retry=0,
+            complete_by=call.complete_by,
+            task_id=call.call_id,
+            seq=0,
+            agent=call.agent,
+            within=call.within,
+        )
+        answer: tuple[bool, JsonValue] | None = None
+        tries = 0
+        try:
+            async with self.clock.deadline(call.complete_by, now=self.store.now()):
+                while answer is None:
+                    tries += 1
+                    try:
+                        result = await self._run(spec, request)
+                    except Exception as exc:
+                        kind = classify(exc)
+                        if kind == "permanent":
+                            answer = (False, error_body(exc))
+                            break
+                        delay = next_retry(
+                            spec.retry,
+                            tries,
+                            self.rng,
+                            now=self.store.now(),
+                            complete_by=call.complete_by,
+                            retry_after=None,
+                        )
+                        if delay is None:
+                            if kind == "bug":
+                                log.error(
+                                    "call %s to %s: unexpected %s: %s; answered as a bug",
+                                    call.call_id,
+                                    call.agent,
+                                    type(exc).__name__,
+                                    exc,
+                                    exc_info=exc,
+                                )
+                                answer = (False, bug_body(exc, tries=tries))
+                            else:
+                                log.warning(
+                                    "call %s to %s: giving up this handling after %d tries: %s",
+                                    call.call_id,
+                                    call.agent,
+                                    tries,
+                                    exc,
+                                )
+                            break
+                        request.retry = tries
+                        await self.clock.sleep(delay)
+                    else:
+                        answer = (True, result)
+        except TimeoutError:
+            log.warning(
+                "call %s to %s: handling %d reached its deadline; another one will take it",
+                call.call_id,
+                call.agent,
+                call.attempt,
+            )
+            return
+        if answer is None:
+            return  # out of tries inside the window: the call is handed on
+        try:
+            if await self.store.answer_call(
+                call.call_id, worker=self.worker, attempt=call.attempt, ok=answer[0], body=answer[1]
+            ):
+                self.answered += 1
+        except StoreUnavailableError as exc:
+            log.warning(
+                "call %s: its answer could not be stored (%s); it will be handed on",
+                call.call_id,
+                exc,
+            )
+
+    async def _run(self, spec: Agent, request: AgentRequest) -> JsonValue:
+        if spec.threads:
+            fn = cast("BlockingHandler", spec.fn)
+            return await asyncio.to_thread(fn, request)
+        return await cast("Handler", spec.fn)(request)

@@ -1,0 +1,119 @@
+"""The caller's side of durable calls (`app.call`): send, then wait for the one answer.
+
+Every call of a process waits on one future; one reader per process reads the
+answers of all its waiting calls in one store read whenever `signals.ANSWERS`
+rings (a commit here, or a wake-up from another process), and at the fallback
+poll otherwise, so that many concurrent callers cost one read per wake-up, not
+one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, final
+
+from shepherd.clock import Deadline
+from shepherd.errors import CallFailedError, StoreUnavailableError
+from shepherd.idle import IdleBackoff
+from shepherd.outage import Outage
+from shepherd.store import signals as ch
+from shepherd.store.ids import new_task_id
+
+if TYPE_CHECKING:
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
+    from shepherd.core.records import CallAnswer, JsonValue
+    from shepherd.store.roles import CallStore
+
+__all__ = ["Caller"]
+
+log = logging.getLogger("shepherd.calls")
+
+#: Seconds a call's row outlives its caller's deadline before it may be deleted.
+KEEP_AFTER = 60.0
+
+
+@final
+class Caller:
+    """Sends durable calls and hands each caller its answer.
+
+    Args:
+        store: The store, as a caller uses it.
+        settings: The fallback poll.
+        clock: What the caller's timeout and the polls run on.
+    """
+
+    def __init__(self, store: CallStore, *, settings: Settings, clock: Clock) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self._waiting: dict[str, asyncio.Future[CallAnswer]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._outage = Outage("call answers", log=log, clock=clock)
+
+    async def call(
+        self,
+        agent: str,
+        payload: JsonValue,
+        *,
+        within: float,
+        attempts: int,
+        timeout: float,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
+    ) -> JsonValue:
+        """Send a call to `agent` and return its result once the answer is committed.
+
+        Raises:
+            CallFailedError: The answer is an error.
+            TimeoutError: No answer within `timeout` seconds (the call may still run).
+            PayloadError: `payload` is not JSON or is too large (nothing was sent).
+        """
+        call_id = new_task_id()
+        answer: asyncio.Future[CallAnswer] = asyncio.get_running_loop().create_future()
+        self._waiting[call_id] = answer
+        try:
+            async with Deadline(self.clock, timeout):
+                await self.store.send_call(
+                    call_id,
+                    agent,
+                    payload,
+                    within=within,
+                    max_attempts=attempts,
+                    expires_in=timeout + KEEP_AFTER,
+                )
+                self._read_soon()
+                got = await asyncio.shield(answer)
+        finally:
+            self._waiting.pop(call_id, None)
+        if got.ok:
+            return got.body
+        raise CallFailedError(agent, call_id, got.body)
+
+    def close(self) -> None:
+        """Stop the reader (waiting callers then time out)."""
+        if self._reader is not None:
+            self._reader.cancel()
+
+    def _read_soon(self) -> None:
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.get_running_loop().create_task(
+                self._read(), name="shepherd-call-answers"
+            )
+
+    async def _read(self) -> None:
+        """Read the answers of every waiting call, at each wake-up, while any waits."""
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        while self._waiting:
+            wake = self.store.signals.event(ch.ANSWERS)
+            try:
+                answers = await self.store.get_answers(list(self._waiting))
+            except StoreUnavailableError as exc:  # wait it out; callers time out meanwhile
+                await self._outage.pause(exc)
+                continue
+            self._outage.over()
+            for call_id, answer in answers.items():
+                future = self._waiting.pop(call_id, None)
+                if future is not None and not future.done():
+                    future.set_result(answer)
+            if self._waiting:
+                await self.clock.wait_event(wake, backoff.next(found=bool(answers)))
