@@ -14,7 +14,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
 
-__all__ = ["GAVE_UP", "gave_up_body", "may_take"]
+__all__ = ["GAVE_UP", "NO_STATE", "NoState", "gave_up_body", "may_take"]
+
+
+class NoState:
+    """The type of `NO_STATE`: an answer that leaves the key's owner state as it is."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_STATE"
+
+
+#: Passed as `state` to `answer_owned`: the owner state is not changed.
+NO_STATE = NoState()
 
 #: The error type of a call given up after `max_attempts` handlings.
 GAVE_UP = "CallGaveUp"

@@ -107,6 +107,8 @@ class CallRequest:
     #: Seconds one handling may take before the call is handed to another.
     within: float
     complete_by: datetime
+    #: The owning key of a call to an exclusive agent, or None.
+    owner_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, Unpack
 
+from shepherd.core.calls import NO_STATE, NoState
 from shepherd.core.resources import KEEP, Keep, ResourceChange
 from shepherd.errors import ConfigError
 from shepherd.store import ops
@@ -243,6 +244,7 @@ class Facade(ABC):
         within: float,
         max_attempts: int,
         expires_in: float,
+        owner_key: str | None = None,
     ) -> None:
         await self.write(
             ops.SendCall(
@@ -252,6 +254,39 @@ class Facade(ABC):
                 within=within,
                 max_attempts=max_attempts,
                 expires_in=expires_in,
+                owner_key=owner_key,
+            )
+        )
+
+    async def waiting_keys(self, agent: str) -> list[str]:
+        return await self.read(ops.WaitingKeys(agent=agent))
+
+    async def take_key_calls(
+        self, agent: str, key: str, *, owner: str, epoch: int, limit: int
+    ) -> tuple[list[CallRequest], list[CallRequest]]:
+        return await self.write(
+            ops.TakeKeyCalls(agent=agent, key=key, owner=owner, epoch=epoch, limit=limit)
+        )
+
+    async def answer_owned(
+        self,
+        agent: str,
+        key: str,
+        *,
+        owner: str,
+        epoch: int,
+        answers: Sequence[tuple[str, int, bool, JsonValue]],
+        state: JsonValue | NoState = NO_STATE,
+    ) -> bool:
+        return await self.write(
+            ops.AnswerOwned(
+                agent=agent,
+                key=key,
+                owner=owner,
+                epoch=epoch,
+                answers=tuple(answers),
+                set_state=not isinstance(state, NoState),
+                state=None if isinstance(state, NoState) else state,
             )
         )
 

@@ -55,6 +55,7 @@ __all__ = [
     "AcquireSlots",
     "AddResource",
     "AnswerCall",
+    "AnswerOwned",
     "ApplyCrash",
     "ApplySupervision",
     "AssignEntity",
@@ -119,6 +120,7 @@ __all__ = [
     "SubmitTask",
     "SubmitTasks",
     "TakeCalls",
+    "TakeKeyCalls",
     "TakeKeys",
     "TakeRequests",
     "TakeTokens",
@@ -126,6 +128,7 @@ __all__ = [
     "TaskFilters",
     "UnassignEntity",
     "UnreapedWorkers",
+    "WaitingKeys",
     "Write",
 ]
 
@@ -620,6 +623,8 @@ class ListKeyLeases(Read[list[KeyLease]]):
 
 
 # -- calls (app.call) ------------------------------------------------------------
+
+
 @_op
 class SendCall(Write[None]):
     """Store a call for `agent`'s processes (rings CALLS).
@@ -633,6 +638,8 @@ class SendCall(Write[None]):
     within: float
     max_attempts: int
     expires_in: float
+    #: The owning key of a call to an exclusive agent (only its owner takes it), or None.
+    owner_key: str | None = None
 
 
 @_op
@@ -658,6 +665,48 @@ class AnswerCall(Write[bool]):
     attempt: int
     ok: bool
     body: JsonValue
+
+
+@_op
+class WaitingKeys(Read[list[str]]):
+    """The owning keys of `agent`'s unanswered, unexpired calls, sorted."""
+
+    agent: str
+
+
+@_op
+class TakeKeyCalls(Write[tuple[list[CallRequest], list[CallRequest]]]):
+    """Take the next `limit` calls of one key, in the order sent, for its owner.
+
+    Fenced: ([], []) unless `owner` holds the key's live lease at `epoch`. A
+    call taken before (by this owner or an earlier one) is taken again, its
+    attempts counted; one out of attempts is given up as `TakeCalls` does.
+    """
+
+    agent: str
+    key: str
+    owner: str
+    epoch: int
+    limit: int
+
+
+@_op
+class AnswerOwned(Write[bool]):
+    """Answer calls of one key and, if `set_state`, set its owner state, in one transaction.
+
+    Fenced: False, and nothing written, unless `owner` holds the key's live
+    lease at `epoch`. Each answer is written where its call is unanswered and
+    `attempt` is its latest handling.
+    """
+
+    agent: str
+    key: str
+    owner: str
+    epoch: int
+    #: (call_id, attempt, ok, body) of each answer.
+    answers: tuple[tuple[str, int, bool, JsonValue], ...]
+    set_state: bool = False
+    state: JsonValue = None
 
 
 @_op

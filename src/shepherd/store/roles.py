@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, Unpack
 
+from shepherd.core.calls import NO_STATE, NoState
 from shepherd.core.records import (
     CallAnswer,
     CallRequest,
@@ -542,6 +543,43 @@ class OwnerStore(Clocked, Protocol):
             PayloadError: `state` is not JSON or is too large.
         """
 
+    async def waiting_keys(self, agent: str) -> list[str]:
+        """The owning keys of `agent`'s unanswered calls, sorted (the keys to share out)."""
+
+    async def take_key_calls(
+        self, agent: str, key: str, *, owner: str, epoch: int, limit: int
+    ) -> tuple[list[CallRequest], list[CallRequest]]:
+        """Take the next `limit` calls of one key for its owner, in the order they were sent.
+
+        Fenced: ([], []) unless `owner` holds the key's live lease at `epoch`.
+        A call taken before, by this owner or an earlier one, is taken again
+        (its handlings counted); a call out of handlings is answered with an
+        error and returned as given up, as `CallStore.take_calls` does. Returns
+        (taken, given up).
+        """
+
+    async def answer_owned(
+        self,
+        agent: str,
+        key: str,
+        *,
+        owner: str,
+        epoch: int,
+        answers: Sequence[tuple[str, int, bool, JsonValue]],
+        state: JsonValue | NoState = NO_STATE,
+    ) -> bool:
+        """Answer calls of one key and set its owner state, in one transaction.
+
+        `answers` are (call_id, attempt, ok, body); each is written where its
+        call is unanswered and `attempt` is its latest handling. `state`, unless
+        `NO_STATE`, becomes the key's owner state. Fenced: False, and nothing
+        written, unless `owner` holds the key's live lease at `epoch`, so a
+        stale owner's answers and state never land.
+
+        Raises:
+            PayloadError: `state` is not JSON or is too large (nothing written).
+        """
+
     async def list_key_leases(self, agent: str) -> list[KeyLease]:
         """The owned keys of `agent`, by key (expired leases too, until taken again)."""
 
@@ -565,8 +603,12 @@ class CallStore(Signalled, Clocked, Protocol):
         within: float,
         max_attempts: int,
         expires_in: float,
+        owner_key: str | None = None,
     ) -> None:
         """Store a call (rings `signals.CALLS`); deleted `expires_in` seconds from now.
+
+        A call with an `owner_key` (to an exclusive agent) is taken only by that
+        key's owner (`OwnerStore.take_key_calls`), never by `take_calls`.
 
         Raises:
             PayloadError: `payload` is not JSON or is too large.

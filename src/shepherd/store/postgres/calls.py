@@ -15,7 +15,16 @@ from shepherd.core.calls import gave_up_body, may_take
 from shepherd.core.records import CallAnswer, CallRequest
 from shepherd.payloads import loads
 from shepherd.store import signals as ch
-from shepherd.store.ops import AnswerCall, GetAnswers, PurgeCalls, SendCall, TakeCalls
+from shepherd.store.ops import (
+    AnswerCall,
+    AnswerOwned,
+    GetAnswers,
+    PurgeCalls,
+    SendCall,
+    TakeCalls,
+    TakeKeyCalls,
+    WaitingKeys,
+)
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
@@ -25,20 +34,46 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["answer_call", "get_answers", "purge_calls", "send_call", "take_calls"]
+__all__ = [
+    "answer_call",
+    "answer_owned",
+    "get_answers",
+    "purge_calls",
+    "send_call",
+    "take_calls",
+    "take_key_calls",
+    "waiting_keys",
+]
 
 _SEND = (
     "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
-    "created_at, expires_at) VALUES (%s, %s, %s, %s, 0, %s, %s, %s, %s)"
+    "created_at, expires_at, owner_key) VALUES (%s, %s, %s, %s, 0, %s, %s, %s, %s, %s)"
 )
-_COLUMNS = "call_id, agent, payload, attempts, max_attempts, within, complete_by"
+_COLUMNS = "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key"
 # The ids are locked in an ARRAY(...) sub-select, run once (see queues._TAKE).
 _WAITING = (
     "SELECT call_id, agent, attempts, max_attempts, within FROM calls "
     "WHERE id = ANY(ARRAY(SELECT id FROM calls WHERE answered_at IS NULL "
-    "AND agent = ANY(%s::text[]) AND visible_at <= %s AND expires_at > %s "
-    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)) ORDER BY id"
+    "AND agent = ANY(%s::text[]) AND owner_key IS NULL AND visible_at <= %s "
+    "AND expires_at > %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)) ORDER BY id"
 )
+# A key's calls, in the order sent, whoever took them before (its owner alone takes them).
+_OF_KEY = (
+    "SELECT call_id, agent, attempts, max_attempts, within FROM calls WHERE agent = %s "
+    "AND owner_key = %s AND answered_at IS NULL AND expires_at > %s ORDER BY id LIMIT %s "
+    "FOR UPDATE"
+)
+_KEYS = (
+    "SELECT DISTINCT owner_key FROM calls WHERE agent = %s AND owner_key IS NOT NULL "
+    "AND answered_at IS NULL ORDER BY owner_key"
+)
+# The owner's fence: it holds the key's live lease at that epoch. FOR SHARE keeps a
+# taker of the expiring lease waiting until this transaction has committed.
+_OWNS = (
+    "SELECT 1 FROM owner_keys WHERE agent = %s AND key = %s AND owner = %s AND epoch = %s "
+    "AND lease_until > %s FOR SHARE"
+)
+_SET_STATE = "UPDATE owner_keys SET state = %s, updated_at = %s WHERE agent = %s AND key = %s"
 _TAKE = (
     "UPDATE calls SET attempts = attempts + 1, taken_by = %s, "
     "complete_by = %s + within * interval '1 second', "
@@ -64,7 +99,7 @@ _PURGE = (
 
 
 def _call(row: Sequence[object]) -> CallRequest:
-    call_id, agent, payload, attempts, max_attempts, within, complete_by = row
+    call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key = row
     return CallRequest(
         call_id=str(call_id),
         agent=str(agent),
@@ -73,6 +108,7 @@ def _call(row: Sequence[object]) -> CallRequest:
         max_attempts=int(str(max_attempts)),
         within=float(str(within)),
         complete_by=utc(complete_by),  # type: ignore[arg-type]
+        owner_key=None if owner_key is None else str(owner_key),
     )
 
 
@@ -87,7 +123,17 @@ async def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
             out.append(payload)
             continue
         expires = now + timedelta(seconds=op.expires_in)
-        params = (op.call_id, op.agent, payload, op.within, op.max_attempts, now, now, expires)
+        params = (
+            op.call_id,
+            op.agent,
+            payload,
+            op.within,
+            op.max_attempts,
+            now,
+            now,
+            expires,
+            op.owner_key,
+        )
         await batch.send(_SEND, params)
         batch.rings.add(ch.CALLS)
         out.append(None)
@@ -104,24 +150,81 @@ async def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
             out.append(([], []))
             continue
         cursor = await batch.send(_WAITING, (list(op.agents), now, now, op.limit))
-        waiting = await cursor.fetchall()
-        to_take = [call_id for call_id, _, attempts, most, _ in waiting if may_take(attempts, most)]
-        taken: list[CallRequest] = []
-        if to_take:
-            rows = await (await batch.send(_TAKE, (op.worker, now, now, to_take))).fetchall()
-            order = {call_id: i for i, call_id in enumerate(to_take)}
-            taken = sorted((_call(r) for r in rows), key=lambda c: order[c.call_id])
-        given_up: list[CallRequest] = []
-        for call_id, agent, attempts, most, within in waiting:
-            if may_take(attempts, most):
-                continue
-            body = batch.dumps_error(gave_up_body(agent, attempts, within))
-            row = await (await batch.send(_GIVE_UP, (body, now, call_id))).fetchone()
-            if row is not None:
-                given_up.append(_call(row))
-                batch.rings.add(ch.ANSWERS)
-        out.append((taken, given_up))
+        out.append(await _take(batch, await cursor.fetchall(), op.worker))
     return out
+
+
+async def _take(
+    batch: Batch, waiting: Sequence[Sequence[object]], taker: str
+) -> tuple[list[CallRequest], list[CallRequest]]:
+    """Take `waiting` calls for `taker`, giving up those out of handlings."""
+    now = batch.now
+    to_take = [str(r[0]) for r in waiting if may_take(int(str(r[2])), int(str(r[3])))]
+    taken: list[CallRequest] = []
+    if to_take:
+        rows = await (await batch.send(_TAKE, (taker, now, now, to_take))).fetchall()
+        order = {call_id: i for i, call_id in enumerate(to_take)}
+        taken = sorted((_call(r) for r in rows), key=lambda c: order[c.call_id])
+    given_up: list[CallRequest] = []
+    for call_id, agent, attempts, most, within in waiting:
+        if may_take(int(str(attempts)), int(str(most))):
+            continue
+        body = batch.dumps_error(gave_up_body(str(agent), int(str(attempts)), float(str(within))))
+        row = await (await batch.send(_GIVE_UP, (body, now, call_id))).fetchone()
+        if row is not None:
+            given_up.append(_call(row))
+            batch.rings.add(ch.ANSWERS)
+    return taken, given_up
+
+
+async def _owns(batch: Batch, agent: str, key: str, owner: str, epoch: int) -> bool:
+    return await batch.scalar(_OWNS, (agent, key, owner, epoch, batch.now)) is not None
+
+
+@WRITES.handles(TakeKeyCalls)
+async def take_key_calls(batch: Batch, ops: Sequence[TakeKeyCalls]) -> list[object]:
+    """Take the next calls of each operation's key, for its owner at its epoch."""
+    out: list[object] = []
+    for op in ops:
+        if op.limit <= 0 or not await _owns(batch, op.agent, op.key, op.owner, op.epoch):
+            out.append(([], []))
+            continue
+        cursor = await batch.send(_OF_KEY, (op.agent, op.key, batch.now, op.limit))
+        out.append(await _take(batch, await cursor.fetchall(), op.owner))
+    return out
+
+
+@WRITES.handles(AnswerOwned)
+async def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
+    """Each owner's answers and state, where it still owns the key; whether it did."""
+    now = batch.now
+    out: list[object] = []
+    for op in ops:
+        state = batch.encode(op.state) if op.set_state else None
+        if isinstance(state, Exception):
+            out.append(state)
+            continue
+        if not await _owns(batch, op.agent, op.key, op.owner, op.epoch):
+            out.append(False)
+            continue
+        params = []
+        for call_id, attempt, ok, body in op.answers:
+            stored_ok, stored = reply_body(
+                ok, body, dumps=batch.dumps, dumps_error=batch.dumps_error
+            )
+            params.append((int(stored_ok), stored, now, call_id, op.owner, attempt))
+        if any(await batch.found(_ANSWER, params)):
+            batch.rings.add(ch.ANSWERS)
+        if op.set_state:
+            await batch.send(_SET_STATE, (state, now, op.agent, op.key))
+        out.append(True)
+    return out
+
+
+@READS.handles(WaitingKeys)
+async def waiting_keys(reader: Reader, op: WaitingKeys) -> list[str]:
+    """The owning keys of one agent's unanswered calls."""
+    return [str(key) for (key,) in await reader.fetch(_KEYS, (op.agent,))]
 
 
 @WRITES.handles(AnswerCall)

@@ -14,7 +14,16 @@ from shepherd.core.calls import gave_up_body, may_take
 from shepherd.core.records import CallAnswer, CallRequest
 from shepherd.payloads import loads
 from shepherd.store import signals as ch
-from shepherd.store.ops import AnswerCall, GetAnswers, PurgeCalls, SendCall, TakeCalls
+from shepherd.store.ops import (
+    AnswerCall,
+    AnswerOwned,
+    GetAnswers,
+    PurgeCalls,
+    SendCall,
+    TakeCalls,
+    TakeKeyCalls,
+    WaitingKeys,
+)
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.step_writes import reply_body
@@ -22,25 +31,50 @@ from shepherd.store.step_writes import reply_body
 if TYPE_CHECKING:
     from shepherd.store.sqlite.batch import Batch
 
-__all__ = ["answer_call", "get_answers", "purge_calls", "send_call", "take_calls"]
+__all__ = [
+    "answer_call",
+    "answer_owned",
+    "get_answers",
+    "purge_calls",
+    "send_call",
+    "take_calls",
+    "take_key_calls",
+    "waiting_keys",
+]
 
 _SEND = (
     "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
-    "created_at, expires_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?)"
+    "created_at, expires_at, owner_key) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?)"
 )
+_COLUMNS = "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key"
 # (agents..., now, now, limit)
 _WAITING = (
     "SELECT call_id, agent, attempts, max_attempts, within FROM calls WHERE answered_at IS NULL "
-    "AND agent IN ({agents}) AND visible_at <= ? AND expires_at > ? ORDER BY id LIMIT ?"
+    "AND agent IN ({agents}) AND owner_key IS NULL AND visible_at <= ? AND expires_at > ? "
+    "ORDER BY id LIMIT ?"
 )
+# (agent, key, now, limit): a key's calls, in the order sent, whoever took them before.
+_OF_KEY = (
+    "SELECT call_id, agent, attempts, max_attempts, within FROM calls WHERE agent = ? "
+    "AND owner_key = ? AND answered_at IS NULL AND expires_at > ? ORDER BY id LIMIT ?"
+)
+_KEYS = (
+    "SELECT DISTINCT owner_key FROM calls WHERE agent = ? AND owner_key IS NOT NULL "
+    "AND answered_at IS NULL ORDER BY owner_key"
+)
+# The owner's fence: it holds the key's live lease at that epoch.
+_OWNS = (
+    "SELECT 1 FROM owner_keys WHERE agent = ? AND key = ? AND owner = ? AND epoch = ? "
+    "AND lease_until > ?"
+)
+_SET_STATE = "UPDATE owner_keys SET state = ?, updated_at = ? WHERE agent = ? AND key = ?"
 _TAKE = (
     "UPDATE calls SET attempts = attempts + 1, taken_by = ?, complete_by = ? + within, "
-    "visible_at = ? + within WHERE call_id = ? "
-    "RETURNING call_id, agent, payload, attempts, max_attempts, within, complete_by"
+    f"visible_at = ? + within WHERE call_id = ? RETURNING {_COLUMNS}"
 )
 _GIVE_UP = (
     "UPDATE calls SET ok = 0, body = ?, answered_at = ?, taken_by = NULL WHERE call_id = ? "
-    "RETURNING call_id, agent, payload, attempts, max_attempts, within, complete_by"
+    f"RETURNING {_COLUMNS}"
 )
 _ANSWER = (
     "UPDATE calls SET ok = ?, body = ?, answered_at = ? WHERE call_id = ? AND taken_by = ? "
@@ -56,7 +90,7 @@ _PURGE = (
 
 
 def _call(row: Sequence[object]) -> CallRequest:
-    call_id, agent, payload, attempts, max_attempts, within, complete_by = row
+    call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key = row
     return CallRequest(
         call_id=str(call_id),
         agent=str(agent),
@@ -65,6 +99,7 @@ def _call(row: Sequence[object]) -> CallRequest:
         max_attempts=int(str(max_attempts)),
         within=float(str(within)),
         complete_by=unix_instant(float(str(complete_by or 0.0))),
+        owner_key=None if owner_key is None else str(owner_key),
     )
 
 
@@ -89,6 +124,7 @@ def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
                 now,
                 now,
                 now + op.expires_in,
+                op.owner_key,
             ),
         )
         batch.rings.add(ch.CALLS)
@@ -107,18 +143,75 @@ def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
             continue
         query = _WAITING.format(agents=", ".join("?" * len(op.agents)))
         waiting = conn.execute(query, (*op.agents, now, now, op.limit)).fetchall()
-        taken: list[CallRequest] = []
-        given_up: list[CallRequest] = []
-        for call_id, agent, attempts, max_attempts, within in waiting:
-            if may_take(attempts, max_attempts):
-                row = conn.execute(_TAKE, (op.worker, now, now, call_id)).fetchone()
-                taken.append(_call(row))
-                continue
-            body = batch.dumps_error(gave_up_body(agent, attempts, within))
-            given_up.append(_call(conn.execute(_GIVE_UP, (body, now, call_id)).fetchone()))
-            batch.rings.add(ch.ANSWERS)
-        out.append((taken, given_up))
+        out.append(_take(batch, waiting, op.worker))
     return out
+
+
+def _take(
+    batch: Batch, waiting: Sequence[Sequence[object]], taker: str
+) -> tuple[list[CallRequest], list[CallRequest]]:
+    """Take `waiting` calls for `taker`, giving up those out of handlings."""
+    conn, now = batch.conn, batch.now
+    taken: list[CallRequest] = []
+    given_up: list[CallRequest] = []
+    for call_id, agent, attempts, max_attempts, within in waiting:
+        if may_take(int(str(attempts)), int(str(max_attempts))):
+            taken.append(_call(conn.execute(_TAKE, (taker, now, now, call_id)).fetchone()))
+            continue
+        body = batch.dumps_error(gave_up_body(str(agent), int(str(attempts)), float(str(within))))
+        given_up.append(_call(conn.execute(_GIVE_UP, (body, now, call_id)).fetchone()))
+        batch.rings.add(ch.ANSWERS)
+    return taken, given_up
+
+
+def _owns(batch: Batch, agent: str, key: str, owner: str, epoch: int) -> bool:
+    row = batch.conn.execute(_OWNS, (agent, key, owner, epoch, batch.now)).fetchone()
+    return row is not None
+
+
+@WRITES.handles(TakeKeyCalls)
+def take_key_calls(batch: Batch, ops: Sequence[TakeKeyCalls]) -> list[object]:
+    """Take the next calls of each operation's key, for its owner at its epoch."""
+    out: list[object] = []
+    for op in ops:
+        if op.limit <= 0 or not _owns(batch, op.agent, op.key, op.owner, op.epoch):
+            out.append(([], []))
+            continue
+        params = (op.agent, op.key, batch.now, op.limit)
+        out.append(_take(batch, batch.conn.execute(_OF_KEY, params).fetchall(), op.owner))
+    return out
+
+
+@WRITES.handles(AnswerOwned)
+def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
+    """Each owner's answers and state, where it still owns the key; whether it did."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for op in ops:
+        state = batch.encode(op.state) if op.set_state else None
+        if isinstance(state, Exception):
+            out.append(state)
+            continue
+        if not _owns(batch, op.agent, op.key, op.owner, op.epoch):
+            out.append(False)
+            continue
+        for call_id, attempt, ok, body in op.answers:
+            stored_ok, stored = reply_body(
+                ok, body, dumps=batch.dumps, dumps_error=batch.dumps_error
+            )
+            params = (int(stored_ok), stored, now, call_id, op.owner, attempt)
+            if conn.execute(_ANSWER, params).rowcount == 1:
+                batch.rings.add(ch.ANSWERS)
+        if op.set_state:
+            conn.execute(_SET_STATE, (state, now, op.agent, op.key))
+        out.append(True)
+    return out
+
+
+@READS.handles(WaitingKeys)
+def waiting_keys(at: Reading, op: WaitingKeys) -> list[str]:
+    """The owning keys of one agent's unanswered calls."""
+    return [key for (key,) in at.conn.execute(_KEYS, (op.agent,)).fetchall()]
 
 
 @WRITES.handles(AnswerCall)

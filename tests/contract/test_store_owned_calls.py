@@ -1,0 +1,124 @@
+"""Calls of an exclusive agent: only a key's owner takes them, in order; a stale owner's answers never land."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shepherd.core.calls import GAVE_UP
+from shepherd.core.records import CallAnswer
+
+if TYPE_CHECKING:
+    from shepherd.store.contract import Store
+    from shepherd.testing import FakeClock
+
+AGENT = "events.write"
+LEASE = 10.0
+WITHIN = 5.0
+
+
+async def send(store: Store, call_id: str, key: str, *, attempts: int = 3) -> None:
+    await store.send_call(
+        call_id,
+        AGENT,
+        {"event": call_id},
+        within=WITHIN,
+        max_attempts=attempts,
+        expires_in=600.0,
+        owner_key=key,
+    )
+
+
+async def own(store: Store, key: str, owner: str) -> int:
+    (taken,) = await store.take_keys(AGENT, [key], owner=owner, lease=LEASE)
+    return taken.lease.epoch
+
+
+async def next_calls(store: Store, key: str, owner: str, epoch: int, limit: int = 1) -> list[str]:
+    taken, _ = await store.take_key_calls(AGENT, key, owner=owner, epoch=epoch, limit=limit)
+    return [c.call_id for c in taken]
+
+
+async def test_only_the_owner_takes_a_keys_calls_in_the_order_sent(store: Store) -> None:
+    for n in range(3):
+        await send(store, f"csv-{n}", "csv")
+    await send(store, "json-0", "json")
+    # Calls with a key are never taken as plain calls.
+    assert await store.take_calls(worker="w", agents=[AGENT], limit=10) == ([], [])
+    assert await store.waiting_keys(AGENT) == ["csv", "json"]
+
+    epoch = await own(store, "csv", "p1")
+    assert await next_calls(store, "csv", "p2", epoch) == []  # not p2's key
+    assert await next_calls(store, "csv", "p1", epoch + 1) == []  # not that epoch
+    assert await next_calls(store, "csv", "p1", epoch) == ["csv-0"]
+    (call,), _ = await store.take_key_calls(AGENT, "csv", owner="p1", epoch=epoch, limit=1)
+    # The head again, until it is answered: one at a time, in order.
+    assert (call.call_id, call.attempt, call.owner_key) == ("csv-0", 2, "csv")
+
+    assert await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=epoch, answers=[("csv-0", 2, True, {"offset": 10})]
+    )
+    assert await next_calls(store, "csv", "p1", epoch, limit=5) == ["csv-1", "csv-2"]
+    assert await store.get_answers(["csv-0"]) == {"csv-0": CallAnswer(ok=True, body={"offset": 10})}
+
+
+async def test_answers_and_state_commit_together_for_the_owner(store: Store) -> None:
+    await send(store, "a", "csv")
+    await send(store, "b", "csv")
+    epoch = await own(store, "csv", "p1")
+    await next_calls(store, "csv", "p1", epoch, limit=2)
+
+    assert await store.answer_owned(
+        AGENT,
+        "csv",
+        owner="p1",
+        epoch=epoch,
+        answers=[("a", 1, True, 1), ("b", 1, False, {"type": "PermanentError", "message": "x"})],
+        state={"offset": 2},
+    )
+    answers = await store.get_answers(["a", "b"])
+    assert answers["a"] == CallAnswer(ok=True, body=1)
+    assert not answers["b"].ok
+    await store.release_keys(AGENT, ["csv"], owner="p1")
+    (taken,) = await store.take_keys(AGENT, ["csv"], owner="p2", lease=LEASE)
+    assert taken.state == {"offset": 2}
+
+
+async def test_a_stale_owners_answers_and_state_are_refused(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    await send(store, "a", "csv")
+    old = await own(store, "csv", "p1")
+    assert await next_calls(store, "csv", "p1", old) == ["a"]
+    fake_clock.advance(LEASE + 1)  # p1 is paused past its lease; p2 takes the key over
+    new = await own(store, "csv", "p2")
+    assert new == old + 1
+    assert await next_calls(store, "csv", "p2", new) == ["a"]
+
+    # p1 wakes up and writes what it had: nothing lands, neither answer nor state.
+    stale = await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=old, answers=[("a", 1, True, "stale")], state={"o": 1}
+    )
+    assert not stale
+    assert await store.get_answers(["a"]) == {}
+    assert await store.answer_owned(
+        AGENT, "csv", owner="p2", epoch=new, answers=[("a", 2, True, "fresh")], state={"o": 2}
+    )
+    assert await store.get_answers(["a"]) == {"a": CallAnswer(ok=True, body="fresh")}
+    assert await next_calls(store, "csv", "p1", old) == []
+
+
+async def test_a_poison_head_is_given_up_and_the_key_moves_on(store: Store) -> None:
+    await send(store, "poison", "csv", attempts=2)
+    await send(store, "next", "csv")
+    epoch = await own(store, "csv", "p1")
+    assert await next_calls(store, "csv", "p1", epoch) == ["poison"]
+    assert await next_calls(store, "csv", "p1", epoch) == ["poison"]
+
+    taken, given_up = await store.take_key_calls(AGENT, "csv", owner="p1", epoch=epoch, limit=1)
+    assert [c.call_id for c in given_up] == ["poison"]
+    assert taken == []
+    answer = (await store.get_answers(["poison"]))["poison"]
+    assert isinstance(answer.body, dict)
+    assert answer.body["type"] == GAVE_UP
+    assert await next_calls(store, "csv", "p1", epoch) == ["next"]
+    assert await store.waiting_keys(AGENT) == ["csv"]
