@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from shepherd.errors import InvalidResourceError as InvalidResourceError
     from shepherd.errors import NonDeterminismError as NonDeterminismError
     from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
+    from shepherd.errors import OwnerKeyError as OwnerKeyError
     from shepherd.errors import PayloadError as PayloadError
     from shepherd.errors import PermanentError as PermanentError
     from shepherd.errors import ResourceError as ResourceError
@@ -73,6 +74,7 @@ _LAZY: dict[str, str] = {
     "IncompleteAppError": "shepherd.errors",
     "NonDeterminismError": "shepherd.errors",
     "OutcomeUnknownError": "shepherd.errors",
+    "OwnerKeyError": "shepherd.errors",
     "PayloadError": "shepherd.errors",
     "PermanentError": "shepherd.errors",
     "ShepherdError": "shepherd.errors",
@@ -120,6 +122,7 @@ __all__ = [
     "InvalidResourceError",
     "NonDeterminismError",
     "OutcomeUnknownError",
+    "OwnerKeyError",
     "Partition",
     "PayloadError",
     "PermanentError",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 from shepherd.agents import Agent, AgentWorker, Handler
 from shepherd.agents.calls import CallServer
+from shepherd.agents.owners import OwnerServer
 from shepherd.agents.pools import check_pool
 from shepherd.agents.threads import check_handler
 from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
@@ -25,6 +26,7 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.collector import raised_threshold
 from shepherd.config import Settings
 from shepherd.core.breaker import BreakerPolicy
+from shepherd.core.calls import owner_key_of
 from shepherd.core.records import CallRequest, Event, JsonValue, Task
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
@@ -35,6 +37,7 @@ from shepherd.errors import (
     ConfigError,
     IncompleteAppError,
     InvalidResourceError,
+    OwnerKeyError,
     TaskFailedError,
     UnknownAgentError,
     UnknownTaskError,
@@ -191,6 +194,7 @@ class App:
         service: str | None = None,
         threads: bool = False,
         resource: str | None = None,
+        exclusive_by: str | Callable[[JsonValue], object] | None = None,
     ) -> Callable[[F], F]:
         """Register `async def handler(request)` as an agent (or a plain `def`, with `threads`).
 
@@ -211,6 +215,11 @@ class App:
                 holds one of the resource's `capacity` slots, shared by every
                 process (default: the resource of the step's resolution, when the
                 step was called with an `entity`; none without one).
+            exclusive_by: Makes the agent exclusive: each call (`call`) has an
+                owning key, this payload field's value or this function of the
+                payload (evaluated by the caller), and at any moment one process
+                owns a key and handles its calls one at a time, in the order
+                sent (see docs/howto/calls.md).
 
         Raises:
             ConfigError: An option is invalid, or the handler is an `async def` with
@@ -222,6 +231,12 @@ class App:
             raise ConfigError("service", "must be a non-empty name")
         if resource is not None and (problem := check_name("resource", resource)) is not None:
             raise ConfigError("resource", problem)
+        if exclusive_by is not None and not (
+            (isinstance(exclusive_by, str) and exclusive_by) or callable(exclusive_by)
+        ):
+            raise ConfigError(
+                "exclusive_by", "must be a payload field name or a function of the payload"
+            )
 
         def register(fn: F) -> F:
             agent_name = name or fn.__name__
@@ -235,6 +250,7 @@ class App:
                 service=service,
                 threads=threads,
                 resource=resource,
+                exclusive_by=exclusive_by,
             )
             return fn
 
@@ -539,6 +555,9 @@ class App:
                 and be answered; nobody reads that answer, and the call is
                 deleted a minute after `timeout`.
             UnknownAgentError: No agent of that name is registered here.
+            OwnerKeyError: The agent is exclusive and the payload gives no owning
+                key (its field is missing or not a non-empty string, or the key
+                function raised or gave something else); nothing is sent.
             PayloadError: `payload` is not JSON or is too large; nothing is sent.
             ConfigError: `within`, `attempts` or `timeout` is not positive.
         """
@@ -550,11 +569,17 @@ class App:
             if value is not None and (isinstance(value, bool) or not value > 0):
                 raise ConfigError(name, f"must be positive, not {value!r}")
         wait = timeout if timeout is not None else (window + 1.0) * attempts
+        owner_key: str | None = None
+        if spec.exclusive_by is not None:
+            found = owner_key_of(spec.exclusive_by, payload)
+            if isinstance(found, ValueError):
+                raise OwnerKeyError(agent, str(found))
+            owner_key = found
         await self.open()
         if self._caller is None:
             self._caller = Caller(self.store, settings=self.settings, clock=self.clock)
         return await self._caller.call(
-            agent, payload, within=window, attempts=attempts, timeout=wait
+            agent, payload, within=window, attempts=attempts, timeout=wait, owner_key=owner_key
         )
 
     async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
@@ -692,23 +717,35 @@ class App:
 
     def build_roles(
         self, roles: Sequence[str], *, agents: Iterable[str] | None = None
-    ) -> list[Scheduler | AgentWorker | CallServer | Supervisor]:
+    ) -> list[Scheduler | AgentWorker | CallServer | OwnerServer | Supervisor]:
         """The role instances for `roles`, named after this process.
 
         `agents` names the agents the agent role serves (default: every one);
         the agent role serves their calls (`call`) too.
         """
-        built: list[Scheduler | AgentWorker | CallServer | Supervisor] = []
+        built: list[Scheduler | AgentWorker | CallServer | OwnerServer | Supervisor] = []
         if "scheduler" in roles:
             built.append(self.build_scheduler())
         if "agent" in roles:
             worker = self.build_agent_worker(agents=agents)
             built.append(worker)
+            plain = {n: a for n, a in worker.agents.items() if a.exclusive_by is None}
+            exclusive = {n: a for n, a in worker.agents.items() if a.exclusive_by is not None}
             built.append(
                 CallServer(
                     self.store,
                     worker=f"{self.instance}/c",
-                    agents=worker.agents,
+                    agents=plain,
+                    settings=self.settings,
+                    clock=self.clock,
+                    gave_up=self.alert_call,
+                )
+            )
+            built.append(
+                OwnerServer(
+                    self.store,
+                    instance=self.instance,
+                    agents=exclusive,
                     settings=self.settings,
                     clock=self.clock,
                     gave_up=self.alert_call,

@@ -60,6 +60,7 @@ class Caller:
         within: float,
         attempts: int,
         timeout: float,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
+        owner_key: str | None = None,
     ) -> JsonValue:
         """Send a call to `agent` and return its result once the answer is committed.
 
@@ -80,6 +81,7 @@ class Caller:
                     within=within,
                     max_attempts=attempts,
                     expires_in=timeout + KEEP_AFTER,
+                    owner_key=owner_key,
                 )
                 self._read_soon()
                 got = await asyncio.shield(answer)

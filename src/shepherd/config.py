@@ -82,6 +82,9 @@ class Settings:
             died is free again within this long.
         default_partition: The partition an entity assigned to none resolves
             to; None (the default): such an entity is an `UnresolvedEntityError`.
+        owner_lease: Seconds a process's ownership of an exclusive agent's key
+            lasts unrenewed: it is renewed every third of it while held, and the
+            keys of a process that died are taken over within this long.
         gc_threshold: While roles run (`App.run`), the garbage collector's
             first threshold is raised to this (see `shepherd.collector`); None
             leaves the process's collector as it is.
@@ -118,6 +121,7 @@ class Settings:
     resolver_refresh: float = 30.0
     slot_lease: float = 15.0
     default_partition: str | None = None
+    owner_lease: float = 10.0
     gc_threshold: int | None = 20000
 
     def __post_init__(self) -> None:

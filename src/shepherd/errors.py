@@ -208,6 +208,15 @@ class CallFailedError(AgentError):
         super().__init__(f"call {call_id} to {agent!r} failed: {kind + ': ' if kind else ''}{what}")
 
 
+class OwnerKeyError(ShepherdError):
+    """A call to an exclusive agent whose owning key cannot be found from its payload."""
+
+    def __init__(self, agent: str, problem: str) -> None:
+        self.agent = agent
+        self.problem = problem
+        super().__init__(f"call to exclusive agent {agent!r}: {problem}; nothing was sent")
+
+
 class TransientError(AgentError):
     """A transient failure: the agent retries within complete_by."""
 

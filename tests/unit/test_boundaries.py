@@ -33,6 +33,7 @@ def test_public_api_is_frozen() -> None:
         "InvalidResourceError",
         "NonDeterminismError",
         "OutcomeUnknownError",
+        "OwnerKeyError",
         "Partition",
         "PayloadError",
         "PermanentError",

@@ -67,6 +67,7 @@ def test_every_field_has_an_env_variable() -> None:
         "resolver_refresh": ("5", 5.0),
         "slot_lease": ("6", 6.0),
         "default_partition": (" shared ", "shared"),
+        "owner_lease": ("4", 4.0),
         "gc_threshold": ("50000", 50000),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Settings)}
@@ -106,6 +107,7 @@ def test_settings_are_frozen() -> None:
         ("key_retention", -1.0, "positive number of seconds"),
         ("purge_batch", 0, "positive integer"),
         ("gc_threshold", 0, "positive integer"),
+        ("owner_lease", 0, "positive number of seconds"),
         ("purge_interval", "60", "must be a number, not str"),
         ("sqlite_synchronous", 1, "must be a string"),
         ("store", "mysql://localhost/db", "unsupported scheme 'mysql'"),

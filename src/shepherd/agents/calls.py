@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
-    from shepherd.store.roles import CallStore
+    from shepherd.store.roles import CallStore, Clocked
 
-__all__ = ["CallServer"]
+__all__ = ["CallServer", "call_request", "handle_call"]
 
 log = logging.getLogger("shepherd.agents.calls")
 
@@ -133,72 +133,11 @@ class CallServer:
 
     async def _handle(self, call: CallRequest) -> None:
         spec = self.agents[call.agent]
-        request = AgentRequest(
-            payload=call.payload,
-            idempotency_key=call.call_id,
-            attempt=call.attempt,
-            retry=0,
-            complete_by=call.complete_by,
-            task_id=call.call_id,
-            seq=0,
-            agent=call.agent,
-            within=call.within,
+        answer = await handle_call(
+            spec, call_request(call), call, clock=self.clock, store=self.store, rng=self.rng
         )
-        answer: tuple[bool, JsonValue] | None = None
-        tries = 0
-        try:
-            async with self.clock.deadline(call.complete_by, now=self.store.now()):
-                while answer is None:
-                    tries += 1
-                    try:
-                        result = await self._run(spec, request)
-                    except Exception as exc:
-                        kind = classify(exc)
-                        if kind == "permanent":
-                            answer = (False, error_body(exc))
-                            break
-                        delay = next_retry(
-                            spec.retry,
-                            tries,
-                            self.rng,
-                            now=self.store.now(),
-                            complete_by=call.complete_by,
-                            retry_after=None,
-                        )
-                        if delay is None:
-                            if kind == "bug":
-                                log.error(
-                                    "call %s to %s: unexpected %s: %s; answered as a bug",
-                                    call.call_id,
-                                    call.agent,
-                                    type(exc).__name__,
-                                    exc,
-                                    exc_info=exc,
-                                )
-                                answer = (False, bug_body(exc, tries=tries))
-                            else:
-                                log.warning(
-                                    "call %s to %s: giving up this handling after %d tries: %s",
-                                    call.call_id,
-                                    call.agent,
-                                    tries,
-                                    exc,
-                                )
-                            break
-                        request.retry = tries
-                        await self.clock.sleep(delay)
-                    else:
-                        answer = (True, result)
-        except TimeoutError:
-            log.warning(
-                "call %s to %s: handling %d reached its deadline; another one will take it",
-                call.call_id,
-                call.agent,
-                call.attempt,
-            )
-            return
         if answer is None:
-            return  # out of tries inside the window: the call is handed on
+            return  # out of tries or time inside the window: the call is handed on
         try:
             if await self.store.answer_call(
                 call.call_id, worker=self.worker, attempt=call.attempt, ok=answer[0], body=answer[1]
@@ -211,8 +150,86 @@ class CallServer:
                 exc,
             )
 
-    async def _run(self, spec: Agent, request: AgentRequest) -> JsonValue:
-        if spec.threads:
-            fn = cast("BlockingHandler", spec.fn)
-            return await asyncio.to_thread(fn, request)
-        return await cast("Handler", spec.fn)(request)
+
+def call_request(call: CallRequest) -> AgentRequest:
+    """What a handler of `call` receives (its task id is the call's id, its seq 0)."""
+    return AgentRequest(
+        payload=call.payload,
+        idempotency_key=call.call_id,
+        attempt=call.attempt,
+        retry=0,
+        complete_by=call.complete_by,
+        task_id=call.call_id,
+        seq=0,
+        agent=call.agent,
+        within=call.within,
+    )
+
+
+async def handle_call(
+    spec: Agent,
+    request: AgentRequest,
+    call: CallRequest,
+    *,
+    clock: Clock,
+    store: Clocked,
+    rng: random.Random,
+) -> tuple[bool, JsonValue] | None:
+    """Run one handling of `call` until its `complete_by`; its answer, or None for none.
+
+    Transient failures and bugs are retried by the agent's retry policy inside
+    the window; the first result, permanent error, or bug out of tries is the
+    answer. None when the window passed or the tries ran out without one.
+    """
+    tries = 0
+    try:
+        async with clock.deadline(call.complete_by, now=store.now()):
+            while True:
+                tries += 1
+                try:
+                    result = await _run(spec, request)
+                except Exception as exc:
+                    kind = classify(exc)
+                    if kind == "permanent":
+                        return (False, error_body(exc))
+                    delay = next_retry(
+                        spec.retry, tries, rng, now=store.now(), complete_by=call.complete_by
+                    )
+                    if delay is None:
+                        if kind == "bug":
+                            log.error(
+                                "call %s to %s: unexpected %s: %s; answered as a bug",
+                                call.call_id,
+                                call.agent,
+                                type(exc).__name__,
+                                exc,
+                                exc_info=exc,
+                            )
+                            return (False, bug_body(exc, tries=tries))
+                        log.warning(
+                            "call %s to %s: giving up this handling after %d tries: %s",
+                            call.call_id,
+                            call.agent,
+                            tries,
+                            exc,
+                        )
+                        return None
+                    request.retry = tries
+                    await clock.sleep(delay)
+                else:
+                    return (True, result)
+    except TimeoutError:
+        log.warning(
+            "call %s to %s: handling %d reached its deadline; it will be taken again",
+            call.call_id,
+            call.agent,
+            call.attempt,
+        )
+        return None
+
+
+async def _run(spec: Agent, request: AgentRequest) -> JsonValue:
+    if spec.threads:
+        fn = cast("BlockingHandler", spec.fn)
+        return await asyncio.to_thread(fn, request)
+    return await cast("Handler", spec.fn)(request)

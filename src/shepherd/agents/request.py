@@ -61,6 +61,14 @@ class AgentRequest:
     #: the resource with its details (`resolution.resource.info`). Resolved when the
     #: step was first sent and the same on every attempt; None when no entity was named.
     resolution: Resolution | None = None
+    #: For a call to an exclusive agent: the key this process owns, its ownership
+    #: epoch (bumped each time the key changes hands: give it to a resource that
+    #: accepts a fencing token), and the key's durable owner state. Assign
+    #: `owner_state` to change it: the new state is committed with this call's
+    #: answer, in one transaction. None otherwise.
+    owner_key: str | None = None
+    owner_epoch: int | None = None
+    owner_state: JsonValue = None
     _helpers: StepHelpers = field(default_factory=StepHelpers, repr=False, compare=False)
     _source: Request | None = field(default=None, repr=False, compare=False)
 

@@ -79,6 +79,9 @@ class Agent:
     threads: bool = False
     #: The resource whose capacity slot a handling holds (else the resolution's, if any).
     resource: str | None = None
+    #: For an exclusive agent: the payload field, or the function of the payload,
+    #: giving each call's owning key (one owner process per key at a time).
+    exclusive_by: str | Callable[[JsonValue], object] | None = None
 
     @property
     def service_name(self) -> str:

@@ -9,12 +9,13 @@ and an operator is alerted. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
 
-__all__ = ["GAVE_UP", "NO_STATE", "NoState", "gave_up_body", "may_take"]
+__all__ = ["GAVE_UP", "NO_STATE", "NoState", "gave_up_body", "may_take", "owner_key_of"]
 
 
 class NoState:
@@ -47,3 +48,33 @@ def gave_up_body(agent: str, attempts: int, within: float) -> JsonValue:
             f"took longer than its {within:g} s); given up"
         ),
     }
+
+
+def owner_key_of(
+    exclusive_by: str | Callable[[JsonValue], object], payload: JsonValue
+) -> str | ValueError:
+    """The owning key of a call to an exclusive agent, or why there is none.
+
+    `exclusive_by` names a payload field (the payload must be an object whose
+    field holds a non-empty string) or is a function of the payload returning
+    a non-empty string. A function that raises is reported, not propagated.
+    """
+    if isinstance(exclusive_by, str):
+        if not isinstance(payload, dict):
+            return ValueError(
+                f"the payload must be a JSON object with a {exclusive_by!r} field, "
+                f"not {type(payload).__name__}"
+            )
+        if exclusive_by not in payload:
+            return ValueError(f"the payload has no {exclusive_by!r} field")
+        key: object = payload[exclusive_by]
+        source = f"the payload's {exclusive_by!r} field"
+    else:
+        try:
+            key = exclusive_by(payload)
+        except Exception as exc:
+            return ValueError(f"its key function raised {type(exc).__name__}: {exc}")
+        source = "its key function"
+    if not isinstance(key, str) or not key:
+        return ValueError(f"{source} must give a non-empty string, not {key!r}")
+    return key

@@ -1,0 +1,296 @@
+"""Exclusive owners: the agent role's side of agents declared with `exclusive_by`.
+
+Each call to an exclusive agent carries an owning key (the seed's event type).
+At any moment at most one process owns a key, through a lease with an epoch in
+the store (`OwnerStore`), and only the owner takes the key's calls: one at a
+time, in the order they were sent, each answered together with the key's
+durable owner state in one transaction that the store fences on the epoch.
+
+This process looks at the keys with waiting calls, the leases, and the live
+processes serving the agent (the worker registry), asks `core.ownership` which
+keys to take and which to hand back (none owns more than its fair share), and
+runs one loop per key it owns. Its leases are renewed every third of
+`owner_lease`; a key whose renewal fails (the lease expired: the store was out
+of reach, the process was paused) stops its loop, and another process takes it
+over with the epoch bumped. When the roles stop, the keys are handed back at
+once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import functools
+import logging
+import random
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Protocol, final
+
+from shepherd.agents.calls import call_request, handle_call
+from shepherd.core.calls import NO_STATE
+from shepherd.core.ownership import plan_ownership
+from shepherd.core.workers import WorkerState
+from shepherd.errors import StoreUnavailableError
+from shepherd.idle import IdleBackoff
+from shepherd.outage import Outage
+from shepherd.store import signals as ch
+from shepherd.store.roles import CallStore, OwnerStore
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from shepherd.agents.worker import Agent
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
+    from shepherd.core.records import CallRequest, JsonValue
+    from shepherd.core.workers import Worker
+
+__all__ = ["OwnerServer", "owner_of"]
+
+log = logging.getLogger("shepherd.agents.owners")
+
+GaveUp = Callable[["CallRequest"], None]
+
+
+class OwnersStore(OwnerStore, CallStore, Protocol):
+    """What an owner server uses: key leases, calls, and the worker registry."""
+
+    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]: ...
+
+
+def owner_of(instance: str) -> str:
+    """The owner name of the process `instance` in key leases."""
+    return f"{instance}/o"
+
+
+@final
+class OwnerServer:
+    """Owns keys of the exclusive agents this process serves, and serves their calls.
+
+    Args:
+        store: The store, as an owner server uses it.
+        instance: This process's instance id (its owner name is `owner_of(instance)`).
+        agents: The exclusive agents it serves, by name.
+        settings: `owner_lease`, `worker_ttl` and polling.
+        clock: What leases' renewals, deadlines and polling run on.
+        gave_up: Told of each call given up (the App alerts an operator).
+    """
+
+    def __init__(
+        self,
+        store: OwnersStore,
+        *,
+        instance: str,
+        agents: Mapping[str, Agent],
+        settings: Settings,
+        clock: Clock,
+        gave_up: GaveUp,
+    ) -> None:
+        self.store = store
+        self.owner = owner_of(instance)
+        self.agents = dict(agents)
+        self.settings = settings
+        self.clock = clock
+        self.gave_up = gave_up
+        self.lease = settings.owner_lease
+        self.rng = random.Random()
+        self.answered = 0
+        #: The loop of each key owned, by (agent, key).
+        self._loops: dict[tuple[str, str], asyncio.Task[None]] = {}
+        #: The keys whose loop is handling a call now.
+        self._busy: set[tuple[str, str]] = set()
+        self.outage = Outage("exclusive owners", log=log, clock=clock)
+
+    def statistics(self) -> dict[str, int]:
+        return {"keys_owned": len(self._loops), "owned_answered": self.answered}
+
+    def owned(self) -> list[tuple[str, str]]:
+        """The (agent, key) pairs this process owns now, sorted."""
+        return sorted(self._loops)
+
+    async def run(self) -> None:
+        """Share out keys, renew leases and serve the keys owned, until cancelled."""
+        if not self.agents:
+            await asyncio.Event().wait()
+        renewals = asyncio.create_task(self._renew_loop(), name="shepherd owner renewals")
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        try:
+            while True:
+                if renewals.done():
+                    renewals.result()  # raises why the renewals ended
+                    raise RuntimeError("the key lease renewals returned")
+                wake = self.store.signals.event(ch.CALLS)
+                try:
+                    changed = await self._share_out()
+                except StoreUnavailableError as exc:
+                    await self.outage.pause(exc)
+                    continue
+                self.outage.over()
+                await self.clock.wait_event(wake, backoff.next(found=changed))
+        finally:
+            renewals.cancel()
+            await self._stop_all()
+
+    async def _share_out(self) -> bool:
+        """One look at every exclusive agent's keys: take or hand back; whether anything moved."""
+        now = self.store.now()
+        ttl = self.settings.worker_ttl
+        workers = await self.store.list_workers(since=now - timedelta(seconds=ttl))
+        moved = False
+        for agent in sorted(self.agents):
+            processes = {
+                owner_of(w.instance)
+                for w in workers
+                if agent in w.agents and w.state(now=now, ttl=ttl) is WorkerState.ALIVE
+            }
+            keys = await self.store.waiting_keys(agent)
+            leases = {lease.key: lease for lease in await self.store.list_key_leases(agent)}
+            plan = plan_ownership(
+                me=self.owner, now=now, processes=processes, leases=leases, keys=keys
+            )
+            if plan.take:
+                taken = await self.store.take_keys(
+                    agent, plan.take, owner=self.owner, lease=self.lease
+                )
+                for got in taken:
+                    self._start(agent, got.lease.key, got.lease.epoch, got.state)
+                    moved = True
+            idle = [
+                k
+                for k in plan.release
+                if (agent, k) in self._loops and (agent, k) not in self._busy
+            ]
+            if idle:
+                await self._stop([(agent, k) for k in idle])
+                await self.store.release_keys(agent, idle, owner=self.owner)
+                log.info("%s: handed back keys %s (over this process's share)", agent, idle)
+                moved = True
+        return moved
+
+    def _start(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
+        old = self._loops.pop((agent, key), None)
+        if old is not None:
+            old.cancel()
+        log.info("%s: owns key %r (epoch %d)", agent, key, epoch)
+        task = asyncio.create_task(
+            self._serve(agent, key, epoch, state), name=f"shepherd key {key}"
+        )
+        self._loops[(agent, key)] = task
+        task.add_done_callback(functools.partial(self._ended, (agent, key)))
+
+    def _ended(self, agent_key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        if self._loops.get(agent_key) is task:
+            del self._loops[agent_key]
+        self._busy.discard(agent_key)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the loop of key %r failed", agent_key[1], exc_info=task.exception())
+
+    async def _stop(self, keys: list[tuple[str, str]]) -> None:
+        tasks = [self._loops.pop(k) for k in keys if k in self._loops]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _stop_all(self) -> None:
+        """Stop every key's loop and hand the keys back, so that others take them at once."""
+        held = list(self._loops)
+        await self._stop(held)
+        by_agent: dict[str, list[str]] = {}
+        for agent, key in held:
+            by_agent.setdefault(agent, []).append(key)
+        for agent, keys in by_agent.items():
+            with contextlib.suppress(Exception):  # their leases expire anyway
+                await asyncio.shield(self.store.release_keys(agent, keys, owner=self.owner))
+
+    async def _renew_loop(self) -> None:
+        """Renew this process's key leases every third of `owner_lease`; stop lost keys."""
+        while True:
+            await self.clock.sleep(self.lease / 3)
+            if not self._loops:
+                continue
+            try:
+                renewed = await self.store.renew_keys(owner=self.owner, lease=self.lease)
+            except StoreUnavailableError as exc:  # the leases may lapse: their loops stop then
+                log.warning("could not renew key leases: %s", exc)
+                continue
+            kept = {lease.key for lease in renewed}
+            lost = [(a, k) for a, k in self._loops if k not in kept]
+            if lost:
+                log.warning("lost keys %s (their leases expired); another process takes them", lost)
+                await self._stop(lost)
+
+    async def _serve(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
+        """Take the key's calls one at a time, in order; answer each with the owner state."""
+        spec = self.agents[agent]
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        while True:
+            wake = self.store.signals.event(ch.CALLS)
+            try:
+                taken, given_up = await self.store.take_key_calls(
+                    agent, key, owner=self.owner, epoch=epoch, limit=1
+                )
+            except StoreUnavailableError as exc:
+                await self.outage.pause(exc)
+                continue
+            for call in given_up:
+                log.error(
+                    "call %s to %s given up after %d handlings", call.call_id, agent, call.attempt
+                )
+                self.gave_up(call)
+            if not taken:
+                if not given_up:
+                    await self.clock.wait_event(wake, backoff.next(found=False))
+                continue
+            backoff.next(found=True)
+            (call,) = taken
+            self._busy.add((agent, key))
+            try:
+                owned, state = await self._handle(spec, call, epoch, state)
+            finally:
+                self._busy.discard((agent, key))
+            if not owned:
+                return
+
+    async def _handle(
+        self, spec: Agent, call: CallRequest, epoch: int, state: JsonValue
+    ) -> tuple[bool, JsonValue]:
+        """Handle one call and answer it with the owner state.
+
+        Returns whether the key is still owned, and its owner state now.
+        """
+        request = call_request(call)
+        request.owner_key = call.owner_key
+        request.owner_epoch = epoch
+        request.owner_state = copy.deepcopy(state)
+        answer = await handle_call(
+            spec, request, call, clock=self.clock, store=self.store, rng=self.rng
+        )
+        if answer is None:
+            return True, state  # taken again: its handlings are counted, a poison call ends
+        new_state = request.owner_state
+        changed = new_state != state
+        try:
+            owned = await self.store.answer_owned(
+                spec.name,
+                str(call.owner_key),
+                owner=self.owner,
+                epoch=epoch,
+                answers=[(call.call_id, call.attempt, answer[0], answer[1])],
+                state=new_state if changed else NO_STATE,
+            )
+        except StoreUnavailableError as exc:
+            log.warning(
+                "call %s: its answer could not be stored (%s); taken again", call.call_id, exc
+            )
+            return True, state
+        if not owned:
+            log.warning(
+                "%s: key %r moved to another owner; its answer was refused",
+                spec.name,
+                call.owner_key,
+            )
+            return False, state
+        self.answered += 1
+        return True, new_state
