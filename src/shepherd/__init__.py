@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from shepherd.agents.batch import Batch as Batch
     from shepherd.agents.request import AgentRequest as AgentRequest
     from shepherd.alerts import Alert as Alert
     from shepherd.app import App as App
@@ -58,6 +59,7 @@ _LAZY: dict[str, str] = {
     "App": "shepherd.app",
     "WorkflowContext": "shepherd.scheduler.context",
     "Submission": "shepherd.submission",
+    "Batch": "shepherd.agents.batch",
     "RetryPolicy": "shepherd.core.retry",
     "BreakerPolicy": "shepherd.core.breaker",
     "ProcessState": "shepherd.core.states",
@@ -114,6 +116,7 @@ __all__ = [
     "Alert",
     "App",
     "BackoffPolicy",
+    "Batch",
     "BreakerPolicy",
     "CallFailedError",
     "CommitUnknownError",

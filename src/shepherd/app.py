@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 from shepherd.agents import Agent, AgentWorker, Handler
+from shepherd.agents.batch import Batch
 from shepherd.agents.calls import CallServer
 from shepherd.agents.owners import OwnerServer
 from shepherd.agents.pools import check_pool
@@ -195,6 +196,7 @@ class App:
         threads: bool = False,
         resource: str | None = None,
         exclusive_by: str | Callable[[JsonValue], object] | None = None,
+        batch: Batch | None = None,
     ) -> Callable[[F], F]:
         """Register `async def handler(request)` as an agent (or a plain `def`, with `threads`).
 
@@ -220,6 +222,10 @@ class App:
                 payload (evaluated by the caller), and at any moment one process
                 owns a key and handles its calls one at a time, in the order
                 sent (see docs/howto/calls.md).
+            batch: For an exclusive agent: gather a key's waiting calls into one
+                handling, `Batch(max_items=..., max_delay=...)`. The handler then
+                takes a list of requests and returns a list of as many results;
+                their answers are committed in one transaction.
 
         Raises:
             ConfigError: An option is invalid, or the handler is an `async def` with
@@ -237,6 +243,14 @@ class App:
             raise ConfigError(
                 "exclusive_by", "must be a payload field name or a function of the payload"
             )
+        if batch is not None and not isinstance(batch, Batch):
+            raise ConfigError(
+                "batch", f"must be a Batch(max_items=..., max_delay=...), not {batch!r}"
+            )
+        if batch is not None and exclusive_by is None:
+            raise ConfigError(
+                "batch", "only an exclusive agent (exclusive_by=...) can batch its calls"
+            )
 
         def register(fn: F) -> F:
             agent_name = name or fn.__name__
@@ -251,6 +265,7 @@ class App:
                 threads=threads,
                 resource=resource,
                 exclusive_by=exclusive_by,
+                batch=batch,
             )
             return fn
 

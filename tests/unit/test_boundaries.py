@@ -25,6 +25,7 @@ def test_public_api_is_frozen() -> None:
         "Alert",
         "App",
         "BackoffPolicy",
+        "Batch",
         "BreakerPolicy",
         "CallFailedError",
         "CommitUnknownError",

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agents.request import AgentRequest
+from shepherd.core.calls import BATCH_ERROR
 from shepherd.core.retry import next_retry
 from shepherd.errors import StoreUnavailableError
 from shepherd.failures import bug_body, classify, error_body
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import CallRequest, JsonValue
     from shepherd.store.roles import CallStore, Clocked
 
-__all__ = ["CallServer", "call_request", "handle_call"]
+__all__ = ["CallServer", "call_request", "handle_batch", "handle_call"]
 
 log = logging.getLogger("shepherd.agents.calls")
 
@@ -226,6 +227,86 @@ async def handle_call(
             call.attempt,
         )
         return None
+
+
+async def handle_batch(
+    spec: Agent,
+    requests: list[AgentRequest],
+    calls: list[CallRequest],
+    *,
+    clock: Clock,
+    store: Clocked,
+    rng: random.Random,
+) -> list[tuple[bool, JsonValue]] | None:
+    """Run one handling of a batch of calls until the earliest `complete_by` among them.
+
+    The handler gets the list of requests and must return a list of as many
+    results, in order: each is its call's answer. A list of another length, or
+    something else, answers every call with a `BatchError` naming the agent
+    (a bug: no caller's call is left without an answer). An exception answers
+    every call as `handle_call` answers one; None when the window passed or
+    the tries ran out without an answer.
+    """
+    deadline = min(c.complete_by for c in calls)
+    tries = 0
+    try:
+        async with clock.deadline(deadline, now=store.now()):
+            while True:
+                tries += 1
+                try:
+                    results = await _run_batch(spec, requests)
+                except Exception as exc:
+                    kind = classify(exc)
+                    if kind == "permanent":
+                        return [(False, error_body(exc))] * len(calls)
+                    delay = next_retry(
+                        spec.retry, tries, rng, now=store.now(), complete_by=deadline
+                    )
+                    if delay is None:
+                        if kind == "bug":
+                            log.error(
+                                "batch of %d calls to %s: unexpected %s: %s; answered as a bug",
+                                len(calls),
+                                spec.name,
+                                type(exc).__name__,
+                                exc,
+                                exc_info=exc,
+                            )
+                            return [(False, bug_body(exc, tries=tries))] * len(calls)
+                        return None
+                    for request in requests:
+                        request.retry = tries
+                    await clock.sleep(delay)
+                    continue
+                if not isinstance(results, list) or len(results) != len(calls):
+                    got = (
+                        f"a list of {len(results)}"
+                        if isinstance(results, list)
+                        else type(results).__name__
+                    )
+                    message = (
+                        f"{spec.name}: the batch handler returned {got} for {len(calls)} "
+                        "requests; it must return one result per request, in order"
+                    )
+                    log.error("%s", message)
+                    body: JsonValue = {"type": BATCH_ERROR, "message": message, "bug": True}
+                    return [(False, body)] * len(calls)
+                return [(True, result) for result in results]
+    except TimeoutError:
+        log.warning(
+            "batch of %d calls to %s reached its deadline; they will be taken again",
+            len(calls),
+            spec.name,
+        )
+        return None
+
+
+async def _run_batch(spec: Agent, requests: list[AgentRequest]) -> JsonValue:
+    if spec.threads:
+        fn = cast("Callable[[list[AgentRequest]], JsonValue]", spec.fn)
+        return await asyncio.to_thread(fn, requests)
+    handler = cast("Callable[[list[AgentRequest]], Awaitable[JsonValue]]", spec.fn)
+    return await handler(requests)
 
 
 async def _run(spec: Agent, request: AgentRequest) -> JsonValue:

@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol, final
 
-from shepherd.agents.calls import call_request, handle_call
-from shepherd.core.calls import NO_STATE
+from shepherd.agents.calls import call_request, handle_batch, handle_call
+from shepherd.core.calls import NO_STATE, batch_due
 from shepherd.core.ownership import plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
@@ -41,6 +41,7 @@ from shepherd.store.roles import CallStore, OwnerStore
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from shepherd.agents.batch import Batch
     from shepherd.agents.worker import Agent
     from shepherd.clock import Clock
     from shepherd.config import Settings
@@ -97,6 +98,8 @@ class OwnerServer:
         self.lease = settings.owner_lease
         self.rng = random.Random()
         self.answered = 0
+        #: Handlings answered (a batch counts once).
+        self.flushes = 0
         #: The loop of each key owned, by (agent, key).
         self._loops: dict[tuple[str, str], asyncio.Task[None]] = {}
         #: The keys whose loop is handling a call now.
@@ -104,7 +107,11 @@ class OwnerServer:
         self.outage = Outage("exclusive owners", log=log, clock=clock)
 
     def statistics(self) -> dict[str, int]:
-        return {"keys_owned": len(self._loops), "owned_answered": self.answered}
+        return {
+            "keys_owned": len(self._loops),
+            "owned_answered": self.answered,
+            "owned_flushes": self.flushes,
+        }
 
     def owned(self) -> list[tuple[str, str]]:
         """The (agent, key) pairs this process owns now, sorted."""
@@ -222,14 +229,23 @@ class OwnerServer:
                 await self._stop(lost)
 
     async def _serve(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
-        """Take the key's calls one at a time, in order; answer each with the owner state."""
+        """Take the key's calls one at a time (or a batch at a time), in order; answer
+        each handling's calls with the owner state, in one transaction."""
         spec = self.agents[agent]
+        batch = spec.batch
+        limit = 1 if batch is None else batch.max_items
         backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
         while True:
             wake = self.store.signals.event(ch.CALLS)
             try:
+                if batch is not None:
+                    due = await self._due(agent, key, batch)
+                    if due is None or due > 0:
+                        idle = backoff.next(found=False) if due is None else due
+                        await self.clock.wait_event(wake, idle)
+                        continue
                 taken, given_up = await self.store.take_key_calls(
-                    agent, key, owner=self.owner, epoch=epoch, limit=1
+                    agent, key, owner=self.owner, epoch=epoch, limit=limit
                 )
             except StoreUnavailableError as exc:
                 await self.outage.pause(exc)
@@ -244,53 +260,79 @@ class OwnerServer:
                     await self.clock.wait_event(wake, backoff.next(found=False))
                 continue
             backoff.next(found=True)
-            (call,) = taken
             self._busy.add((agent, key))
             try:
-                owned, state = await self._handle(spec, call, epoch, state)
+                owned, state = await self._handle(spec, taken, epoch, state)
             finally:
                 self._busy.discard((agent, key))
             if not owned:
                 return
 
-    async def _handle(
-        self, spec: Agent, call: CallRequest, epoch: int, state: JsonValue
-    ) -> tuple[bool, JsonValue]:
-        """Handle one call and answer it with the owner state.
-
-        Returns whether the key is still owned, and its owner state now.
-        """
-        request = call_request(call)
-        request.owner_key = call.owner_key
-        request.owner_epoch = epoch
-        request.owner_state = copy.deepcopy(state)
-        answer = await handle_call(
-            spec, request, call, clock=self.clock, store=self.store, rng=self.rng
+    async def _due(self, agent: str, key: str, batch: Batch) -> float | None:
+        """Seconds until the key's waiting calls make a batch (0: now), or None if none wait."""
+        waiting, oldest = await self.store.key_backlog(agent, key)
+        if waiting == 0 or oldest is None:
+            return None
+        age = (self.store.now() - oldest).total_seconds()
+        return batch_due(
+            max_items=batch.max_items, max_delay=batch.max_delay, waiting=waiting, oldest_age=age
         )
-        if answer is None:
+
+    async def _handle(
+        self, spec: Agent, calls: list[CallRequest], epoch: int, state: JsonValue
+    ) -> tuple[bool, JsonValue]:
+        """Handle calls of one key (one, or a batch) and answer them with the owner state.
+
+        Every request of a batch sees the same owner state; the one committed is
+        the last one a request was given (`request.owner_state = ...`), else the
+        shared one, changed in place or not. Returns whether the key is still
+        owned, and its owner state now.
+        """
+        shared = copy.deepcopy(state)
+        requests = []
+        for call in calls:
+            request = call_request(call)
+            request.owner_key = call.owner_key
+            request.owner_epoch = epoch
+            request.owner_state = shared
+            requests.append(request)
+        clock, store, rng = self.clock, self.store, self.rng
+        answers: list[tuple[bool, JsonValue]] | None
+        if spec.batch is None:
+            one = await handle_call(spec, requests[0], calls[0], clock=clock, store=store, rng=rng)
+            answers = None if one is None else [one]
+        else:
+            answers = await handle_batch(spec, requests, calls, clock=clock, store=store, rng=rng)
+        if answers is None:
             return True, state  # taken again: its handlings are counted, a poison call ends
-        new_state = request.owner_state
+        new_state = next(
+            (r.owner_state for r in reversed(requests) if r.owner_state is not shared), shared
+        )
         changed = new_state != state
         try:
             owned = await self.store.answer_owned(
                 spec.name,
-                str(call.owner_key),
+                str(calls[0].owner_key),
                 owner=self.owner,
                 epoch=epoch,
-                answers=[(call.call_id, call.attempt, answer[0], answer[1])],
+                answers=[
+                    (call.call_id, call.attempt, ok, body)
+                    for call, (ok, body) in zip(calls, answers, strict=True)
+                ],
                 state=new_state if changed else NO_STATE,
             )
         except StoreUnavailableError as exc:
             log.warning(
-                "call %s: its answer could not be stored (%s); taken again", call.call_id, exc
+                "calls of key %r: answers not stored (%s); taken again", calls[0].owner_key, exc
             )
             return True, state
         if not owned:
             log.warning(
-                "%s: key %r moved to another owner; its answer was refused",
+                "%s: key %r moved to another owner; its answers were refused",
                 spec.name,
-                call.owner_key,
+                calls[0].owner_key,
             )
             return False, state
-        self.answered += 1
+        self.answered += len(calls)
+        self.flushes += 1
         return True, new_state

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, cast, final
 
+from shepherd.agents.batch import Batch
 from shepherd.agents.breakers import BreakerGate
 from shepherd.agents.capacity import CapacityGate
 from shepherd.agents.rates import RateGate
@@ -82,6 +83,9 @@ class Agent:
     #: For an exclusive agent: the payload field, or the function of the payload,
     #: giving each call's owning key (one owner process per key at a time).
     exclusive_by: str | Callable[[JsonValue], object] | None = None
+    #: For an exclusive agent: how its owner gathers a key's calls into one
+    #: handling (the handler then takes and returns lists), or None.
+    batch: Batch | None = None
 
     @property
     def service_name(self) -> str:

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
 
-__all__ = ["GAVE_UP", "NO_STATE", "NoState", "gave_up_body", "may_take", "owner_key_of"]
+__all__ = [
+    "BATCH_ERROR",
+    "GAVE_UP",
+    "NO_STATE",
+    "NoState",
+    "batch_due",
+    "gave_up_body",
+    "may_take",
+    "owner_key_of",
+]
 
 
 class NoState:
@@ -29,6 +38,21 @@ class NoState:
 
 #: Passed as `state` to `answer_owned`: the owner state is not changed.
 NO_STATE = NoState()
+
+
+def batch_due(*, max_items: int, max_delay: float, waiting: int, oldest_age: float) -> float:
+    """Seconds until a key's waiting calls should be flushed as a batch (0: now).
+
+    Flushed at once when `max_items` wait; otherwise when the oldest has
+    waited `max_delay` (so a lone call is served by the timer).
+    """
+    if waiting >= max_items:
+        return 0.0
+    return max(max_delay - oldest_age, 0.0)
+
+
+#: The error type of the answers of a batch whose handler broke the batch contract.
+BATCH_ERROR = "BatchError"
 
 #: The error type of a call given up after `max_attempts` handlings.
 GAVE_UP = "CallGaveUp"

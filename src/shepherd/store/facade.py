@@ -258,6 +258,9 @@ class Facade(ABC):
             )
         )
 
+    async def key_backlog(self, agent: str, key: str) -> tuple[int, datetime | None]:
+        return await self.read(ops.KeyBacklog(agent=agent, key=key))
+
     async def waiting_keys(self, agent: str) -> list[str]:
         return await self.read(ops.WaitingKeys(agent=agent))
 

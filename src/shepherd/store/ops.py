@@ -80,6 +80,7 @@ __all__ = [
     "GetBreaker",
     "GetTask",
     "GetTombstone",
+    "KeyBacklog",
     "ListBreakers",
     "ListKeyLeases",
     "ListPartitions",
@@ -672,6 +673,14 @@ class WaitingKeys(Read[list[str]]):
     """The owning keys of `agent`'s unanswered, unexpired calls, sorted."""
 
     agent: str
+
+
+@_op
+class KeyBacklog(Read[tuple[int, datetime | None]]):
+    """How many unanswered, unexpired calls one key has, and when the oldest was sent."""
+
+    agent: str
+    key: str
 
 
 @_op

@@ -543,6 +543,9 @@ class OwnerStore(Clocked, Protocol):
             PayloadError: `state` is not JSON or is too large.
         """
 
+    async def key_backlog(self, agent: str, key: str) -> tuple[int, datetime | None]:
+        """How many unanswered calls one key has, and when the oldest of them was sent."""
+
     async def waiting_keys(self, agent: str) -> list[str]:
         """The owning keys of `agent`'s unanswered calls, sorted (the keys to share out)."""
 

@@ -8,7 +8,7 @@ may answer it. Times are the database's clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from shepherd.core.calls import gave_up_body, may_take
@@ -19,6 +19,7 @@ from shepherd.store.ops import (
     AnswerCall,
     AnswerOwned,
     GetAnswers,
+    KeyBacklog,
     PurgeCalls,
     SendCall,
     TakeCalls,
@@ -38,6 +39,7 @@ __all__ = [
     "answer_call",
     "answer_owned",
     "get_answers",
+    "key_backlog",
     "purge_calls",
     "send_call",
     "take_calls",
@@ -62,6 +64,10 @@ _OF_KEY = (
     "SELECT call_id, agent, attempts, max_attempts, within FROM calls WHERE agent = %s "
     "AND owner_key = %s AND answered_at IS NULL AND expires_at > %s ORDER BY id LIMIT %s "
     "FOR UPDATE"
+)
+_BACKLOG = (
+    "SELECT count(*), min(created_at) FROM calls WHERE agent = %s AND owner_key = %s "
+    "AND answered_at IS NULL AND expires_at > now()"
 )
 _KEYS = (
     "SELECT DISTINCT owner_key FROM calls WHERE agent = %s AND owner_key IS NOT NULL "
@@ -219,6 +225,13 @@ async def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]
             await batch.send(_SET_STATE, (state, now, op.agent, op.key))
         out.append(True)
     return out
+
+
+@READS.handles(KeyBacklog)
+async def key_backlog(reader: Reader, op: KeyBacklog) -> tuple[int, datetime | None]:
+    """How many calls one key has waiting, and when the oldest was sent."""
+    ((count, oldest),) = await reader.fetch(_BACKLOG, (op.agent, op.key))
+    return int(count), None if oldest is None else utc(oldest)
 
 
 @READS.handles(WaitingKeys)

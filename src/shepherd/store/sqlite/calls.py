@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from datetime import datetime
+
 from shepherd.core.calls import gave_up_body, may_take
 from shepherd.core.records import CallAnswer, CallRequest
 from shepherd.payloads import loads
@@ -18,6 +21,7 @@ from shepherd.store.ops import (
     AnswerCall,
     AnswerOwned,
     GetAnswers,
+    KeyBacklog,
     PurgeCalls,
     SendCall,
     TakeCalls,
@@ -35,6 +39,7 @@ __all__ = [
     "answer_call",
     "answer_owned",
     "get_answers",
+    "key_backlog",
     "purge_calls",
     "send_call",
     "take_calls",
@@ -57,6 +62,10 @@ _WAITING = (
 _OF_KEY = (
     "SELECT call_id, agent, attempts, max_attempts, within FROM calls WHERE agent = ? "
     "AND owner_key = ? AND answered_at IS NULL AND expires_at > ? ORDER BY id LIMIT ?"
+)
+_BACKLOG = (
+    "SELECT count(*), min(created_at) FROM calls WHERE agent = ? AND owner_key = ? "
+    "AND answered_at IS NULL AND expires_at > ?"
 )
 _KEYS = (
     "SELECT DISTINCT owner_key FROM calls WHERE agent = ? AND owner_key IS NOT NULL "
@@ -206,6 +215,13 @@ def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
             conn.execute(_SET_STATE, (state, now, op.agent, op.key))
         out.append(True)
     return out
+
+
+@READS.handles(KeyBacklog)
+def key_backlog(at: Reading, op: KeyBacklog) -> tuple[int, datetime | None]:
+    """How many calls one key has waiting, and when the oldest was sent."""
+    count, oldest = at.conn.execute(_BACKLOG, (op.agent, op.key, at.now)).fetchone()
+    return int(count), None if oldest is None else unix_instant(float(oldest))
 
 
 @READS.handles(WaitingKeys)
