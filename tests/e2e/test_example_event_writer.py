@@ -1,0 +1,118 @@
+"""The event-writer example under a crash: exactly once, in order, keys moved (real processes).
+
+Four processes in a copy of `examples/event_writer` each run the agent role
+(so each is one of the writers) and 50 producers, which send 100 events each
+through `app.call` to the one writer of the event's type (8 types). Once
+acknowledgements flow, the process owning the most keys is SIGKILLed (its
+producers die with it). The other three finish their 15,000 events.
+
+What must hold: exactly one CSV per type, with no partial or interleaved
+line; every acknowledged event in its type's file exactly once, on the line
+its acknowledgement gave, each producer's events of one type in send order;
+and the dead process's keys were taken over by the others with their epochs
+bumped (the store's lease rows).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from shepherd import App
+from shepherd.testing import wait_until
+from support.processes import start_process, workers
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "event_writer"
+AGENT = "events.write"
+PATIENCE = 180.0
+PRODUCERS, EVENTS = 50, 100
+
+
+def acks(folder: Path, name: str) -> list[tuple[str, int, str, int]]:
+    path = folder / f"acks-{name}.log"
+    if not path.exists():
+        return []
+    rows = [line.split(",") for line in path.read_text().splitlines()]
+    return [(p, int(s), t, int(n)) for p, s, t, n in rows]
+
+
+async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
+    shared_store: str, tmp_path: Path
+) -> None:
+    for script in ("writer.py", "producers.py"):
+        shutil.copy(EXAMPLE / script, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
+    env |= {"SHEPHERD_STORE": shared_store, "EVENT_FILES": str(tmp_path / "events")}
+    names = ["a", "b", "c", "d"]
+    argv = [sys.executable, "producers.py"]
+    options = ["--producers", str(PRODUCERS), "--events", str(EVENTS)]
+    watcher = App(shared_store)
+    async with watcher:
+        with workers() as running:
+            for name in names:
+                running.append(
+                    start_process(
+                        [*argv, name, *options], tmp_path, name=name, env=env, ready_timeout=60
+                    )
+                )
+            await wait_until(
+                lambda: sum(len(acks(tmp_path, n)) for n in names) >= 2000,
+                timeout=PATIENCE,
+                message="no acknowledgements",
+            )
+            held: dict[str, list[str]] = defaultdict(list)
+            for lease in await watcher.store.list_key_leases(AGENT):
+                held[lease.owner].append(lease.key)
+            owner, keys = max(held.items(), key=lambda item: len(item[1]))
+            victim = next(w for w in running if f":{w.pid}:" in owner)
+            before = {
+                lease.key: lease.epoch for lease in await watcher.store.list_key_leases(AGENT)
+            }
+            victim.kill()
+            survivors = [w.name for w in running if w is not victim]
+
+            async def moved() -> bool:
+                now = watcher.store.now()
+                leases = await watcher.store.list_key_leases(AGENT)
+                return all(
+                    lease.owner != owner and lease.epoch > before[lease.key] and lease.live(now)
+                    for lease in leases
+                    if lease.key in keys
+                ) and {lease.key for lease in leases} >= set(keys)
+
+            await wait_until(moved, timeout=PATIENCE, message=f"keys {keys} did not move")
+            await wait_until(
+                lambda: all(len(acks(tmp_path, n)) == PRODUCERS * EVENTS for n in survivors),
+                timeout=PATIENCE,
+                message="the surviving producers did not finish",
+            )
+            for worker in running:
+                if worker is not victim:
+                    assert worker.alive(), worker.stderr()
+
+    files = sorted((tmp_path / "events").glob("*.csv"))
+    assert [f.name for f in files] == [f"type-{n}.csv" for n in range(8)]
+    written: dict[tuple[str, int], tuple[str, int]] = {}
+    for path in files:
+        text = path.read_text()
+        assert text.endswith("\n"), f"{path.name} ends with a partial line"
+        last: dict[str, int] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            producer, seq_text, kind = line.split(",")
+            seq = int(seq_text)
+            assert kind == path.stem, f"{path.name}:{number} holds an event of {kind}"
+            assert (producer, seq) not in written, f"{line} written twice"
+            written[(producer, seq)] = (kind, number)
+            assert seq > last.get(producer, -1), f"{path.name}:{number} out of order"
+            last[producer] = seq
+    acknowledged = [a for n in names for a in acks(tmp_path, n)]
+    assert len(acknowledged) >= 3 * PRODUCERS * EVENTS
+    for producer, acked, kind, number in acknowledged:
+        assert written.get((producer, acked)) == (kind, number), (producer, acked)
