@@ -26,8 +26,10 @@ import pytest
 from support import disk, netns, pgcluster
 from support.pgcluster import FaultDb, PgCluster
 
-#: The port of the fault suite's own cluster (the shared server is on 55432).
-FAULT_PORT = 55433
+#: The port of the fault suite's own cluster (the shared server is on 55432). Below
+#: the kernel's ephemeral range (32768-60999): a server restarted mid-test cannot bind
+#: a port that one of the test's own client connections happens to use as its source.
+FAULT_PORT = 25433
 
 _LOCK_PATH = Path("/tmp/shepherd-faults.lock")
 _LOCK_PATIENCE = 900.0

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
-#: The port of the cluster listening on the hosts' links (the fault cluster is on 55433).
-NETWORK_PORT = 55434
+#: The port of the cluster listening on the hosts' links (the fault cluster is on 25433;
+#: both below the ephemeral range, see FAULT_PORT).
+NETWORK_PORT = 25434
 TASKS = 300
 #: How long host A is cut off at least (past every `complete_by` it held).
 CUT_FOR = 15.0

@@ -172,6 +172,20 @@ class PgCluster:
                 "cannot start there (is another server using it?)"
             )
         self._pg_ctl("start", "-l", str(self.log), "-w", "-t", "60")
+        self._check_listening()
+
+    def _check_listening(self) -> None:
+        """Fail, with the server's log, if it runs but does not answer on 127.0.0.1.
+
+        PostgreSQL starts when it could bind at least one of its listen
+        addresses: a loopback port taken meanwhile (say, as a client's source
+        port) would otherwise surface later as "connection refused".
+        """
+        if not _port_answers(self.port):
+            raise AssertionError(
+                f"the fault tests' cluster {self.name} started but does not answer on "
+                f"127.0.0.1:{self.port}; server log:\n{self.log_tail()}"
+            )
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (`mode`: smart, fast or immediate) and wait until it is down."""
@@ -180,6 +194,7 @@ class PgCluster:
     def restart(self, mode: str = "fast") -> None:
         """`pg_ctl restart -m mode`: stop, then start again with the same settings."""
         self._pg_ctl("restart", "-m", mode, "-l", str(self.log), "-w", "-t", "60")
+        self._check_listening()
 
     def running(self) -> bool:
         return (
