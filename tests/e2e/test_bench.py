@@ -64,6 +64,18 @@ def test_bench_capacity_holds_no_more_slots_than_the_capacity() -> None:
     assert 1 <= capacity["most_holders"] <= 5
 
 
+def test_bench_event_writer_writes_every_acknowledged_event_once() -> None:
+    proc = shepherd_bench("--workloads", "W5", "--w5-n", "400", "--w5-producers", "20", "--json")
+    assert proc.returncode == 0, proc.stderr
+    w5 = json.loads(proc.stdout)["workloads"]["W5"]
+    assert (w5["batched"]["events"], w5["unbatched"]["events"]) == (400, 40)
+    for run in (w5["batched"], w5["unbatched"]):
+        assert (run["lost"], run["duplicated"]) == (0, 0)
+        assert run["events_per_s"] > 0
+        assert run["commits_per_event"] > 0
+    assert w5["keys"] == 8
+
+
 def test_bench_prints_tables_without_json() -> None:
     proc = shepherd_bench("--workloads", "w1", "--n", "20")
     assert proc.returncode == 0, proc.stderr

@@ -18,7 +18,7 @@ from shepherd.cli.logs import configure_logging, log_options
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
 #: Every workload; W4, W6, lone and soak only when asked for (W6 and soak take minutes).
-WORKLOADS = ("W1", "W2", "W3", "W4", "W6", "lone", "soak", "capacity")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "lone", "soak", "capacity")
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
 _COUNT = click.IntRange(min=1)
@@ -95,6 +95,22 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     show_default=True,
     metavar="N",
     help="capacity: the resource's capacity (its steps are W2's, each holding a slot).",
+)
+@click.option(
+    "--w5-n",
+    type=_COUNT,
+    default=20000,
+    show_default=True,
+    metavar="N",
+    help="W5: events for the batched run (the unbatched one sends a tenth).",
+)
+@click.option(
+    "--w5-producers",
+    type=_COUNT,
+    default=200,
+    show_default=True,
+    metavar="N",
+    help="W5: concurrent producers, each sending its events one app.call at a time.",
 )
 @click.option(
     "--w4-n", type=_COUNT, default=2000, show_default=True, metavar="N", help="Workflows for W4."
@@ -268,6 +284,8 @@ def bench(
     n: int,
     w3_n: int,
     capacity: int,
+    w5_n: int,
+    w5_producers: int,
     w4_n: int,
     w6_rates: tuple[float, ...],
     w6_seconds: float,
@@ -299,7 +317,8 @@ def bench(
     W4, one submit at a time to a `shepherd run` worker apart; W6, open-loop
     latency at fixed rates; lone, one workflow at a time, in one process and
     apart; soak, minutes of steady load with worker kills and, on PostgreSQL,
-    server restarts; capacity, W2 through a resource of `--capacity` slots.
+    server restarts; capacity, W2 through a resource of `--capacity` slots;
+    W5, the event writer: producers `app.call` exclusive batched writers.
     Exits 1 if a workload lost a task (or a worker of W4, W6
     or lone died).
     """
@@ -322,6 +341,8 @@ def bench(
         n=n,
         w3_n=w3_n,
         capacity=capacity,
+        w5_n=w5_n,
+        w5_producers=w5_producers,
         w4_n=w4_n,
         w6_rates=w6_rates,
         w6_seconds=w6_seconds,

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shepherd.bench.crash import CrashResult
+from shepherd.bench.event_writer import EventWriterResult
 from shepherd.bench.flow import STEPS
 from shepherd.bench.latency_report import LatencyResult, render_latency
 from shepherd.bench.latency_report import targets as latency_targets
@@ -28,7 +29,7 @@ from shepherd.bench.throughput import ThroughputResult
 #: The targets of the benchmark issue.
 TARGET_WORKFLOWS_PER_S = 1000.0
 
-Result = ThroughputResult | CrashResult | SoakResult | LatencyResult
+Result = ThroughputResult | CrashResult | SoakResult | LatencyResult | EventWriterResult
 #: The workloads that run a fixed number of workflows.
 _Counted = ThroughputResult | CrashResult
 
@@ -82,6 +83,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                         "margin": f"{1.0 / per_step:.1f}x" if per_step else "-",
                     }
                 )
+        elif isinstance(r, EventWriterResult):
+            out.extend(_writer_targets(r))
         elif isinstance(r, SoakResult):
             out.extend(soak_targets(r))
         elif isinstance(r, LoneResult | OneByOneResult | OpenLoopResult):
@@ -100,6 +103,53 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+#: W5's targets: acknowledged events per second with batching (SQLite FULL), and
+#: how much faster than one call per handling.
+TARGET_EVENTS_PER_S = 10000.0
+TARGET_SPEEDUP = 5.0
+
+
+def _writer_targets(r: EventWriterResult) -> list[dict[str, Any]]:
+    b, u = r.batched, r.unbatched
+    kept = b.lost + u.lost + b.duplicated + u.duplicated == 0
+    return [
+        {
+            "workload": "W5 batched",
+            "target": f">= {TARGET_EVENTS_PER_S:,.0f} acknowledged events/s (SQLite FULL), "
+            "each exactly once",
+            "measured": f"{b.events_per_s:,.0f} events/s, {b.lost} lost, {b.duplicated} twice",
+            "holds": b.events_per_s >= TARGET_EVENTS_PER_S and kept,
+            "margin": f"{b.events_per_s / TARGET_EVENTS_PER_S:.2f}x",
+        },
+        {
+            "workload": "W5 batched / unbatched",
+            "target": f">= {TARGET_SPEEDUP:g}x the unbatched events/s, same run",
+            "measured": f"{r.speedup:.1f}x ({u.events_per_s:,.0f} events/s unbatched)",
+            "holds": r.speedup >= TARGET_SPEEDUP and kept,
+            "margin": f"{r.speedup / TARGET_SPEEDUP:.2f}x",
+        },
+    ]
+
+
+def render_writer(r: EventWriterResult, console: Console) -> None:
+    """W5's table."""
+    table = Table(title=f"W5: event writer, {r.producers} producers, {r.keys} keys")
+    table.add_column("figure")
+    table.add_column(f"batched (max_items {r.max_items})", justify="right")
+    table.add_column("unbatched", justify="right")
+    b, u = r.batched, r.unbatched
+    table.add_row("acknowledged events", f"{b.events:,}", f"{u.events:,}")
+    table.add_row("seconds", f"{b.seconds:.2f}", f"{u.seconds:.2f}")
+    table.add_row("events/s", f"{b.events_per_s:,.0f}", f"{u.events_per_s:,.0f}")
+    table.add_row(
+        "store commits per event", f"{b.commits_per_event:.3f}", f"{u.commits_per_event:.3f}"
+    )
+    table.add_row(
+        "lost / written twice", f"{b.lost} / {b.duplicated}", f"{u.lost} / {u.duplicated}"
+    )
+    console.print(table)
 
 
 def as_json(results: list[Result], env: dict[str, Any]) -> str:
@@ -219,6 +269,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
     for latency in results:
         if isinstance(latency, LoneResult | OneByOneResult | OpenLoopResult):
             render_latency(latency, console)
+    for writer in (r for r in results if isinstance(r, EventWriterResult)):
+        render_writer(writer, console)
     for soak in (r for r in results if isinstance(r, SoakResult)):
         render_soak(soak, console)
     goals = Table(title="Targets")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, final
 from rich.console import Console
 
 from shepherd.bench.crash import run_crash
+from shepherd.bench.event_writer import run_event_writer
 from shepherd.bench.lone import run_lone
 from shepherd.bench.one_by_one import run_one_by_one
 from shepherd.bench.open_loop import run_open_loop
@@ -56,6 +57,8 @@ class BenchOptions:
     restart_every: float = 60.0
     restart_command: str | None = None
     capacity: int = 50
+    w5_n: int = 20000
+    w5_producers: int = 200
 
 
 def run_bench(opts: BenchOptions) -> bool:
@@ -107,6 +110,14 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
                 await run_throughput(
                     name, store, n=opts.n, sleep=sleep, budget=opts.timeout, settings=settings,
                     capacity=capacity,
+                )
+            )  # fmt: skip
+        elif name == "W5":
+            results.append(
+                await run_event_writer(
+                    lambda run: opts.store or f"sqlite:///{tmp / run}.db", tmp, events=opts.w5_n,
+                    producers=opts.w5_producers, budget=opts.timeout,
+                    settings={"sqlite_synchronous": opts.synchronous},
                 )
             )  # fmt: skip
         elif name == "soak":
