@@ -51,6 +51,13 @@ _SEND = (
     "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
     "created_at, expires_at, owner_key) VALUES (%s, %s, %s, %s, 0, %s, %s, %s, %s, %s)"
 )
+_SEND_MANY = (
+    "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
+    "created_at, expires_at, owner_key) SELECT v.call_id, v.agent, v.payload, v.within, 0, "
+    "v.max_attempts, %s, %s, v.expires_at, v.owner_key FROM unnest(%s::text[], %s::text[], "
+    "%s::text[], %s::float8[], %s::int[], %s::timestamptz[], %s::text[]) WITH ORDINALITY "
+    "AS v(call_id, agent, payload, within, max_attempts, expires_at, owner_key, n) ORDER BY v.n"
+)
 _COLUMNS = "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key"
 # The ids are locked in an ARRAY(...) sub-select, run once (see queues._TAKE).
 _WAITING = (
@@ -120,29 +127,28 @@ def _call(row: Sequence[object]) -> CallRequest:
 
 @WRITES.handles(SendCall)
 async def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
-    """Store each call whose payload encodes; the encoding error is its caller's."""
+    """Store each call whose payload encodes; the encoding error is its caller's.
+
+    One row is one plain INSERT; more go in one statement over arrays.
+    """
     now = batch.now
     out: list[object] = []
+    rows: list[tuple[object, ...]] = []
     for op in ops:
         payload = batch.encode(op.payload)
-        if isinstance(payload, Exception):
-            out.append(payload)
-            continue
-        expires = now + timedelta(seconds=op.expires_in)
-        params = (
-            op.call_id,
-            op.agent,
-            payload,
-            op.within,
-            op.max_attempts,
-            now,
-            now,
-            expires,
-            op.owner_key,
-        )
-        await batch.send(_SEND, params)
+        out.append(payload if isinstance(payload, Exception) else None)
+        if not isinstance(payload, Exception):
+            expires = now + timedelta(seconds=op.expires_in)
+            rows.append(
+                (op.call_id, op.agent, payload, op.within, op.max_attempts, expires, op.owner_key)
+            )
+    if len(rows) == 1:
+        (call_id, agent, text, within, most, until, key) = rows[0]
+        await batch.send(_SEND, (call_id, agent, text, within, most, now, now, until, key))
+    elif rows:
+        await batch.send(_SEND_MANY, (now, now, *(list(c) for c in zip(*rows, strict=True))))
+    if rows:
         batch.rings.add(ch.CALLS)
-        out.append(None)
     return out
 
 

@@ -114,30 +114,30 @@ def _call(row: Sequence[object]) -> CallRequest:
 
 @WRITES.handles(SendCall)
 def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
-    """Store each call whose payload encodes; the encoding error is its caller's."""
+    """Store each call whose payload encodes (one statement); the encoding error is its caller's."""
     now = batch.now
     out: list[object] = []
+    rows: list[tuple[object, ...]] = []
     for op in ops:
         payload = batch.encode(op.payload)
-        if isinstance(payload, Exception):
-            out.append(payload)
-            continue
-        batch.conn.execute(
-            _SEND,
-            (
-                op.call_id,
-                op.agent,
-                payload,
-                op.within,
-                op.max_attempts,
-                now,
-                now,
-                now + op.expires_in,
-                op.owner_key,
-            ),
-        )
+        out.append(payload if isinstance(payload, Exception) else None)
+        if not isinstance(payload, Exception):
+            rows.append(
+                (
+                    op.call_id,
+                    op.agent,
+                    payload,
+                    op.within,
+                    op.max_attempts,
+                    now,
+                    now,
+                    now + op.expires_in,
+                    op.owner_key,
+                )
+            )
+    if rows:
+        batch.conn.executemany(_SEND, rows)
         batch.rings.add(ch.CALLS)
-        out.append(None)
     return out
 
 
