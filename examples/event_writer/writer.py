@@ -45,6 +45,8 @@ def write(requests: list[AgentRequest]) -> list[Any]:
     fence(FILES / f"{kind}.epoch", epoch)
     path = FILES / f"{kind}.csv"
     with path.open("ab") as out:
+        if out.tell() < offset:  # "ab" opens at the end: the file lost committed lines
+            raise PermanentError(f"{path} is shorter than its {offset} committed bytes")
         out.truncate(offset)  # anything past the committed length was never acknowledged
         out.seek(offset)
         for request in requests:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EventWriterResult", "WriterRun", "run_event_writer"]
 
+#: The agent of each run (a key's owner state belongs to its agent: a second run on
+#: the same PostgreSQL database must not read the first one's file lengths).
 AGENT = "w5.write"
 KEYS = 8
 #: Events per flush when batching.
@@ -72,6 +74,10 @@ class EventWriterResult:
         return self.batched.lost + self.unbatched.lost
 
 
+def _agent(batched: bool) -> str:
+    return f"{AGENT}.{'batched' if batched else 'one'}"
+
+
 def _writer_app(store: str, folder: Path, *, batched: bool, settings: dict[str, Any]) -> App:
     app = App(store, **settings)
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,7 +99,7 @@ def _writer_app(store: str, folder: Path, *, batched: bool, settings: dict[str, 
 
     if batched:
         app.agent(
-            AGENT,
+            _agent(batched),
             exclusive_by="type",
             batch=Batch(max_items=MAX_ITEMS, max_delay=0.002),
             threads=True,
@@ -103,7 +109,7 @@ def _writer_app(store: str, folder: Path, *, batched: bool, settings: dict[str, 
         def write_one(request: AgentRequest) -> JsonValue:
             return write([request])[0]
 
-        app.agent(AGENT, exclusive_by="type", threads=True)(write_one)
+        app.agent(_agent(batched), exclusive_by="type", threads=True)(write_one)
     return app
 
 
@@ -113,12 +119,13 @@ async def _run(
 ) -> WriterRun:  # fmt: skip
     app = _writer_app(store, folder, batched=batched, settings=settings)
     acked: list[tuple[int, int]] = []
+    agent = _agent(batched)
     per_producer = max(events // producers, 1)
 
     async def produce(p: int) -> None:
         for seq in range(per_producer):
             event = {"type": f"type-{(p + seq) % KEYS}", "producer": p, "seq": seq}
-            await app.call(AGENT, event, timeout=budget)
+            await app.call(agent, event, timeout=budget)
             acked.append((p, seq))
 
     async with app, app.running(["agent"]):
