@@ -25,7 +25,7 @@ import functools
 import logging
 import random
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, final
 
 from shepherd.agents.calls import call_request, handle_batch, handle_call
@@ -39,8 +39,6 @@ from shepherd.store import signals as ch
 from shepherd.store.roles import CallStore, OwnerStore
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from shepherd.agents.batch import Batch
     from shepherd.agents.worker import Agent
     from shepherd.clock import Clock
@@ -104,6 +102,11 @@ class OwnerServer:
         self._loops: dict[tuple[str, str], asyncio.Task[None]] = {}
         #: The keys whose loop is handling a call now.
         self._busy: set[tuple[str, str]] = set()
+        #: Per agent: the backlogs read since the last wake-up of CALLS (the wake-up's
+        #: event, and the read), shared by that agent's key loops.
+        self._backlogs: dict[
+            str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
+        ] = {}
         self.outage = Outage("exclusive owners", log=log, clock=clock)
 
     def statistics(self) -> dict[str, int]:
@@ -235,11 +238,14 @@ class OwnerServer:
         batch = spec.batch
         limit = 1 if batch is None else batch.max_items
         backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        #: Whether the next look at the backlog must read it anew (after this key's flush).
+        fresh = True
         while True:
             wake = self.store.signals.event(ch.CALLS)
             try:
                 if batch is not None:
-                    due = await self._due(agent, key, batch)
+                    due = await self._due(agent, key, batch, wake, fresh=fresh)
+                    fresh = False
                     if due is None or due > 0:
                         idle = backoff.next(found=False) if due is None else due
                         await self.clock.wait_event(wake, idle)
@@ -260,6 +266,7 @@ class OwnerServer:
                     await self.clock.wait_event(wake, backoff.next(found=False))
                 continue
             backoff.next(found=True)
+            fresh = True
             self._busy.add((agent, key))
             try:
                 owned, state = await self._handle(spec, taken, epoch, state)
@@ -268,15 +275,35 @@ class OwnerServer:
             if not owned:
                 return
 
-    async def _due(self, agent: str, key: str, batch: Batch) -> float | None:
-        """Seconds until the key's waiting calls make a batch (0: now), or None if none wait."""
-        waiting, oldest = await self.store.key_backlog(agent, key)
-        if waiting == 0 or oldest is None:
+    async def _due(
+        self, agent: str, key: str, batch: Batch, wake: asyncio.Event, *, fresh: bool
+    ) -> float | None:
+        """Seconds until the key's waiting calls make a batch (0: now), or None if none wait.
+
+        The backlogs of all the agent's keys are read at once and shared by its
+        key loops until the next wake-up (`wake`), unless this loop has just
+        flushed (`fresh`): one read per wake-up, not one per key.
+        """
+        shared = self._backlogs.get(agent)
+        if fresh or shared is None or shared[0] is not wake:
+            read = asyncio.ensure_future(self.store.key_backlogs(agent))
+            read.add_done_callback(functools.partial(self._read_done, agent))
+            shared = self._backlogs[agent] = (wake, read)
+        backlog = (await asyncio.shield(shared[1])).get(key)
+        if backlog is None:
             return None
+        waiting, oldest = backlog
         age = (self.store.now() - oldest).total_seconds()
         return batch_due(
             max_items=batch.max_items, max_delay=batch.max_delay, waiting=waiting, oldest_age=age
         )
+
+    def _read_done(self, agent: str, read: asyncio.Future[object]) -> None:
+        """Forget a backlog read that failed, so that the next look reads again."""
+        if read.cancelled() or read.exception() is not None:
+            shared = self._backlogs.get(agent)
+            if shared is not None and shared[1] is read:
+                del self._backlogs[agent]
 
     async def _handle(
         self, spec: Agent, calls: list[CallRequest], epoch: int, state: JsonValue

@@ -258,6 +258,9 @@ class Facade(ABC):
             )
         )
 
+    async def key_backlogs(self, agent: str) -> dict[str, tuple[int, datetime]]:
+        return await self.read(ops.KeyBacklogs(agent=agent))
+
     async def key_backlog(self, agent: str, key: str) -> tuple[int, datetime | None]:
         return await self.read(ops.KeyBacklog(agent=agent, key=key))
 

@@ -81,6 +81,7 @@ __all__ = [
     "GetTask",
     "GetTombstone",
     "KeyBacklog",
+    "KeyBacklogs",
     "ListBreakers",
     "ListKeyLeases",
     "ListPartitions",
@@ -671,6 +672,13 @@ class AnswerCall(Write[bool]):
 @_op
 class WaitingKeys(Read[list[str]]):
     """The owning keys of `agent`'s unanswered, unexpired calls, sorted."""
+
+    agent: str
+
+
+@_op
+class KeyBacklogs(Read[dict[str, tuple[int, datetime]]]):
+    """Of each key of `agent` with unanswered, unexpired calls: how many, and the oldest's send."""
 
     agent: str
 

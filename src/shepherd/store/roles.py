@@ -543,6 +543,13 @@ class OwnerStore(Clocked, Protocol):
             PayloadError: `state` is not JSON or is too large.
         """
 
+    async def key_backlogs(self, agent: str) -> dict[str, tuple[int, datetime]]:
+        """Of each key of `agent` with unanswered calls: how many, and the oldest one's send.
+
+        One read for all of a process's keys: what its owners look at on every
+        wake-up, to know whose batch is due.
+        """
+
     async def key_backlog(self, agent: str, key: str) -> tuple[int, datetime | None]:
         """How many unanswered calls one key has, and when the oldest of them was sent."""
 

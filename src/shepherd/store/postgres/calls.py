@@ -20,6 +20,7 @@ from shepherd.store.ops import (
     AnswerOwned,
     GetAnswers,
     KeyBacklog,
+    KeyBacklogs,
     PurgeCalls,
     SendCall,
     TakeCalls,
@@ -40,6 +41,7 @@ __all__ = [
     "answer_owned",
     "get_answers",
     "key_backlog",
+    "key_backlogs",
     "purge_calls",
     "send_call",
     "take_calls",
@@ -75,6 +77,10 @@ _OF_KEY = (
 _BACKLOG = (
     "SELECT count(*), min(created_at) FROM calls WHERE agent = %s AND owner_key = %s "
     "AND answered_at IS NULL AND expires_at > now()"
+)
+_BACKLOGS = (
+    "SELECT owner_key, count(*), min(created_at) FROM calls WHERE agent = %s "
+    "AND owner_key IS NOT NULL AND answered_at IS NULL AND expires_at > now() GROUP BY owner_key"
 )
 _KEYS = (
     "SELECT DISTINCT owner_key FROM calls WHERE agent = %s AND owner_key IS NOT NULL "
@@ -238,6 +244,13 @@ async def key_backlog(reader: Reader, op: KeyBacklog) -> tuple[int, datetime | N
     """How many calls one key has waiting, and when the oldest was sent."""
     ((count, oldest),) = await reader.fetch(_BACKLOG, (op.agent, op.key))
     return int(count), None if oldest is None else utc(oldest)
+
+
+@READS.handles(KeyBacklogs)
+async def key_backlogs(reader: Reader, op: KeyBacklogs) -> dict[str, tuple[int, datetime]]:
+    """Of each key of one agent with calls waiting: how many, and when the oldest was sent."""
+    rows = await reader.fetch(_BACKLOGS, (op.agent,))
+    return {str(key): (int(n), utc(oldest)) for key, n, oldest in rows}
 
 
 @READS.handles(WaitingKeys)

@@ -22,6 +22,7 @@ from shepherd.store.ops import (
     AnswerOwned,
     GetAnswers,
     KeyBacklog,
+    KeyBacklogs,
     PurgeCalls,
     SendCall,
     TakeCalls,
@@ -40,6 +41,7 @@ __all__ = [
     "answer_owned",
     "get_answers",
     "key_backlog",
+    "key_backlogs",
     "purge_calls",
     "send_call",
     "take_calls",
@@ -66,6 +68,10 @@ _OF_KEY = (
 _BACKLOG = (
     "SELECT count(*), min(created_at) FROM calls WHERE agent = ? AND owner_key = ? "
     "AND answered_at IS NULL AND expires_at > ?"
+)
+_BACKLOGS = (
+    "SELECT owner_key, count(*), min(created_at) FROM calls WHERE agent = ? "
+    "AND owner_key IS NOT NULL AND answered_at IS NULL AND expires_at > ? GROUP BY owner_key"
 )
 _KEYS = (
     "SELECT DISTINCT owner_key FROM calls WHERE agent = ? AND owner_key IS NOT NULL "
@@ -222,6 +228,13 @@ def key_backlog(at: Reading, op: KeyBacklog) -> tuple[int, datetime | None]:
     """How many calls one key has waiting, and when the oldest was sent."""
     count, oldest = at.conn.execute(_BACKLOG, (op.agent, op.key, at.now)).fetchone()
     return int(count), None if oldest is None else unix_instant(float(oldest))
+
+
+@READS.handles(KeyBacklogs)
+def key_backlogs(at: Reading, op: KeyBacklogs) -> dict[str, tuple[int, datetime]]:
+    """Of each key of one agent with calls waiting: how many, and when the oldest was sent."""
+    rows = at.conn.execute(_BACKLOGS, (op.agent, at.now)).fetchall()
+    return {key: (int(n), unix_instant(float(oldest))) for key, n, oldest in rows}
 
 
 @READS.handles(WaitingKeys)
