@@ -1,10 +1,11 @@
 """The event-writer example under a crash: exactly once, in order, keys moved (real processes).
 
-Four processes in a copy of `examples/event_writer` each run the agent role
-(so each is one of the writers) and 50 producers, which send 100 events each
-through `app.call` to the one writer of the event's type (8 types). Once
-acknowledgements flow, the process owning the most keys is SIGKILLed (its
-producers die with it). The other three finish their 15,000 events.
+In a copy of `examples/event_writer`, a writer process `w` (the agent role, no
+producers) starts first, then four processes that each run the agent role (so
+each is a writer too) and 50 producers, which send 100 events each through
+`app.call` to the one writer of the event's type (8 types): 20,000 events.
+Once acknowledgements flow, `w`, which owns keys then, is SIGKILLed; the
+producers all finish.
 
 What must hold: exactly one CSV per type, with no partial or interleaved
 line; every acknowledged event in its type's file exactly once, on the line
@@ -18,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -52,10 +52,14 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
     env |= {"SHEPHERD_STORE": shared_store, "EVENT_FILES": str(tmp_path / "events")}
     names = ["a", "b", "c", "d"]
     argv = [sys.executable, "producers.py"]
-    options = ["--producers", str(PRODUCERS), "--events", str(EVENTS)]
     watcher = App(shared_store)
     async with watcher:
         with workers() as running:
+            victim = start_process(
+                [*argv, "w", "--producers", "0"], tmp_path, name="w", env=env, ready_timeout=60
+            )
+            running.append(victim)
+            options = ["--producers", str(PRODUCERS), "--events", str(EVENTS)]
             for name in names:
                 running.append(
                     start_process(
@@ -67,16 +71,20 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
                 timeout=PATIENCE,
                 message="no acknowledgements",
             )
-            held: dict[str, list[str]] = defaultdict(list)
-            for lease in await watcher.store.list_key_leases(AGENT):
-                held[lease.owner].append(lease.key)
-            owner, keys = max(held.items(), key=lambda item: len(item[1]))
-            victim = next(w for w in running if f":{w.pid}:" in owner)
-            before = {
-                lease.key: lease.epoch for lease in await watcher.store.list_key_leases(AGENT)
-            }
+
+            async def victim_owns() -> bool:
+                leases = await watcher.store.list_key_leases(AGENT)
+                return any(f":{victim.pid}:" in lease.owner for lease in leases)
+
+            keys: list[str] = []
+            while not keys:  # one snapshot gives the keys, their owner and epochs
+                await wait_until(victim_owns, timeout=PATIENCE, message="w owns no key")
+                leases = await watcher.store.list_key_leases(AGENT)
+                keys = [lease.key for lease in leases if f":{victim.pid}:" in lease.owner]
+            owner = next(lease.owner for lease in leases if lease.key == keys[0])
+            before = {lease.key: lease.epoch for lease in leases}
             victim.kill()
-            survivors = [w.name for w in running if w is not victim]
+            survivors = names
 
             async def moved() -> bool:
                 now = watcher.store.now()
@@ -113,6 +121,6 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
             assert seq > last.get(producer, -1), f"{path.name}:{number} out of order"
             last[producer] = seq
     acknowledged = [a for n in names for a in acks(tmp_path, n)]
-    assert len(acknowledged) >= 3 * PRODUCERS * EVENTS
+    assert len(acknowledged) == len(names) * PRODUCERS * EVENTS == 20000
     for producer, acked, kind, number in acknowledged:
         assert written.get((producer, acked)) == (kind, number), (producer, acked)
