@@ -182,51 +182,13 @@ async def handle_call(
     the window; the first result, permanent error, or bug out of tries is the
     answer. None when the window passed or the tries ran out without one.
     """
-    tries = 0
-    try:
-        async with clock.deadline(call.complete_by, now=store.now()):
-            while True:
-                tries += 1
-                try:
-                    result = await _run(spec, request)
-                except Exception as exc:
-                    kind = classify(exc)
-                    if kind == "permanent":
-                        return (False, error_body(exc))
-                    delay = next_retry(
-                        spec.retry, tries, rng, now=store.now(), complete_by=call.complete_by
-                    )
-                    if delay is None:
-                        if kind == "bug":
-                            log.error(
-                                "call %s to %s: unexpected %s: %s; answered as a bug",
-                                call.call_id,
-                                call.agent,
-                                type(exc).__name__,
-                                exc,
-                                exc_info=exc,
-                            )
-                            return (False, bug_body(exc, tries=tries))
-                        log.warning(
-                            "call %s to %s: giving up this handling after %d tries: %s",
-                            call.call_id,
-                            call.agent,
-                            tries,
-                            exc,
-                        )
-                        return None
-                    request.retry = tries
-                    await clock.sleep(delay)
-                else:
-                    return (True, result)
-    except TimeoutError:
-        log.warning(
-            "call %s to %s: handling %d reached its deadline; it will be taken again",
-            call.call_id,
-            call.agent,
-            call.attempt,
-        )
-        return None
+
+    async def one() -> list[JsonValue]:
+        return [await _run(spec, request)]
+
+    label = f"call {call.call_id} to {call.agent}"
+    answers = await _handle(spec, one, [request], [call], label, clock=clock, store=store, rng=rng)
+    return None if answers is None else answers[0]
 
 
 async def handle_batch(
@@ -247,57 +209,80 @@ async def handle_batch(
     every call as `handle_call` answers one; None when the window passed or
     the tries ran out without an answer.
     """
+
+    async def many() -> list[JsonValue]:
+        results = await _run_batch(spec, requests)
+        if not isinstance(results, list) or len(results) != len(calls):
+            got = (
+                f"a list of {len(results)}" if isinstance(results, list) else type(results).__name__
+            )
+            raise _BrokenBatchError(
+                f"{spec.name}: the batch handler returned {got} for {len(calls)} requests; "
+                "it must return one result per request, in order"
+            )
+        return results
+
+    label = f"batch of {len(calls)} calls to {spec.name}"
+    return await _handle(spec, many, requests, calls, label, clock=clock, store=store, rng=rng)
+
+
+class _BrokenBatchError(Exception):
+    """A batch handler's result is not one result per request: every call's answer says so."""
+
+
+async def _handle(
+    spec: Agent,
+    run: Callable[[], Awaitable[list[JsonValue]]],
+    requests: list[AgentRequest],
+    calls: list[CallRequest],
+    label: str,
+    *,
+    clock: Clock,
+    store: Clocked,
+    rng: random.Random,
+) -> list[tuple[bool, JsonValue]] | None:
+    """One handling of `calls` by `run`, retried inside the earliest deadline; their answers."""
     deadline = min(c.complete_by for c in calls)
+    n = len(calls)
     tries = 0
     try:
         async with clock.deadline(deadline, now=store.now()):
             while True:
                 tries += 1
                 try:
-                    results = await _run_batch(spec, requests)
+                    results = await run()
+                except _BrokenBatchError as broken:
+                    log.error("%s", broken)
+                    body: JsonValue = {"type": BATCH_ERROR, "message": str(broken), "bug": True}
+                    return [(False, body)] * n
                 except Exception as exc:
                     kind = classify(exc)
                     if kind == "permanent":
-                        return [(False, error_body(exc))] * len(calls)
+                        return [(False, error_body(exc))] * n
                     delay = next_retry(
                         spec.retry, tries, rng, now=store.now(), complete_by=deadline
                     )
                     if delay is None:
                         if kind == "bug":
                             log.error(
-                                "batch of %d calls to %s: unexpected %s: %s; answered as a bug",
-                                len(calls),
-                                spec.name,
+                                "%s: unexpected %s: %s; answered as a bug",
+                                label,
                                 type(exc).__name__,
                                 exc,
                                 exc_info=exc,
                             )
-                            return [(False, bug_body(exc, tries=tries))] * len(calls)
+                            return [(False, bug_body(exc, tries=tries))] * n
+                        log.warning(
+                            "%s: giving up this handling after %d tries: %s", label, tries, exc
+                        )
                         return None
                     for request in requests:
                         request.retry = tries
                     await clock.sleep(delay)
-                    continue
-                if not isinstance(results, list) or len(results) != len(calls):
-                    got = (
-                        f"a list of {len(results)}"
-                        if isinstance(results, list)
-                        else type(results).__name__
-                    )
-                    message = (
-                        f"{spec.name}: the batch handler returned {got} for {len(calls)} "
-                        "requests; it must return one result per request, in order"
-                    )
-                    log.error("%s", message)
-                    body: JsonValue = {"type": BATCH_ERROR, "message": message, "bug": True}
-                    return [(False, body)] * len(calls)
-                return [(True, result) for result in results]
+                else:
+                    return [(True, result) for result in results]
     except TimeoutError:
-        log.warning(
-            "batch of %d calls to %s reached its deadline; they will be taken again",
-            len(calls),
-            spec.name,
-        )
+        log.warning("%s: the handling reached its deadline; it will be taken again", label)
         return None
 
 
