@@ -26,6 +26,7 @@ from shepherd.calling import Caller
 from shepherd.clock import Clock, SystemClock
 from shepherd.collector import raised_threshold
 from shepherd.config import Settings
+from shepherd.core.alerts import StoredAlert
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.calls import owner_key_of
 from shepherd.core.records import CallRequest, Event, JsonValue, Task
@@ -646,8 +647,37 @@ class App:
                 await Signals.wait(wake, self.settings.poll_interval)
 
     # -- alerts ------------------------------------------------------------
+    async def alerts(self, *, open_only: bool = False, limit: int = 100) -> list[StoredAlert]:
+        """The stored operator alerts, newest first: only those not acknowledged if `open_only`.
+
+        An alert is stored in the transaction that moves its task into `error`,
+        so it is listed even when its process died before the sinks were told.
+
+        Raises:
+            ConfigError: `limit` is not a whole number of at least 1.
+        """
+        await self.open()
+        return await self.store.list_alerts(open_only=open_only, limit=limit)
+
+    async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
+        """Acknowledge a stored alert by `by` (who handles it); the alert as stored.
+
+        An alert acknowledged already keeps its first acknowledgement, which
+        is returned. Acknowledging does not change the task: retry or cancel it.
+
+        Raises:
+            UnknownAlertError: No alert has that id.
+            ConfigError: `by` is empty (or not a str, or too long); nothing is written.
+        """
+        await self.open()
+        return await self.store.acknowledge_alert(alert_id, by=by)
+
     def raise_alert(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:
-        """Send an operator alert to every sink, in the background."""
+        """Send an operator alert to every sink, in the background.
+
+        The store keeps the same alert already: the write that moved the task
+        into `error` stored it (`alerts`); the sinks are told best effort.
+        """
         alert = Alert(
             task_id=task.id,
             workflow=task.workflow,

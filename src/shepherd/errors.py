@@ -10,6 +10,7 @@
     ├── UnknownWorkflowError        no workflow of that name is registered
     ├── UnknownAgentError           no agent of that name is registered
     ├── UnknownTaskError            no task with that id
+    ├── UnknownAlertError           no stored operator alert with that id
     ├── PayloadError                malformed JSON, too large, too deeply nested
     ├── InvalidStateError           the operation does not apply to the task's state
     ├── NonDeterminismError         replay met a different agent at a recorded seq
@@ -137,6 +138,14 @@ class UnknownTaskError(ShepherdError):
             when = purged_at.isoformat(timespec="seconds")
             message += f": it ended {process_state} and was purged at {when} (retention)"
         super().__init__(message)
+
+
+class UnknownAlertError(ShepherdError):
+    """No stored operator alert with that id."""
+
+    def __init__(self, alert_id: int) -> None:
+        self.alert_id = alert_id
+        super().__init__(f"unknown alert {alert_id} (list them with shepherd alerts)")
 
 
 class PayloadError(ShepherdError):

@@ -35,7 +35,10 @@ def command_of(words: list[str]) -> tuple[str, click.Command]:
     command: click.Command | None = cli.get_command(click.Context(cli), words[1])
     assert command is not None, words
     path = words[1]
-    if isinstance(command, click.Group):
+    # A group that runs without a subcommand (`shepherd alerts [--open]`) is a command itself.
+    if isinstance(command, click.Group) and not (
+        command.invoke_without_command and (words[2:] or ["-"])[0].startswith(("-", "["))
+    ):
         sub = command.get_command(click.Context(command), words[2])
         assert sub is not None, words
         command, path = sub, f"{path} {words[2]}"

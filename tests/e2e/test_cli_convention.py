@@ -59,6 +59,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("breakers",),
     ("workers",),
     ("purge", "--older-than", "1d"),
+    ("alerts",),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The operator's store-wide commands: breakers, workers, purge.
+"""The operator's store-wide commands: breakers, workers, purge, alerts.
 
 `--app` is optional here: it only supplies the store and the settings
 (`worker_ttl`, `key_retention`, `purge_batch`).
@@ -27,11 +27,12 @@ from shepherd.core.retention import cutoff
 from shepherd.supervisor import retention
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import StoredAlert
     from shepherd.core.breaker import BreakerEvent
     from shepherd.core.workers import Worker
     from shepherd.supervisor.retention import Purged
 
-__all__ = ["COMMANDS", "breakers", "purge", "workers"]
+__all__ = ["COMMANDS", "alerts", "breakers", "purge", "workers"]
 
 
 @click.command(cls=Command)
@@ -154,5 +155,71 @@ def purge(older_than: timedelta, app_spec: str | None, store: str | None, as_jso
         render_ops.print_purged(done, ended_before)
 
 
+@click.group(invoke_without_command=True)
+@app_option
+@click.option("--open", "open_only", is_flag=True, help="Only the alerts not acknowledged yet.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="List at most this many.",
+)
+@store_option
+@json_option
+@click.pass_context
+def alerts(
+    ctx: click.Context,
+    app_spec: str | None,
+    open_only: bool,
+    limit: int,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """List the operator alerts, newest first, then how many; `alerts ack` acknowledges one.
+
+    An alert is stored in the transaction that moves its task into `error`
+    (an escalation, a quarantined poison, a workflow that failed), with the
+    reason the alert sinks were sent.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    app = open_for(app_spec, store, existing=True)
+
+    async def work() -> tuple[list[StoredAlert], datetime]:
+        await app.open()
+        # One more tells whether more match.
+        return await app.alerts(open_only=open_only, limit=limit + 1), app.store.now()
+
+    found, now = run_with(app, work)
+    more = len(found) > limit
+    if as_json:
+        echo_json(render_ops.alerts_json(found[:limit], more=more))
+    else:
+        render_ops.print_alerts(found[:limit], now=now, more=more)
+
+
+@alerts.command("ack", cls=Command)
+@click.argument("alert_id", metavar="ID", type=int)
+@click.option("--by", required=True, metavar="NAME", help="Who acknowledges it (stored with it).")
+@app_option
+@store_option
+@json_option
+def ack(alert_id: int, by: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
+    """Acknowledge alert ID: it is no longer open. A second acknowledgement keeps the first.
+
+    The task itself is not touched: retry or cancel it (`shepherd retry TASK`).
+    """
+    # `shepherd alerts --store URL ack ...`: the group's options count too.
+    parent = click.get_current_context().parent
+    given = parent.params if parent is not None else {}
+    app = open_for(app_spec or given.get("app_spec"), store or given.get("store"), existing=True)
+    done = run_with(app, lambda: app.acknowledge_alert(alert_id, by=by))
+    if as_json or given.get("as_json"):
+        echo_json(render_ops.acknowledged_json(done))
+    else:
+        render_ops.print_acknowledged(done, by=by)
+
+
 #: The commands of this module, for the `shepherd` group.
-COMMANDS = (breakers, workers, purge)
+COMMANDS = (breakers, workers, purge, alerts)

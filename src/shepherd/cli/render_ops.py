@@ -1,4 +1,4 @@
-"""What `shepherd breakers`, `workers` and `purge` print: fitted tables, or JSON."""
+"""What `shepherd breakers`, `workers`, `purge` and `alerts` print: fitted tables, or JSON."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ from shepherd.core.records import JsonValue
 from shepherd.core.workers import Worker
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import StoredAlert
     from shepherd.supervisor.retention import Purged
 
 __all__ = [
     "BreakerRow",
+    "acknowledged_json",
+    "alerts_json",
     "breakers_json",
+    "print_acknowledged",
+    "print_alerts",
     "print_breakers",
     "print_purged",
     "print_workers",
@@ -36,6 +41,17 @@ _BREAKER_COLUMNS = (
     Column("probe_at", "middle", drop=1),
 )
 _CHANGE_COLUMNS = (Column("at"), Column("service"), Column("change"), Column("detail", "wide"))
+_ALERT_COLUMNS = (
+    Column("id", right=True),
+    Column("task"),
+    Column("workflow", "middle", drop=3),
+    Column("key", "middle", drop=4),
+    Column("fails", "middle", drop=2, right=True),
+    Column("raised", "middle", drop=1),
+    Column("state"),
+    Column("by", "middle", drop=0),
+    Column("reason", "wide"),
+)
 _WORKER_COLUMNS = (
     Column("instance"),
     Column("host", "middle", drop=1),
@@ -155,4 +171,47 @@ def print_purged(done: Purged, ended_before: datetime | None) -> None:
     click.echo(
         f"purged {done.tasks} task{'' if done.tasks == 1 else 's'}{since}, "
         f"and {done.tombstones} expired key tombstone{'' if done.tombstones == 1 else 's'}"
+    )
+
+
+def alerts_json(alerts: Sequence[StoredAlert], *, more: bool) -> JsonValue:
+    """`shepherd alerts --json`: the alerts, how many, and whether more matched than shown."""
+    return {"alerts": [alert.to_json() for alert in alerts], "count": len(alerts), "more": more}
+
+
+def print_alerts(alerts: Sequence[StoredAlert], *, now: datetime, more: bool) -> None:
+    """A table of stored alerts, newest first, one line each, then how many were listed."""
+    if not alerts:
+        click.echo("no alerts")
+        return
+    rows = [
+        (
+            str(alert.id),
+            alert.task_id,
+            alert.workflow,
+            alert.key or "",
+            str(alert.failure_count),
+            age(now - alert.raised_at),
+            "open" if alert.is_open else "acknowledged",
+            alert.acknowledged_by or "",
+            alert.reason,
+        )
+        for alert in alerts
+    ]
+    echo_table(_ALERT_COLUMNS, rows, terminal_width())
+    count = f"{len(alerts)} alert{'' if len(alerts) == 1 else 's'}"
+    click.echo(f"{count} shown (more match; raise --limit)" if more else count)
+
+
+def acknowledged_json(alert: StoredAlert) -> JsonValue:
+    """`shepherd alerts ack --json`: the alert as stored after the acknowledgement."""
+    return {"acknowledged": alert.to_json()}
+
+
+def print_acknowledged(alert: StoredAlert, *, by: str) -> None:
+    """One line: who acknowledged the alert and when; says so when someone other than `by` had."""
+    already = "" if alert.acknowledged_by == by.strip() else "was already "
+    click.echo(
+        f"alert {alert.id} (task {alert.task_id}) {already}acknowledged by "
+        f"{alert.acknowledged_by} at {when(alert.acknowledged_at)}"
     )

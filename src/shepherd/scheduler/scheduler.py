@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any, final
 
 from shepherd.core import compensation, replay
+from shepherd.core.alerts import fail_reason
 from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState, StepKind
@@ -429,7 +430,8 @@ class Scheduler:
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
         )
         task_event(ctx.task_id, ctx.task.workflow, EventKind.ERROR, error.get("reason"))
-        self.raise_alert(ctx.task, reason=str(error.get("reason")))
+        # The same reason as the alert `fail_task` stored with the task.
+        self.raise_alert(ctx.task, reason=fail_reason(error))
 
 
 def _told(error: JsonValue) -> JsonValue:

@@ -27,6 +27,7 @@ __all__ = ["HANDLER_MODULES", "ReadTable", "WriteTable", "import_handlers"]
 
 #: The modules of each backend's package that file its handlers.
 HANDLER_MODULES = (
+    "alerts",
     "breakers",
     "calls",
     "crashes",

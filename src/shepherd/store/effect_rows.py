@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, final
 
+from shepherd.core import alerts
 from shepherd.core.effects import UNCHANGED, Claim, on_fail, on_finish, on_start_compensation
 from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
     from shepherd.store.ops import FinishTask
 
-__all__ = ["EffectRow", "Encoder", "effect_row", "owner_effect", "plan_finishes"]
+__all__ = ["EffectRow", "Encoder", "effect_row", "owner_alert", "owner_effect", "plan_finishes"]
 
 
 class Encoder(Protocol):
@@ -166,3 +167,15 @@ def owner_effect(op: FailTask | StartCompensation) -> TaskEffect:
     if isinstance(op, FailTask):
         return on_fail(op.state, op.error)
     return on_start_compensation(op.error)
+
+
+def owner_alert(op: FailTask | StartCompensation, *, failure_count: int) -> alerts.Raised | None:
+    """The alert an owner's write stores with its task: one for a `fail` into `error` only.
+
+    Args:
+        op: The write, once it changed the task.
+        failure_count: The task's failure count, as the write left it.
+    """
+    if isinstance(op, FailTask):
+        return alerts.on_fail(op.state, op.error, failure_count=failure_count)
+    return None

@@ -17,9 +17,11 @@ from shepherd.core.calls import NO_STATE, NoState
 from shepherd.core.resources import KEEP, Keep, ResourceChange
 from shepherd.errors import ConfigError
 from shepherd.store import ops
+from shepherd.store.alert_rows import checked_alert_id, checked_by, checked_limit
 from shepherd.store.resource_rows import checked_change, checked_name, checked_resource
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import StoredAlert
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.ownership import KeyLease, TakenKey
@@ -487,3 +489,12 @@ class Facade(ABC):
 
     async def resolver_version(self) -> int:
         return await self.read(ops.ResolverVersion())
+
+    # -- operator alerts (inputs checked before anything is queued) ---------
+    async def list_alerts(self, *, open_only: bool = False, limit: int = 100) -> list[StoredAlert]:
+        return await self.read(ops.ListAlerts(open_only=open_only, limit=checked_limit(limit)))
+
+    async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
+        return await self.write(
+            ops.AcknowledgeAlert(alert_id=checked_alert_id(alert_id), by=checked_by(by))
+        )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transform
 
+from shepherd.core.alerts import StoredAlert
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.ownership import KeyLease, TakenKey
@@ -51,6 +52,7 @@ R = TypeVar("R", covariant=True)
 
 __all__ = [
     "AbandonOnce",
+    "AcknowledgeAlert",
     "AcquireLease",
     "AcquireSlots",
     "AddResource",
@@ -82,6 +84,7 @@ __all__ = [
     "GetTombstone",
     "KeyBacklog",
     "KeyBacklogs",
+    "ListAlerts",
     "ListBreakers",
     "ListKeyLeases",
     "ListPartitions",
@@ -751,3 +754,26 @@ class TakeTokens(Write[tuple[int, float | None, float]]):
 
     resource: str
     want: int
+
+
+# -- operator alerts -------------------------------------------------------------
+# An alert row is written by the write that moves its task into `error`
+# (ApplySupervision, ApplyCrash, FailTask), in its transaction.
+@_op
+class ListAlerts(Read[list[StoredAlert]]):
+    """The stored alerts (only the unacknowledged ones if `open_only`), newest first."""
+
+    open_only: bool = False
+    limit: int = 100
+
+
+@_op
+class AcknowledgeAlert(Write[StoredAlert]):
+    """Acknowledge an alert by `by`; one acknowledged already keeps its first acknowledgement.
+
+    Returns the alert as stored; `UnknownAlertError` (nothing written) for an
+    unknown id.
+    """
+
+    alert_id: int
+    by: str

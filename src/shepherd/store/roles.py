@@ -28,6 +28,7 @@ from shepherd.core.records import (
 from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import StoredAlert
     from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
     from shepherd.core.breaker import Decision as BreakerDecision
     from shepherd.core.ownership import KeyLease, TakenKey
@@ -376,10 +377,11 @@ class RegistryStore(Protocol):
 
 
 class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
-    """What an operator's tools read and do: look tasks up, retry, cancel, purge.
+    """What an operator's tools read and do: look tasks up, retry, cancel, purge, alerts.
 
     The App's operator API (`get_task`, `list_tasks`, `history`, `retry`,
-    `cancel`) and the CLI's `show`, `tasks`, `workers`, `breakers` and `purge`."""
+    `cancel`, `alerts`, `acknowledge_alert`) and the CLI's `show`, `tasks`,
+    `workers`, `breakers`, `purge` and `alerts`."""
 
     async def get_tombstone(self, task_id: str) -> Tombstone | None:
         """The tombstone of a purged task, or None (never purged, or purged without a key)."""
@@ -421,6 +423,31 @@ class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
         self, *, service: str | None = None, limit: int = 50
     ) -> list[BreakerEvent]:
         """The latest breaker state changes (of one service, or all), newest first."""
+
+    async def list_alerts(self, *, open_only: bool = False, limit: int = 100) -> list[StoredAlert]:
+        """At most `limit` stored alerts (only those not acknowledged, if `open_only`), newest first.
+
+        An alert is stored by the write that moves its task into `error` (a
+        supervisor's escalation, a crash verdict's quarantine, an owner's
+        failure into `error`), in that write's transaction, and only when the
+        write took place: a fenced-off write stores none. Its `reason` and
+        `failure_count` are those the alert sinks are sent.
+
+        Raises:
+            ConfigError: `limit` is not a whole number of at least 1.
+        """
+
+    async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
+        """Acknowledge an alert (now, store clock, by `by`); the alert as stored.
+
+        An alert acknowledged already keeps its first acknowledgement, which
+        is returned. Bad input changes nothing.
+
+        Raises:
+            UnknownAlertError: No alert has that id.
+            ConfigError: `by` is empty (or not a str, too long, or holds a
+                control character), or `alert_id` is not a whole number.
+        """
 
 
 class ApplicationStore(Signalled, Protocol):

@@ -5,7 +5,8 @@ an expiry compared with the batch's (database) clock. A supervisor decision
 applies only while its author still holds the lease with the same epoch
 (checked under `FOR SHARE`, so no new leader can take over mid-transaction)
 and only if the task's `lock_epoch` has not moved on. `apply_effects` writes
-what `core.effects` makes of a decision, and of a crash verdict (`crashes`).
+what `core.effects` makes of a decision, and of a crash verdict (`crashes`),
+and stores the alert an escalation raises (`core.alerts`) with it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from shepherd.core.alerts import on_decision
 from shepherd.core.effects import on_supervision
 from shepherd.core.records import Task
 from shepherd.store.effect_rows import effect_row
 from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
+from shepherd.store.postgres.alerts import store_alert
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.effects import UPDATE, params, written
 from shepherd.store.postgres.reader import READS
@@ -25,6 +28,7 @@ from shepherd.store.postgres.rows import TASK_COLUMNS, lease_from_row, task_from
 from shepherd.store.postgres.tasks import limit_of
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import Raised
     from shepherd.core.effects import TaskEffect
     from shepherd.core.records import Lease
     from shepherd.store.postgres.batch import Batch
@@ -84,35 +88,43 @@ async def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[objec
     """Apply supervisor decisions, fenced by task epoch and leadership."""
     now = batch.now
     return await apply_effects(
-        batch, [(op.task, op.leader, on_supervision(op.decision, now=now)) for op in ops]
+        batch,
+        [
+            (op.task, op.leader, on_supervision(op.decision, now=now), on_decision(op.decision))
+            for op in ops
+        ],
     )
 
 
 async def apply_effects(
-    batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect]]
+    batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
 ) -> list[object]:
     """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
 
     Each is fenced twice: its leader must still lead, and the task must still
     be claimed at the `lock_epoch` the supervisor read (a row another session
-    holds is skipped). All are sent, then all are read.
+    holds is skipped). All are sent, then all are read. A write that raises an
+    alert (an escalation) stores it with the task, only where the task changed.
 
     Returns:
         True where the task was changed, False where a fence stopped the write.
     """
     now = batch.now
     sent = []
-    for task, leader, effect in writes:
+    for task, leader, effect, alert in writes:
         row = effect_row(task.id, effect, batch)
         fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
-        sent.append((task, row, await batch.send(_SUPERVISED, (*params(row, now), *fence))))
+        cursor = await batch.send(_SUPERVISED, (*params(row, now), *fence))
+        sent.append((task, row, alert, cursor))
     out: list[object] = []
     dropped: list[str] = []
-    for task, row, cursor in sent:
+    for task, row, alert, cursor in sent:
         if await cursor.fetchone() is None:
             out.append(False)  # the task moved on, or we are no longer the leader
             continue
         written(batch, row, task.key, task.reply_to)
+        if alert is not None:
+            await store_alert(batch, task.id, task.workflow, task.key, alert)
         if row.drop_requests:
             dropped.append(task.id)
         out.append(True)

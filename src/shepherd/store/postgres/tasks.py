@@ -26,9 +26,10 @@ from shepherd.payloads import dumps_detail
 from shepherd.store import ops
 from shepherd.store import signals as ch
 from shepherd.store.contract import NewTask, Submitted
-from shepherd.store.effect_rows import effect_row, owner_effect, plan_finishes
+from shepherd.store.effect_rows import effect_row, owner_alert, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
 from shepherd.store.postgres import retention
+from shepherd.store.postgres.alerts import store_alert
 from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
 from shepherd.store.postgres.reader import READS
@@ -115,7 +116,7 @@ _LOCK_OWNERS = (
 # coalesce(): see UNINDEXED_OWNER in postgres/rows.py.
 _OWNED = (
     UPDATE + " WHERE id = %s AND lock_epoch = %s AND coalesce(locked_by, '') = %s "
-    "RETURNING key, reply_to"
+    "RETURNING key, reply_to, workflow, failure_count"
 )
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%b::text[])"
 _RELEASE = (
@@ -304,7 +305,10 @@ async def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
 
 @WRITES.handles(ops.FailTask)
 async def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
-    """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
+    """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go.
+
+    A task failed into `error` gets its alert stored with it (`owner_alert`).
+    """
     return await _write_owned(batch, ops)
 
 
@@ -337,7 +341,11 @@ async def _write_owned(
         if found is None:
             out[i] = StaleEpochError(op.task_id, op.epoch)
             continue
-        written(batch, row, found[0], found[1])
+        key, reply_to, workflow, failure_count = found
+        written(batch, row, key, reply_to)
+        alert = owner_alert(op, failure_count=failure_count)
+        if alert is not None:
+            await store_alert(batch, op.task_id, workflow, key, alert)
         if row.drop_requests:
             dropped.append(op.task_id)
     if dropped:

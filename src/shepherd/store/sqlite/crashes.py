@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shepherd.core.alerts import on_decision
 from shepherd.core.effects import on_crash
 from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
 from shepherd.store.rows import unix_instant
@@ -59,8 +60,14 @@ def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
 
 @WRITES.handles(ApplyCrash)
 def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
-    """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease."""
-    return apply_effects(batch, [(op.task, op.leader, on_crash(op.decision)) for op in ops])
+    """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease.
+
+    A quarantine (`Escalate`) stores its alert with the task.
+    """
+    return apply_effects(
+        batch,
+        [(op.task, op.leader, on_crash(op.decision), on_decision(op.decision)) for op in ops],
+    )
 
 
 # -- reads ---------------------------------------------------------------------

@@ -5,7 +5,8 @@ an expiry compared with the batch's clock. A supervisor decision applies only
 while its author still holds the lease with the same epoch (`leads`, read
 under the write lock, so no new leader can take over mid-transaction) and only
 if the task's `lock_epoch` has not moved on. `apply_effects` writes what
-`core.effects` makes of a decision, and of a crash verdict (`crashes`).
+`core.effects` makes of a decision, and of a crash verdict (`crashes`), and
+stores the alert an escalation raises (`core.alerts`) with it.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from shepherd.core.alerts import on_decision
 from shepherd.core.effects import on_supervision
 from shepherd.core.records import Lease, Task
 from shepherd.store.effect_rows import effect_row
 from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
+from shepherd.store.sqlite.alerts import store_alert
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.effects import UPDATE, params, written
 from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import Raised
     from shepherd.core.effects import TaskEffect
     from shepherd.store.sqlite.batch import Batch, EventRow
 
@@ -93,15 +97,22 @@ def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions on expired claims: True where the task was changed."""
     now = datetime.fromtimestamp(batch.now, UTC)
     return apply_effects(
-        batch, [(op.task, op.leader, on_supervision(op.decision, now=now)) for op in ops]
+        batch,
+        [
+            (op.task, op.leader, on_supervision(op.decision, now=now), on_decision(op.decision))
+            for op in ops
+        ],
     )
 
 
-def apply_effects(batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect]]) -> list[object]:
+def apply_effects(
+    batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
+) -> list[object]:
     """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
 
     Each is fenced twice: its leader must still lead, and the task must still
-    be claimed at the `lock_epoch` the supervisor read.
+    be claimed at the `lock_epoch` the supervisor read. A write that raises an
+    alert (an escalation) stores it with the task, only where the task changed.
 
     Returns:
         True where the task was changed, False where a fence stopped the write.
@@ -109,7 +120,7 @@ def apply_effects(batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect]]
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
-    for task, leader, effect in writes:
+    for task, leader, effect, alert in writes:
         if not leads(conn, leader, now):
             out.append(False)  # no longer the leader: fenced off
             continue
@@ -119,6 +130,8 @@ def apply_effects(batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect]]
             out.append(False)  # the task moved on
             continue
         events.append(written(batch, row, task.key, task.reply_to))
+        if alert is not None:
+            store_alert(batch, task.id, task.workflow, task.key, alert)
         out.append(True)
     batch.events(events)
     return out

@@ -23,10 +23,11 @@ from shepherd.payloads import dumps_detail
 from shepherd.store import ops
 from shepherd.store import signals as ch
 from shepherd.store.contract import Submitted
-from shepherd.store.effect_rows import effect_row, owner_effect, plan_finishes
+from shepherd.store.effect_rows import effect_row, owner_alert, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite import retention
+from shepherd.store.sqlite.alerts import store_alert
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.effects import UPDATE, params, written
 from shepherd.store.sqlite.rows import (
@@ -80,7 +81,7 @@ _CLAIM = (
 )
 # The owner's fence: the task is still held by that owner, at that epoch.
 _OWNED = UPDATE + " WHERE id = ? AND lock_epoch = ? AND locked_by = ?"
-_OWNED_RETURNING = _OWNED + " RETURNING key, reply_to"
+_OWNED_RETURNING = _OWNED + " RETURNING key, reply_to, workflow, failure_count"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 _RELEASE = (
     "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
@@ -210,7 +211,10 @@ def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
 
 @WRITES.handles(ops.FailTask)
 def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
-    """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go."""
+    """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go.
+
+    A task failed into `error` gets its alert stored with it (`owner_alert`).
+    """
     return _write_owned(batch, ops)
 
 
@@ -238,6 +242,9 @@ def _write_owned(batch: Batch, ops: Sequence[ops.FailTask | ops.StartCompensatio
             out.append(StaleEpochError(task_id, epoch))
             continue
         events.append(written(batch, row, returned["key"], returned["reply_to"]))
+        alert = owner_alert(op, failure_count=returned["failure_count"])
+        if alert is not None:
+            store_alert(batch, task_id, returned["workflow"], returned["key"], alert)
         out.append(None)
     batch.events(events)
     return out

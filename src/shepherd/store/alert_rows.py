@@ -1,0 +1,113 @@
+"""Stored operator alerts as rows, for both backends; and the checks before an operator's read or write.
+
+An alert row is inserted by the write that moves its task into `error`, in
+its transaction (`INSERT_COLUMNS`, in that order). Every input of
+`list_alerts` and `acknowledge_alert` is checked here, by the facade, before
+an operation is queued: a refused one raises a `ShepherdError` naming what
+was wrong, and nothing is read or written.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from shepherd.core.alerts import StoredAlert
+from shepherd.errors import ConfigError, UnknownAlertError
+from shepherd.store.rows import Columns, Instant, Row
+
+__all__ = [
+    "ALERT_COLUMNS",
+    "INSERT_COLUMNS",
+    "MAX_BY_CHARS",
+    "AlertCol",
+    "alert_from_row",
+    "checked_alert_id",
+    "checked_by",
+    "checked_limit",
+]
+
+#: The most characters an acknowledgement's `by` may have.
+MAX_BY_CHARS = 200
+#: The largest id either backend can store (a signed 64-bit integer).
+_MAX_ID = 2**63 - 1
+#: The columns an alert is inserted with, in this order.
+INSERT_COLUMNS = "task_id, workflow, key, reason, failure_count, raised_at"
+
+
+class AlertCol(Columns):
+    """A row of ALERT_COLUMNS."""
+
+    ID: ClassVar[int]
+    TASK_ID: ClassVar[int]
+    WORKFLOW: ClassVar[int]
+    KEY: ClassVar[int]
+    REASON: ClassVar[int]
+    FAILURE_COUNT: ClassVar[int]
+    RAISED_AT: ClassVar[int]
+    ACKNOWLEDGED_AT: ClassVar[int]
+    ACKNOWLEDGED_BY: ClassVar[int]
+
+
+ALERT_COLUMNS = AlertCol.select()
+
+
+def alert_from_row(row: Row, instant: Instant) -> StoredAlert:
+    """A StoredAlert from a row of ALERT_COLUMNS (`instant`: the backend's time column to UTC)."""
+    alert_id, task_id, workflow, key, reason, failure_count, raised_at, acked_at, acked_by = row
+    return StoredAlert(
+        id=int(alert_id),
+        task_id=task_id,
+        workflow=workflow,
+        key=key,
+        reason=reason,
+        failure_count=int(failure_count),
+        raised_at=instant(raised_at),
+        acknowledged_at=None if acked_at is None else instant(acked_at),
+        acknowledged_by=acked_by,
+    )
+
+
+def checked_alert_id(alert_id: object) -> int:
+    """`alert_id` if it can be an alert's id.
+
+    Raises:
+        ConfigError: It is not a whole number (field `alert_id`).
+        UnknownAlertError: It is a whole number no alert can have (below 1, or
+            past what the store can hold).
+    """
+    if isinstance(alert_id, bool) or not isinstance(alert_id, int):
+        raise ConfigError("alert_id", f"an alert's id is a whole number, not {alert_id!r}")
+    if not 1 <= alert_id <= _MAX_ID:
+        raise UnknownAlertError(alert_id)
+    return alert_id
+
+
+def checked_by(by: object) -> str:
+    """Who acknowledges an alert, as stored: `by` without surrounding spaces.
+
+    Raises:
+        ConfigError: `by` is not a str, is empty (or only spaces), is longer
+            than MAX_BY_CHARS, or holds a control character or a lone
+            surrogate (field `by`).
+    """
+    if not isinstance(by, str):
+        raise ConfigError("by", f"who acknowledges an alert is a str, not {type(by).__name__}")
+    name = by.strip()
+    if not name:
+        raise ConfigError("by", "an acknowledgement must say who acknowledges it: 'by' is empty")
+    if len(name) > MAX_BY_CHARS:
+        raise ConfigError("by", f"{name[:40]!r}... is longer than {MAX_BY_CHARS} characters")
+    if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
+        raise ConfigError("by", f"{name!r} contains a control character or a lone surrogate")
+    return name
+
+
+def checked_limit(limit: object) -> int:
+    """`limit` if it is a whole number of at least 1 (capped at what a store's LIMIT takes).
+
+    Raises:
+        ConfigError: It is not (field `limit`).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError("limit", f"must be a whole number of at least 1, not {limit!r}")
+    return min(limit, _MAX_ID)
