@@ -122,3 +122,54 @@ async def test_a_poison_head_is_given_up_and_the_key_moves_on(store: Store) -> N
     assert answer.body["type"] == GAVE_UP
     assert await next_calls(store, "csv", "p1", epoch) == ["next"]
     assert await store.waiting_keys(AGENT) == ["csv"]
+
+
+async def test_answers_take_the_next_batch_when_it_is_due(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    for n in range(5):
+        await send(store, f"c{n}", "csv")
+    epoch = await own(store, "csv", "p1")
+    assert await next_calls(store, "csv", "p1", epoch, limit=2) == ["c0", "c1"]
+
+    # Three wait, fewer than max_items, the oldest not max_delay old: nothing taken.
+    owned, taken, given_up = await store.answer_and_take(
+        AGENT, "csv", owner="p1", epoch=epoch, answers=[("c0", 1, True, 0)],
+        max_items=10, max_delay=1.0,
+    )  # fmt: skip
+    assert (owned, taken, given_up) == (True, [], [])
+    # A full batch is taken at once, in order, with the answers' commit.
+    owned, taken, _ = await store.answer_and_take(
+        AGENT, "csv", owner="p1", epoch=epoch, answers=[("c1", 1, True, 1)],
+        max_items=3, max_delay=1.0,
+    )  # fmt: skip
+    assert owned
+    assert [c.call_id for c in taken] == ["c2", "c3", "c4"]
+    assert await store.get_answers(["c0", "c1"]) == {
+        "c0": CallAnswer(ok=True, body=0),
+        "c1": CallAnswer(ok=True, body=1),
+    }
+    # Once the oldest waited max_delay, a smaller batch is due too.
+    await send(store, "c5", "csv")
+    fake_clock.advance(1.5)
+    owned, taken, _ = await store.answer_and_take(
+        AGENT, "csv", owner="p1", epoch=epoch, answers=[("c2", 1, True, 2)],
+        max_items=10, max_delay=1.0,
+    )  # fmt: skip
+    assert [c.call_id for c in taken] == ["c3", "c4", "c5"]
+
+
+async def test_a_stale_owner_answers_and_takes_nothing(store: Store, fake_clock: FakeClock) -> None:
+    await send(store, "a", "csv")
+    await send(store, "b", "csv")
+    old = await own(store, "csv", "p1")
+    await next_calls(store, "csv", "p1", old)
+    fake_clock.advance(LEASE + 1)
+    await own(store, "csv", "p2")
+
+    result = await store.answer_and_take(
+        AGENT, "csv", owner="p1", epoch=old, answers=[("a", 1, True, "stale")],
+        max_items=1, max_delay=0.0,
+    )  # fmt: skip
+    assert result == (False, [], [])
+    assert await store.get_answers(["a"]) == {}

@@ -233,47 +233,58 @@ class OwnerServer:
 
     async def _serve(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
         """Take the key's calls one at a time (or a batch at a time), in order; answer
-        each handling's calls with the owner state, in one transaction."""
+        each handling's calls with the owner state, in one transaction.
+
+        A batch's answers also take the key's next batch when it is due (one
+        commit per flush while the key is busy).
+        """
         spec = self.agents[agent]
         batch = spec.batch
         limit = 1 if batch is None else batch.max_items
         backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
         #: Whether the next look at the backlog must read it anew (after this key's flush).
         fresh = True
+        #: Calls taken with the last answers, to handle next.
+        taken: list[CallRequest] = []
         while True:
-            wake = self.store.signals.event(ch.CALLS)
-            try:
-                if batch is not None:
-                    due = await self._due(agent, key, batch, wake, fresh=fresh)
-                    fresh = False
-                    if due is None or due > 0:
-                        idle = backoff.next(found=False) if due is None else due
-                        await self.clock.wait_event(wake, idle)
-                        continue
-                taken, given_up = await self.store.take_key_calls(
-                    agent, key, owner=self.owner, epoch=epoch, limit=limit
-                )
-            except StoreUnavailableError as exc:
-                await self.outage.pause(exc)
-                continue
-            for call in given_up:
-                log.error(
-                    "call %s to %s given up after %d handlings", call.call_id, agent, call.attempt
-                )
-                self.gave_up(call)
+            given_up: list[CallRequest] = []
             if not taken:
-                if not given_up:
-                    await self.clock.wait_event(wake, backoff.next(found=False))
-                continue
+                wake = self.store.signals.event(ch.CALLS)
+                try:
+                    if batch is not None:
+                        due = await self._due(agent, key, batch, wake, fresh=fresh)
+                        fresh = False
+                        if due is None or due > 0:
+                            idle = backoff.next(found=False) if due is None else due
+                            await self.clock.wait_event(wake, idle)
+                            continue
+                    taken, given_up = await self.store.take_key_calls(
+                        agent, key, owner=self.owner, epoch=epoch, limit=limit
+                    )
+                except StoreUnavailableError as exc:
+                    await self.outage.pause(exc)
+                    continue
+                self._gave_up(agent, given_up)
+                if not taken:
+                    if not given_up:
+                        await self.clock.wait_event(wake, backoff.next(found=False))
+                    continue
             backoff.next(found=True)
             fresh = True
             self._busy.add((agent, key))
             try:
-                owned, state = await self._handle(spec, taken, epoch, state)
+                owned, state, taken = await self._handle(spec, taken, epoch, state)
             finally:
                 self._busy.discard((agent, key))
             if not owned:
                 return
+
+    def _gave_up(self, agent: str, calls: list[CallRequest]) -> None:
+        for call in calls:
+            log.error(
+                "call %s to %s given up after %d handlings", call.call_id, agent, call.attempt
+            )
+            self.gave_up(call)
 
     async def _due(
         self, agent: str, key: str, batch: Batch, wake: asyncio.Event, *, fresh: bool
@@ -307,13 +318,13 @@ class OwnerServer:
 
     async def _handle(
         self, spec: Agent, calls: list[CallRequest], epoch: int, state: JsonValue
-    ) -> tuple[bool, JsonValue]:
+    ) -> tuple[bool, JsonValue, list[CallRequest]]:
         """Handle calls of one key (one, or a batch) and answer them with the owner state.
 
         Every request of a batch sees the same owner state; the one committed is
         the last one a request was given (`request.owner_state = ...`), else the
         shared one, changed in place or not. Returns whether the key is still
-        owned, and its owner state now.
+        owned, its owner state now, and the next batch if the answers took it.
         """
         shared = copy.deepcopy(state)
         requests = []
@@ -331,35 +342,45 @@ class OwnerServer:
         else:
             answers = await handle_batch(spec, requests, calls, clock=clock, store=store, rng=rng)
         if answers is None:
-            return True, state  # taken again: its handlings are counted, a poison call ends
+            return True, state, []  # taken again: its handlings are counted, a poison call ends
         new_state = next(
             (r.owner_state for r in reversed(requests) if r.owner_state is not shared), shared
         )
         changed = new_state != state
+        key = str(calls[0].owner_key)
+        written = [
+            (call.call_id, call.attempt, ok, body)
+            for call, (ok, body) in zip(calls, answers, strict=True)
+        ]
+        committed = new_state if changed else NO_STATE
+        following: list[CallRequest] = []
         try:
-            owned = await self.store.answer_owned(
-                spec.name,
-                str(calls[0].owner_key),
-                owner=self.owner,
-                epoch=epoch,
-                answers=[
-                    (call.call_id, call.attempt, ok, body)
-                    for call, (ok, body) in zip(calls, answers, strict=True)
-                ],
-                state=new_state if changed else NO_STATE,
-            )
+            if spec.batch is None:
+                owned = await self.store.answer_owned(
+                    spec.name, key, owner=self.owner, epoch=epoch, answers=written, state=committed
+                )
+            else:
+                owned, following, given_up = await self.store.answer_and_take(
+                    spec.name,
+                    key,
+                    owner=self.owner,
+                    epoch=epoch,
+                    answers=written,
+                    state=committed,
+                    max_items=spec.batch.max_items,
+                    max_delay=spec.batch.max_delay,
+                )
+                self._gave_up(spec.name, given_up)
         except StoreUnavailableError as exc:
-            log.warning(
-                "calls of key %r: answers not stored (%s); taken again", calls[0].owner_key, exc
-            )
-            return True, state
+            log.warning("calls of key %r: answers not stored (%s); taken again", key, exc)
+            return True, state, []
         if not owned:
             log.warning(
                 "%s: key %r moved to another owner; its answers were refused",
                 spec.name,
                 calls[0].owner_key,
             )
-            return False, state
+            return False, state, []
         self.answered += len(calls)
         self.flushes += 1
-        return True, new_state
+        return True, new_state, following

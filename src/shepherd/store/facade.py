@@ -266,6 +266,31 @@ class Facade(ABC):
     async def key_backlog(self, agent: str, key: str) -> tuple[int, datetime | None]:
         return await self.read(ops.KeyBacklog(agent=agent, key=key))
 
+    async def answer_and_take(
+        self,
+        agent: str,
+        key: str,
+        *,
+        owner: str,
+        epoch: int,
+        answers: Sequence[tuple[str, int, bool, JsonValue]],
+        state: JsonValue | NoState = NO_STATE,
+        max_items: int,
+        max_delay: float,
+    ) -> tuple[bool, list[CallRequest], list[CallRequest]]:
+        answer = ops.AnswerOwned(
+            agent=agent,
+            key=key,
+            owner=owner,
+            epoch=epoch,
+            answers=tuple(answers),
+            set_state=not isinstance(state, NoState),
+            state=None if isinstance(state, NoState) else state,
+        )
+        return await self.write(
+            ops.AnswerAndTake(answer=answer, max_items=max_items, max_delay=max_delay)
+        )
+
     async def waiting_keys(self, agent: str) -> list[str]:
         return await self.read(ops.WaitingKeys(agent=agent))
 

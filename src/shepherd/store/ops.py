@@ -56,6 +56,7 @@ __all__ = [
     "AcquireLease",
     "AcquireSlots",
     "AddResource",
+    "AnswerAndTake",
     "AnswerCall",
     "AnswerOwned",
     "ApplyCrash",
@@ -727,6 +728,20 @@ class AnswerOwned(Write[bool]):
     answers: tuple[tuple[str, int, bool, JsonValue], ...]
     set_state: bool = False
     state: JsonValue = None
+
+
+@_op
+class AnswerAndTake(Write[tuple[bool, list[CallRequest], list[CallRequest]]]):
+    """`answer`, then, in the same transaction, the key's next batch if it is due.
+
+    The next batch is due when `max_items` calls wait or the oldest has waited
+    `max_delay` seconds; it is taken as `TakeKeyCalls` takes. Returns (owned,
+    taken, given up); nothing is taken for a stale owner.
+    """
+
+    answer: AnswerOwned
+    max_items: int
+    max_delay: float
 
 
 @_op

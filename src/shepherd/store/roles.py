@@ -617,6 +617,25 @@ class OwnerStore(Clocked, Protocol):
             PayloadError: `state` is not JSON or is too large (nothing written).
         """
 
+    async def answer_and_take(
+        self,
+        agent: str,
+        key: str,
+        *,
+        owner: str,
+        epoch: int,
+        answers: Sequence[tuple[str, int, bool, JsonValue]],
+        state: JsonValue | NoState = NO_STATE,
+        max_items: int,
+        max_delay: float,
+    ) -> tuple[bool, list[CallRequest], list[CallRequest]]:
+        """`answer_owned`, then, in the same transaction, the key's next batch if it is due.
+
+        Due: `max_items` calls wait, or the oldest has waited `max_delay` seconds;
+        taken as `take_key_calls` takes. Returns (owned, taken, given up): one
+        commit per flush for a busy key instead of two.
+        """
+
     async def list_key_leases(self, agent: str) -> list[KeyLease]:
         """The owned keys of `agent`, by key (expired leases too, until taken again)."""
 

@@ -16,6 +16,7 @@ from shepherd.core.records import CallAnswer, CallRequest
 from shepherd.payloads import loads
 from shepherd.store import signals as ch
 from shepherd.store.ops import (
+    AnswerAndTake,
     AnswerCall,
     AnswerOwned,
     GetAnswers,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.reader import Reader
 
 __all__ = [
+    "answer_and_take",
     "answer_call",
     "answer_owned",
     "get_answers",
@@ -236,6 +238,30 @@ async def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]
         if op.set_state:
             await batch.send(_SET_STATE, (state, now, op.agent, op.key))
         out.append(True)
+    return out
+
+
+@WRITES.handles(AnswerAndTake)
+async def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[object]:
+    """Each owner's answers and state, then its key's next batch if due (one transaction)."""
+    now = batch.now
+    out: list[object] = []
+    answered = await answer_owned(batch, [o.answer for o in ops])
+    for op, owned in zip(ops, answered, strict=True):
+        if owned is not True:
+            out.append(owned if isinstance(owned, Exception) else (False, [], []))
+            continue
+        a = op.answer
+        row = await (await batch.send(_BACKLOG, (a.agent, a.key))).fetchone()
+        count, oldest = (0, None) if row is None else row
+        due = count and (
+            count >= op.max_items or (now - utc(oldest)).total_seconds() >= op.max_delay
+        )
+        if due:
+            cursor = await batch.send(_OF_KEY, (a.agent, a.key, now, op.max_items))
+            out.append((True, *await _take(batch, await cursor.fetchall(), a.owner)))
+        else:
+            out.append((True, [], []))
     return out
 
 

@@ -18,6 +18,7 @@ from shepherd.core.records import CallAnswer, CallRequest
 from shepherd.payloads import loads
 from shepherd.store import signals as ch
 from shepherd.store.ops import (
+    AnswerAndTake,
     AnswerCall,
     AnswerOwned,
     GetAnswers,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from shepherd.store.sqlite.batch import Batch
 
 __all__ = [
+    "answer_and_take",
     "answer_call",
     "answer_owned",
     "get_answers",
@@ -220,6 +222,25 @@ def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
         if op.set_state:
             conn.execute(_SET_STATE, (state, now, op.agent, op.key))
         out.append(True)
+    return out
+
+
+@WRITES.handles(AnswerAndTake)
+def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[object]:
+    """Each owner's answers and state, then its key's next batch if due (one transaction)."""
+    conn, now = batch.conn, batch.now
+    out: list[object] = []
+    for op, owned in zip(ops, answer_owned(batch, [o.answer for o in ops]), strict=True):
+        if owned is not True:
+            out.append(owned if isinstance(owned, Exception) else (False, [], []))
+            continue
+        a = op.answer
+        count, oldest = conn.execute(_BACKLOG, (a.agent, a.key, now)).fetchone()
+        if count and (count >= op.max_items or now - float(oldest) >= op.max_delay):
+            waiting = conn.execute(_OF_KEY, (a.agent, a.key, now, op.max_items)).fetchall()
+            out.append((True, *_take(batch, waiting, a.owner)))
+        else:
+            out.append((True, [], []))
     return out
 
 
