@@ -145,7 +145,7 @@ def test_bench_rejects_an_unknown_workload() -> None:
         check=False,
     )
     assert proc.returncode == 2
-    assert "unknown workload 'W9'; choose from W1, W2, W3, W4, W6, lone, soak" in proc.stderr
+    assert "unknown workload 'W9'; choose from W1, W2, W3, W4, W5, W6, lone, soak" in proc.stderr
 
 
 def test_bench_help_lists_the_options() -> None:
