@@ -278,15 +278,7 @@ class Facade(ABC):
         max_items: int,
         max_delay: float,
     ) -> tuple[bool, list[CallRequest], list[CallRequest]]:
-        answer = ops.AnswerOwned(
-            agent=agent,
-            key=key,
-            owner=owner,
-            epoch=epoch,
-            answers=tuple(answers),
-            set_state=not isinstance(state, NoState),
-            state=None if isinstance(state, NoState) else state,
-        )
+        answer = _answer_owned(agent, key, owner, epoch, answers, state)
         return await self.write(
             ops.AnswerAndTake(answer=answer, max_items=max_items, max_delay=max_delay)
         )
@@ -311,17 +303,7 @@ class Facade(ABC):
         answers: Sequence[tuple[str, int, bool, JsonValue]],
         state: JsonValue | NoState = NO_STATE,
     ) -> bool:
-        return await self.write(
-            ops.AnswerOwned(
-                agent=agent,
-                key=key,
-                owner=owner,
-                epoch=epoch,
-                answers=tuple(answers),
-                set_state=not isinstance(state, NoState),
-                state=None if isinstance(state, NoState) else state,
-            )
-        )
+        return await self.write(_answer_owned(agent, key, owner, epoch, answers, state))
 
     async def take_calls(
         self, *, worker: str, agents: Sequence[str], limit: int
@@ -523,3 +505,23 @@ class Facade(ABC):
         return await self.write(
             ops.AcknowledgeAlert(alert_id=checked_alert_id(alert_id), by=checked_by(by))
         )
+
+
+def _answer_owned(
+    agent: str,
+    key: str,
+    owner: str,
+    epoch: int,
+    answers: Sequence[tuple[str, int, bool, JsonValue]],
+    state: JsonValue | NoState,
+) -> ops.AnswerOwned:
+    """The operation that answers calls of one key and sets (or keeps) its owner state."""
+    return ops.AnswerOwned(
+        agent=agent,
+        key=key,
+        owner=owner,
+        epoch=epoch,
+        answers=tuple(answers),
+        set_state=not isinstance(state, NoState),
+        state=None if isinstance(state, NoState) else state,
+    )
