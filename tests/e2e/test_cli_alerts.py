@@ -6,13 +6,13 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from shepherd.core.states import ProcessState
 from shepherd.store import open_store
 from shepherd.store.contract import NewTask
+from support.cli_checks import ok, ok_json, refused
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -30,23 +30,6 @@ def cli(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
         return shepherd_cli(*args, env=env)
 
     return run
-
-
-def ok(completed: subprocess.CompletedProcess[str]) -> str:
-    assert completed.returncode == 0, completed.stderr
-    return completed.stdout
-
-
-def ok_json(completed: subprocess.CompletedProcess[str]) -> Any:
-    return json.loads(ok(completed))
-
-
-def refused(completed: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The one-line error of a command that failed with `code`."""
-    assert completed.returncode == code, (completed.stdout, completed.stderr)
-    (line,) = completed.stderr.strip().splitlines()
-    assert line.startswith("error: ")
-    return line
 
 
 def failed_tasks(url: str, keys: list[str]) -> list[str]:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from support.cli_checks import ok, ok_json, refused
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -32,23 +34,6 @@ def cli(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
         return shepherd_cli(*args, env=env)
 
     return run
-
-
-def ok(completed: subprocess.CompletedProcess[str]) -> str:
-    assert completed.returncode == 0, completed.stderr
-    return completed.stdout
-
-
-def ok_json(completed: subprocess.CompletedProcess[str]) -> Any:
-    return json.loads(ok(completed))
-
-
-def refused(completed: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The one-line error of a command that failed with `code`."""
-    assert completed.returncode == code, (completed.stdout, completed.stderr)
-    (line,) = completed.stderr.strip().splitlines()
-    assert line.startswith("error: ")
-    return line
 
 
 def state(cli: Cli) -> tuple[Any, Any]:

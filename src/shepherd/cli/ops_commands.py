@@ -18,6 +18,7 @@ from shepherd.cli.options import (
     app_option,
     duration_option,
     json_option,
+    limit_option,
     open_for,
     store_option,
 )
@@ -158,13 +159,7 @@ def purge(older_than: timedelta, app_spec: str | None, store: str | None, as_jso
 @click.group(invoke_without_command=True)
 @app_option
 @click.option("--open", "open_only", is_flag=True, help="Only the alerts not acknowledged yet.")
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="List at most this many.",
-)
+@limit_option
 @store_option
 @json_option
 @click.pass_context

@@ -117,6 +117,17 @@ def json_option(fn: F) -> F:
     )(fn)
 
 
+def limit_option(fn: F) -> F:
+    """`--limit N`: list at most N rows (100 by default)."""
+    return click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=100,
+        show_default=True,
+        help="List at most this many.",
+    )(fn)
+
+
 def require_app(spec: str | None) -> str:
     """The app spec of a command that runs the app's code, or a usage error."""
     if spec is None:

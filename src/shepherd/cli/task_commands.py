@@ -21,6 +21,7 @@ from shepherd.cli.options import (
     app_option,
     duration_option,
     json_option,
+    limit_option,
     open_for,
     states_option,
     store_option,
@@ -68,13 +69,7 @@ def _task_argument(fn: F) -> F:
     metavar="DURATION",
     help="Only tasks created or changed within this long (30s, 15m, 1h, 2d).",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="List at most this many.",
-)
+@limit_option
 @store_option
 @json_option
 def tasks(
