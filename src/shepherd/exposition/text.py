@@ -1,0 +1,82 @@
+"""One scrape: the process's own metrics, then the store's gauges read now.
+
+The gauges cost a few indexed reads per scrape and nothing between scrapes:
+`count_tasks` (one grouped count over the tasks' state index) and
+`list_breakers` (one row per service); no step of a task waits for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, final
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from shepherd.core.breaker import BreakerState
+from shepherd.core.states import ProcessState
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from shepherd.app import App
+    from shepherd.store.contract import Store
+
+__all__ = ["CONTENT_TYPE", "metrics_text", "store_families"]
+
+#: The Content-Type of `metrics_text`'s answer: Prometheus' text format 0.0.4.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+async def metrics_text(app: App) -> bytes:
+    """Everything Prometheus scrapes from this process, in its text format.
+
+    The counters and histograms of `app.metrics` (this process's own), then the
+    store's gauges (`store_families`), read now.
+
+    Raises:
+        StoreUnavailableError: The store cannot be read now (a scrape then
+            answers 503; the process's roles carry on).
+    """
+    await app.open()
+    gauges = CollectorRegistry(auto_describe=False)
+    gauges.register(_Families(await store_families(app.store, agents=app.agents)))
+    return generate_latest(app.metrics.registry) + generate_latest(gauges)
+
+
+async def store_families(store: Store, *, agents: Iterable[str] = ()) -> list[Metric]:
+    """The gauges read from the store: tasks by state, and each breaker's state.
+
+    Every state and every agent in `agents` is listed, at 0 when the store has
+    nothing for it, so that a series does not vanish when its count drops to 0.
+    """
+    counts = await store.count_tasks()
+    breakers = await store.list_breakers()
+    tasks = GaugeMetricFamily(
+        "shepherd_tasks",
+        "Tasks in the store, by process_state (read from the store at scrape time).",
+        labels=["process_state"],
+    )
+    for process_state in ProcessState:
+        tasks.add_metric([process_state.value], counts.get(process_state, 0))
+    breaker = GaugeMetricFamily(
+        "shepherd_breaker_state",
+        "Circuit breaker state per service: 1 for the state it is in, 0 for the others.",
+        labels=["service", "state"],
+    )
+    for stored in breakers:
+        for state in BreakerState:
+            breaker.add_metric([stored.service, state.value], float(stored.state is state))
+    return [tasks, breaker]
+
+
+@final
+class _Families(Collector):
+    """Metric families computed already, handed to prometheus-client's text writer."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
