@@ -813,6 +813,7 @@ class App:
             agents=self.agents,
             raise_alert=self.raise_alert,
             resolver=self.resolver,
+            metrics=self.metrics,
         )
 
     def build_agent_worker(
@@ -862,6 +863,7 @@ class App:
             workflows=self.workflows,
             raise_alert=self.raise_alert,
             rng=rng,
+            metrics=self.metrics,
         )
 
     def build_registry(

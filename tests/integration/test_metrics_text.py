@@ -7,12 +7,15 @@ gauges show the tasks by state, the queues per agent and the breakers.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from shepherd import ProcessState
+from shepherd import BreakerPolicy, ProcessState, TaskFailedError
 from shepherd.exposition import CONTENT_TYPE, metrics_text
+from shepherd.testing import wait_until
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, App, WorkflowContext
@@ -59,6 +62,79 @@ async def test_counters_and_task_gauges_move_when_tasks_run(app: App) -> None:
 
     samples = await scrape(app)
 
-    assert samples[("shepherd_agent_calls_total", (("agent", "echo"),))] == 3.0
+    agent = (("agent", "echo"),)
+    workflow = (("workflow", "orders.echo"),)
+    assert samples[("shepherd_agent_calls_total", agent)] == 3.0
+    assert samples[("shepherd_step_duration_seconds_count", agent)] == 3.0
+    assert samples[("shepherd_step_duration_seconds_bucket", (*agent, ("le", "+Inf")))] == 3.0
+    assert samples[("shepherd_request_claim_lag_seconds_count", agent)] == 3.0
+    assert samples[("shepherd_task_claim_lag_seconds_count", workflow)] == 3.0
+    ended = (("process_state", "processed"), ("workflow", "orders.echo"))
+    assert samples[("shepherd_tasks_ended_total", ended)] == 3.0
     assert tasks_in(samples, ProcessState.PROCESSED) == 3.0
     assert tasks_in(samples, ProcessState.PENDING) == 0.0
+    assert samples[("shepherd_queue_requests", (*agent, ("state", "waiting")))] == 0.0
+
+
+async def test_queue_gauges_show_requests_and_calls_waiting_for_an_agent(app: App) -> None:
+    @app.agent("echo")
+    async def echo(request: AgentRequest) -> JsonValue:
+        return request.payload
+
+    @app.workflow("orders.echo")
+    async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("echo", data)
+
+    await app.store.send_call("c1", "echo", {"n": 1}, within=5.0, max_attempts=1, expires_in=60)
+    # No agent role runs: the steps' requests wait in the agent's queue.
+    async with app.running(roles=("scheduler",)):
+        for n in range(2):
+            await app.submit("orders.echo", {"n": n})
+        key = ("shepherd_queue_requests", (("agent", "echo"), ("state", "waiting")))
+
+        async def two_waiting() -> bool:
+            return (await scrape(app))[key] == 2.0
+
+        await wait_until(two_waiting, timeout=PATIENCE, message="no requests waiting")
+
+    samples = await scrape(app)
+    calls = ("shepherd_queue_calls", (("agent", "echo"), ("state", "waiting")))
+    assert samples[calls] == 1.0
+    assert (
+        tasks_in(samples, ProcessState.PENDING) + tasks_in(samples, ProcessState.PROCESSING) == 2.0
+    )
+
+
+async def test_the_breaker_gauge_shows_each_service_in_one_state(app: App) -> None:
+    await app.open()
+    await app.store.breaker_report("payments", BreakerPolicy(failure_threshold=1), failed=True)
+    await app.store.breaker_report("email", BreakerPolicy(), failed=False)
+
+    samples = await scrape(app)
+
+    def state(service: str, name: str) -> float:
+        return samples[("shepherd_breaker_state", (("service", service), ("state", name)))]
+
+    assert [state("payments", s) for s in ("closed", "open", "half_open")] == [0.0, 1.0, 0.0]
+    assert [state("email", s) for s in ("closed", "open", "half_open")] == [1.0, 0.0, 0.0]
+
+
+async def test_supervisor_resets_and_escalations_are_counted(app: App) -> None:
+    @app.agent("stuck")
+    async def stuck(request: AgentRequest) -> JsonValue:
+        return await asyncio.Event().wait()  # a remote call that never answers
+
+    @app.workflow("orders.stuck", max_failures=2)
+    async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("stuck", data, within=0.2)
+
+    async with app.running():
+        task_id = await app.submit("orders.stuck", {})
+        with contextlib.suppress(TaskFailedError):
+            await app.result(task_id, timeout=PATIENCE)
+
+    samples = await scrape(app)
+    cause = (("cause", "expired"), ("workflow", "orders.stuck"))
+    assert samples[("shepherd_supervisor_resets_total", cause)] == 1.0
+    assert samples[("shepherd_supervisor_escalations_total", cause)] == 1.0
+    assert tasks_in(samples, ProcessState.ERROR) == 1.0

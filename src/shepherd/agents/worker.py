@@ -203,6 +203,8 @@ class AgentWorker:
                     await self.takes_outage.pause(exc)
                     continue
                 self.takes_outage.over()
+                if requests:
+                    self._took(requests, self.store.now())
                 for request in requests:
                     if request.suspect:
                         self._suspects += 1
@@ -354,6 +356,7 @@ class AgentWorker:
                     tries += 1
                     self.calls += 1
                     counters.calls.inc()
+                    tried_at = self.clock.monotonic()
                     try:
                         if spec.threads:
                             fn = cast("BlockingHandler", spec.fn)
@@ -364,8 +367,10 @@ class AgentWorker:
                         log.info("%s %s/%s: superseded", agent, request.task_id, request.seq)
                         return
                     except Exception as exc:
+                        counters.duration.observe(self.clock.monotonic() - tried_at)
                         failure = exc
                     else:
+                        counters.duration.observe(self.clock.monotonic() - tried_at)
                         kind = None
                         reply = (True, result)
                         break
@@ -470,6 +475,13 @@ class AgentWorker:
         if failure is not None:
             error = bug_body(failure, tries=tries) if kind == "bug" else error_body(failure)
         await self._note(request, EventKind.STEP_TIMED_OUT, tries=tries, error=error)
+
+    def _took(self, requests: list[Request], now: datetime) -> None:
+        """Observe how long each request waited in its queue before this take (`now`)."""
+        for request in requests:
+            if request.created_at is not None:
+                lag = (now - request.created_at).total_seconds()
+                self._counters(request.agent).claim_lag.observe(max(lag, 0.0))
 
     def _counters(self, agent: str) -> AgentCounters:
         counters = self._agent_counters.get(agent)

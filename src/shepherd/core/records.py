@@ -88,6 +88,8 @@ class Request:
     suspect: bool = False
     #: The step's recorded resolution (its entity's partition and resource), or None.
     resolution: Resolution | None = None
+    #: When it was queued (the store's clock): it is visible to agents from then on.
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,3 +155,18 @@ class Lease:
     holder: str
     epoch: int
     expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueDepth:
+    """How much waits for one agent now: its requests (steps) and its calls (`app.call`).
+
+    `*_waiting` are not taken yet; `*_taken` are in a handling whose window
+    has not passed. Requests and calls past their window are in neither.
+    """
+
+    agent: str
+    requests_waiting: int = 0
+    requests_taken: int = 0
+    calls_waiting: int = 0
+    calls_taken: int = 0

@@ -1,8 +1,9 @@
 """One scrape: the process's own metrics, then the store's gauges read now.
 
 The gauges cost a few indexed reads per scrape and nothing between scrapes:
-`count_tasks` (one grouped count over the tasks' state index) and
-`list_breakers` (one row per service); no step of a task waits for them.
+`count_tasks` (one grouped count over the tasks' state index),
+`queue_depths` (the request and call rows in flight) and `list_breakers`
+(one row per service); no step of a task waits for them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from shepherd.core.breaker import BreakerState
+from shepherd.core.records import QueueDepth
 from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
@@ -46,12 +48,13 @@ async def metrics_text(app: App) -> bytes:
 
 
 async def store_families(store: Store, *, agents: Iterable[str] = ()) -> list[Metric]:
-    """The gauges read from the store: tasks by state, and each breaker's state.
+    """The gauges read from the store: tasks by state, queue depths, each breaker's state.
 
     Every state and every agent in `agents` is listed, at 0 when the store has
     nothing for it, so that a series does not vanish when its count drops to 0.
     """
     counts = await store.count_tasks()
+    depths = {depth.agent: depth for depth in await store.queue_depths()}
     breakers = await store.list_breakers()
     tasks = GaugeMetricFamily(
         "shepherd_tasks",
@@ -60,6 +63,22 @@ async def store_families(store: Store, *, agents: Iterable[str] = ()) -> list[Me
     )
     for process_state in ProcessState:
         tasks.add_metric([process_state.value], counts.get(process_state, 0))
+    requests = GaugeMetricFamily(
+        "shepherd_queue_requests",
+        "Step requests per agent: waiting to be taken, or taken and within their window.",
+        labels=["agent", "state"],
+    )
+    calls = GaugeMetricFamily(
+        "shepherd_queue_calls",
+        "Calls (app.call) per agent: waiting to be taken, or taken and within their window.",
+        labels=["agent", "state"],
+    )
+    for agent in sorted({*agents, *depths}):
+        depth = depths.get(agent, QueueDepth(agent=agent))
+        requests.add_metric([agent, "waiting"], depth.requests_waiting)
+        requests.add_metric([agent, "taken"], depth.requests_taken)
+        calls.add_metric([agent, "waiting"], depth.calls_waiting)
+        calls.add_metric([agent, "taken"], depth.calls_taken)
     breaker = GaugeMetricFamily(
         "shepherd_breaker_state",
         "Circuit breaker state per service: 1 for the state it is in, 0 for the others.",
@@ -68,7 +87,7 @@ async def store_families(store: Store, *, agents: Iterable[str] = ()) -> list[Me
     for stored in breakers:
         for state in BreakerState:
             breaker.add_metric([stored.service, state.value], float(stored.state is state))
-    return [tasks, breaker]
+    return [tasks, requests, calls, breaker]
 
 
 @final

@@ -30,6 +30,7 @@ from shepherd.errors import (
 )
 from shepherd.failures import error_body, format_traceback
 from shepherd.idle import IdleBackoff
+from shepherd.metrics import Metrics, WorkflowCounters
 from shepherd.outage import Outage
 from shepherd.scheduler.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.store import signals as ch
@@ -65,6 +66,8 @@ class Scheduler:
         raise_alert: How a task that ends in `error` reaches an operator.
         resolver: Where the entities of `ctx.call(..., entity=...)` live (the
             App's `resolver`); None: a call naming an entity fails the task.
+        metrics: Where claim lags and task ends are counted (the App's; a
+            registry of its own when None).
     """
 
     def __init__(
@@ -78,9 +81,11 @@ class Scheduler:
         agents: Mapping[str, Agent],
         raise_alert: RaiseAlert,
         resolver: Resolver | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
+        self.counters = WorkflowCounters(Metrics() if metrics is None else metrics)
         self.settings = settings
         self.workflows = workflows
         self.agents = agents
@@ -197,6 +202,10 @@ class Scheduler:
             self.claims_outage.over()
             self.claimed += len(tasks)
             for task in tasks:
+                # The claim wrote updated_at: how late after not_before it came.
+                self.counters.claimed(
+                    task.workflow, (task.updated_at - task.not_before).total_seconds()
+                )
                 task_event(
                     task.id,
                     task.workflow,
@@ -377,6 +386,7 @@ class Scheduler:
         else:
             await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
             task_event(task.id, task.workflow, EventKind.PROCESSED)
+            self.counters.ended(task.workflow, ProcessState.PROCESSED)
 
     async def _compensate(self, ctx: WorkflowContext, reason: JsonValue) -> None:
         """Run the undo agents of the task's completed steps, newest first."""
@@ -424,12 +434,14 @@ class Scheduler:
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason
         )
         task_event(ctx.task_id, ctx.task.workflow, str(final))
+        self.counters.ended(ctx.task.workflow, final)
 
     async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
         await self.store.fail_task(
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
         )
         task_event(ctx.task_id, ctx.task.workflow, EventKind.ERROR, error.get("reason"))
+        self.counters.ended(ctx.task.workflow, ProcessState.ERROR)
         # The same reason as the alert `fail_task` stored with the task.
         self.raise_alert(ctx.task, reason=fail_reason(error))
 

@@ -31,6 +31,7 @@ HANDLER_MODULES = (
     "breakers",
     "calls",
     "crashes",
+    "depths",
     "keys",
     "leases",
     "operator",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Event,
         JsonValue,
         Lease,
+        QueueDepth,
         Reply,
         Request,
         Task,
@@ -135,6 +136,9 @@ class Facade(ABC):
 
     async def count_workflow_tasks(self, workflow: str) -> dict[ProcessState, int]:
         return await self.read(ops.CountWorkflowTasks(workflow=workflow))
+
+    async def queue_depths(self) -> list[QueueDepth]:
+        return await self.read(ops.QueueDepths())
 
     async def task_events(self, task_id: str) -> list[Event]:
         return await self.read(ops.TaskEvents(task_id=task_id))

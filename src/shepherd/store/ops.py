@@ -27,6 +27,7 @@ from shepherd.core.records import (
     Event,
     JsonValue,
     Lease,
+    QueueDepth,
     Reply,
     Request,
     Task,
@@ -101,6 +102,7 @@ __all__ = [
     "PurgeCalls",
     "PurgeTasks",
     "PurgeTombstones",
+    "QueueDepths",
     "Read",
     "ReadEvents",
     "ReapWorker",
@@ -208,6 +210,11 @@ class ListTasks(Read[list[Task]]):
 @_op
 class CountTasks(Read[dict[ProcessState, int]]):
     pass
+
+
+@_op
+class QueueDepths(Read[list[QueueDepth]]):
+    """Per agent, its requests and calls waiting and taken now, by agent name."""
 
 
 @_op

@@ -21,6 +21,7 @@ from shepherd.core.records import (
     Event,
     JsonValue,
     Lease,
+    QueueDepth,
     Reply,
     Request,
     Task,
@@ -399,6 +400,15 @@ class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
 
     async def count_workflow_tasks(self, workflow: str) -> dict[ProcessState, int]:
         """How many tasks of `workflow` are in each state (states without tasks are absent)."""
+
+    async def queue_depths(self) -> list[QueueDepth]:
+        """Per agent, by name: its requests and calls waiting to be taken, and taken now.
+
+        Only agents with something in either queue are listed. A request or a
+        call counts as taken while its handling's window runs; past it (a
+        handling that died), it is in neither count until the supervisor or
+        the next handling moves it. Reads only the rows in flight.
+        """
 
     async def retry_task(
         self, task_id: str, *, seq: int | None = None, payload: JsonValue = None

@@ -145,6 +145,7 @@ class RequestCol(Columns):
     RETRY: ClassVar[int]
     SUSPECT: ClassVar[int]
     RESOLUTION: ClassVar[int]
+    CREATED_AT: ClassVar[int]
 
 
 class EventCol(Columns):
@@ -310,6 +311,7 @@ class Records:
             retry=None if retry is None else load_stored(retry),
             suspect=bool(row[RequestCol.SUSPECT]),
             resolution=load_resolution(row[RequestCol.RESOLUTION]),
+            created_at=self.instant(row[RequestCol.CREATED_AT]),
         )
 
     def event(self, row: Row) -> Event:

@@ -29,6 +29,7 @@ from shepherd.core.supervision import (
 )
 from shepherd.core.workers import WorkerState, instance_of
 from shepherd.errors import StoreUnavailableError
+from shepherd.metrics import Metrics
 from shepherd.outage import Outage
 from shepherd.registry import pid_alive
 from shepherd.store.contract import REPLY_GRACE
@@ -67,6 +68,8 @@ class Supervisor:
         workflows: The registered workflows, by name: their supervision policies.
         raise_alert: How an escalated task reaches an operator.
         rng: The source of the backoff's jitter.
+        metrics: Where resets, escalations and compensations are counted (the
+            App's; a registry of its own when None).
     """
 
     def __init__(
@@ -80,8 +83,10 @@ class Supervisor:
         workflows: Mapping[str, Workflow],
         raise_alert: RaiseAlert,
         rng: random.Random | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = Metrics() if metrics is None else metrics
         self.holder = holder
         self.instance = instance
         self.settings = settings
@@ -352,10 +357,12 @@ class Supervisor:
             if isinstance(verdict, Escalate):
                 quarantined += 1
                 self.escalations += 1
+                self.metrics.supervisor_escalations.labels(task.workflow, "crash").inc()
                 self.raise_alert(task, reason=verdict.reason)
             else:
                 reset += 1
                 self.resets += 1
+                self.metrics.supervisor_resets.labels(task.workflow, "crash").inc()
                 suspects += len(verdict.crashes or ()) > len(task.crashes)
         await self.store.reap_worker(worker.instance)
         self.crashes += 1
@@ -416,13 +423,16 @@ class Supervisor:
             task_event(task.id, task.workflow, _decided(decision), decision.reason)
             if isinstance(decision, Reset):
                 self.resets += 1
+                self.metrics.supervisor_resets.labels(task.workflow, "expired").inc()
                 if decision.failure_count == task.failure_count:
                     self.forgiven += 1
             elif isinstance(decision, Escalate):
                 self.escalations += 1
+                self.metrics.supervisor_escalations.labels(task.workflow, "expired").inc()
                 self.raise_alert(task, reason=decision.reason, failure_count=decision.failure_count)
             else:
                 self.compensations += 1
+                self.metrics.supervisor_compensations.labels(task.workflow).inc()
         return sum(applied)
 
 

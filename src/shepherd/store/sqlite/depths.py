@@ -1,0 +1,39 @@
+"""The queues' depths per agent, read at a metrics scrape (`QueueDepths`).
+
+Both statements read only rows in flight: a request is deleted when it is
+answered or its step moves on, and the calls' scan keeps to the unanswered
+ones (the partial index `calls_waiting`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shepherd.store.depth_rows import queue_depths
+from shepherd.store.ops import QueueDepths
+from shepherd.store.sqlite.batch import READS, Reading
+
+if TYPE_CHECKING:
+    from shepherd.core.records import QueueDepth
+
+__all__ = ["depths"]
+
+# (now): taken requests are hidden until their complete_by, so "live" is complete_by > now.
+_REQUESTS = (
+    "SELECT agent, sum(taken_by IS NULL), sum(taken_by IS NOT NULL) FROM requests "
+    "WHERE complete_by > ? GROUP BY agent"
+)
+# (now, now, now): a taken call is hidden (visible_at) until its handling's window ends.
+_CALLS = (
+    "SELECT agent, sum(visible_at <= ?), sum(visible_at > ?) FROM calls "
+    "WHERE answered_at IS NULL AND expires_at > ? GROUP BY agent"
+)
+
+
+@READS.handles(QueueDepths)
+def depths(at: Reading, op: QueueDepths) -> list[QueueDepth]:
+    """Per agent, its requests and calls waiting and taken now."""
+    conn, now = at.conn, at.now
+    requests = conn.execute(_REQUESTS, (now,)).fetchall()
+    calls = conn.execute(_CALLS, (now, now, now)).fetchall()
+    return queue_depths(requests, calls)
