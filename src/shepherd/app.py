@@ -769,10 +769,14 @@ class App:
         the agent role serves their calls (`call`) too.
         """
         built: list[Scheduler | AgentWorker | CallServer | OwnerServer | Supervisor] = []
+        scheduler = None
         if "scheduler" in roles:
-            built.append(self.build_scheduler())
+            scheduler = self.build_scheduler()
+            built.append(scheduler)
         if "agent" in roles:
             worker = self.build_agent_worker(agents=agents)
+            # Replies to this process's scheduler are recorded where they are made.
+            worker.recorder = scheduler
             built.append(worker)
             plain = {n: a for n, a in worker.agents.items() if a.exclusive_by is None}
             exclusive = {n: a for n, a in worker.agents.items() if a.exclusive_by is not None}

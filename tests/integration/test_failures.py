@@ -104,10 +104,18 @@ async def test_a_hung_agent_is_cancelled_at_complete_by_and_the_step_runs_again(
     reply_and_ack = app.store.reply_and_ack
 
     async def spy(
-        request: Any, *, worker: str, ok: bool, body: JsonValue, slot: Any = None
-    ) -> bool:
-        written = await reply_and_ack(request, worker=worker, ok=ok, body=body, slot=slot)
-        replies.append((request.attempt, written))
+        request: Any,
+        *,
+        worker: str,
+        ok: bool,
+        body: JsonValue,
+        slot: Any = None,
+        recorder: Any = None,
+    ) -> Any:
+        written = await reply_and_ack(
+            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+        )
+        replies.append((request.attempt, bool(written)))
         return written
 
     app.store.reply_and_ack = spy  # type: ignore[method-assign]

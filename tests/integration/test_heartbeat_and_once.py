@@ -148,10 +148,18 @@ async def test_a_heartbeat_after_the_step_was_superseded_raises(app: App) -> Non
     reply_and_ack = app.store.reply_and_ack
 
     async def spy(
-        request: Any, *, worker: str, ok: bool, body: JsonValue, slot: Any = None
-    ) -> bool:
+        request: Any,
+        *,
+        worker: str,
+        ok: bool,
+        body: JsonValue,
+        slot: Any = None,
+        recorder: Any = None,
+    ) -> Any:
         replies.append(request.attempt)
-        return await reply_and_ack(request, worker=worker, ok=ok, body=body, slot=slot)
+        return await reply_and_ack(
+            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+        )
 
     app.store.reply_and_ack = spy  # type: ignore[method-assign]
 

@@ -245,7 +245,8 @@ class FakeAgentStore:
         ok: bool,
         body: JsonValue,
         slot: Slot | None = None,
-    ) -> bool:
+        recorder: str | None = None,
+    ) -> bool | Reply:
         self.replies[request.id] = (ok, body)
         if len(self.replies) == self.expected:
             self.done.set()

@@ -18,7 +18,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, cast, final
+from typing import TYPE_CHECKING, Protocol, cast, final
 
 from shepherd.agents.batch import Batch
 from shepherd.agents.breakers import BreakerGate
@@ -29,7 +29,7 @@ from shepherd.agents.threads import ThreadedCalls
 from shepherd.clock import Deadline
 from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Request
+from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.retry import RetryPolicy, next_retry
 from shepherd.errors import (
     OutcomeUnknownError,
@@ -93,6 +93,19 @@ class Agent:
         return self.service or self.name
 
 
+class Recorder(Protocol):
+    """The scheduler of an agent worker's own process, as the worker hands it replies."""
+
+    @property
+    def owner(self) -> str:
+        """Its name as the holder of the tasks it claims."""
+        ...
+
+    def deliver(self, reply: Reply) -> None:
+        """Hand over a reply recorded on its step."""
+        ...
+
+
 @final
 class AgentWorker:
     """Hosts agents: leases their requests, runs handlers concurrently, replies.
@@ -104,6 +117,9 @@ class AgentWorker:
         settings: Concurrency, threads, polling and the breakers' refresh.
         clock: What deadlines, retry waits and polling run on.
         metrics: Where calls, retries, timeouts and breaker changes are counted.
+        recorder: The scheduler of this process, if one runs here: a reply to a
+            task it holds is recorded in the reply's own transaction and handed
+            to it, one transaction less per step.
     """
 
     def __init__(
@@ -115,8 +131,10 @@ class AgentWorker:
         settings: Settings,
         clock: Clock,
         metrics: Metrics,
+        recorder: Recorder | None = None,
     ) -> None:
         self.store = store
+        self.recorder = recorder
         self.clock = clock
         self.worker = worker
         self.agents = {a.name: a for a in agents}
@@ -515,10 +533,16 @@ class AgentWorker:
         A retry after an unknown commit is safe: if the first one committed, the
         request is gone and the retry replies nothing.
         """
+        recorder = self.recorder
         while True:
             try:
                 replied = await self.store.reply_and_ack(
-                    request, worker=self.worker, ok=ok, body=body, slot=slot
+                    request,
+                    worker=self.worker,
+                    ok=ok,
+                    body=body,
+                    slot=slot,
+                    recorder=None if recorder is None else recorder.owner,
                 )
             except StoreUnavailableError as exc:
                 if self.store.now() >= request.complete_by:
@@ -535,6 +559,10 @@ class AgentWorker:
             self.replies_outage.over()
             if slot is not None:
                 self.capacity.forget(slot)
+            if isinstance(replied, Reply):
+                if recorder is not None:
+                    recorder.deliver(replied)
+                replied = True
             if replied:
                 self.replied += 1
             return replied

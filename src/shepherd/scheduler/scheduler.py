@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, final
 from shepherd.core import compensation, replay
 from shepherd.core.alerts import fail_reason
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Task
+from shepherd.core.records import JsonValue, Reply, Task
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import (
     CommitUnknownError,
@@ -250,14 +250,21 @@ class Scheduler:
                 continue
             self.replies_outage.over()
             for reply, recorded in taken:
-                if not recorded:
-                    continue
-                future = self._waiting.get((reply.task_id, reply.seq))
-                if future is not None and not future.done():
-                    future.set_result((reply.ok, reply.body))
+                if recorded:
+                    self.deliver(reply)
             wait = backoff.next(found=bool(taken))
             if not taken:
                 await self.clock.wait_event(wake, wait)
+
+    def deliver(self, reply: Reply) -> None:
+        """Hand a recorded reply to the step waiting for it (none waits: nothing to do).
+
+        The reply loop calls it for the replies it recorded; an agent worker in
+        this process, for those its own transaction recorded (`recorder`).
+        """
+        future = self._waiting.get((reply.task_id, reply.seq))
+        if future is not None and not future.done():
+            future.set_result((reply.ok, reply.body))
 
     async def _drive(self, task: Task) -> None:
         current: Task | None = task

@@ -197,9 +197,12 @@ class Facade(ABC):
         ok: bool,
         body: JsonValue,
         slot: Slot | None = None,
-    ) -> bool:
+        recorder: str | None = None,
+    ) -> bool | Reply:
         return await self.write(
-            ops.ReplyAndAck(request=request, worker=worker, ok=ok, body=body, slot=slot)
+            ops.ReplyAndAck(
+                request=request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+            )
         )
 
     async def acquire_slots(

@@ -298,13 +298,22 @@ class TakeRequests(Write[list[Request]]):
 
 
 @_op
-class ReplyAndAck(Write[bool]):
+class ReplyAndAck(Write[bool | Reply]):
+    """Answer a request and remove it: False if it is no longer `worker`'s.
+
+    True when the reply is queued for its task's scheduler; the `Reply` itself
+    when `recorder` (the scheduler in the worker's own process) holds the task
+    and the reply was recorded on its step in the same transaction.
+    """
+
     request: Request
     worker: str
     ok: bool
     body: JsonValue
     #: A capacity slot the handling held, released in the same transaction.
     slot: Slot | None = None
+    #: The owner name of the scheduler in the worker's process, if one runs there.
+    recorder: str | None = None
 
 
 @_op

@@ -158,11 +158,16 @@ class AgentStore(Signalled, Clocked, Protocol):
         ok: bool,
         body: JsonValue,
         slot: Slot | None = None,
-    ) -> bool:
+        recorder: str | None = None,
+    ) -> bool | Reply:
         """Write the reply and remove the request; False if it was superseded.
 
         `slot`, a capacity slot the handling held, is released in the same
         transaction (whether the reply counted or not), and `signals.SLOTS` rings.
+        With `recorder`, the owner name of the scheduler in the worker's own
+        process: if that scheduler holds the task, the reply is recorded on its
+        step in this transaction, as `record_replies` would (same checks), and
+        returned for the worker to hand over; it is never queued.
         """
 
     async def acquire_slots(

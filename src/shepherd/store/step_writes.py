@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Reply
+from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.states import StepKind, StepState
 from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail, load_stored
@@ -27,9 +27,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REPLY_COLUMNS",
+    "STEP_OWNER_COLUMNS",
+    "Answers",
     "Replies",
     "ReplyCol",
     "Starts",
+    "plan_answers",
     "plan_starts",
     "reply_body",
     "sort_replies",
@@ -248,3 +251,110 @@ def sort_replies(rows: Sequence[Row]) -> Replies:
         out.touched.append(task_id)
         out.events.append((task_id, row[ReplyCol.KEY], row[ReplyCol.REPLY_TO], kind, text))
     return out
+
+
+class StepOwnerCol(Columns):
+    """A row of STEP_OWNER_COLUMNS: a task's fencing and history columns, and one of its steps."""
+
+    TASK_ID: ClassVar[int]
+    SEQ: ClassVar[int]
+    LOCK_EPOCH: ClassVar[int]
+    LOCKED_BY: ClassVar[int]
+    KEY: ClassVar[int]
+    REPLY_TO: ClassVar[int]
+    STATE: ClassVar[int]
+    ATTEMPT: ClassVar[int]
+    AGENT: ClassVar[int]
+    KIND: ClassVar[int]
+    COMPENSATES: ClassVar[int]
+
+
+#: The SELECT list of a task (`t`) joined with one of its steps (`s`): what recording
+#: a reply where it is made reads instead of a queued reply's row.
+STEP_OWNER_COLUMNS = (
+    "t.id, s.seq, t.lock_epoch, t.locked_by, t.key, t.reply_to, s.state, s.attempt, "
+    "s.agent, s.kind, s.compensates"
+)
+
+
+@dataclass(slots=True)
+class Answers:
+    """What a batch of `reply_and_ack` operations writes.
+
+    Attributes:
+        out: Per operation: False (the request was no longer the worker's), True
+            (the reply is queued for its task's scheduler), or the `Reply` recorded
+            on its step in this transaction, for the scheduler in the worker's process.
+        queued: Reply rows (task_id, seq, attempt, lock_epoch, ok, body) to insert.
+        recorded: What recording the other replies writes (as `record_replies` would).
+    """
+
+    out: list[bool | Reply] = field(default_factory=list)
+    queued: list[tuple[str, int, int, int, bool, str]] = field(default_factory=list)
+    recorded: Replies = field(default_factory=Replies)
+
+
+def plan_answers(
+    answers: Sequence[tuple[Request, str | None, bool, str]],
+    acked: Sequence[bool],
+    steps: Mapping[tuple[str, int], Row],
+) -> Answers:
+    """Queue each acknowledged reply, or record it on its step at once.
+
+    A reply is recorded at once when its worker names a `recorder` (the
+    scheduler of its own process) and that scheduler holds the task: the same
+    check as `record_replies` then applies (the task's epoch and the step's
+    attempt), under the same lock, and the reply row is never written. A reply
+    for a task held elsewhere is queued for its holder; one for a task this
+    recorder holds but whose step moved on is dropped, as `record_replies`
+    would drop it.
+
+    Args:
+        answers: Per operation: its request, its recorder, and its encoded
+            outcome (ok, body as stored).
+        acked: Per operation, whether its request was still the worker's (and
+            is now removed).
+        steps: (task_id, seq) -> a row of STEP_OWNER_COLUMNS, for the operations
+            with a recorder.
+    """
+    plan = Answers()
+    rows: list[Row] = []
+    slots: list[int] = []
+    for (request, recorder, ok, body), live in zip(answers, acked, strict=True):
+        if not live:
+            plan.out.append(False)
+            continue
+        step = None if recorder is None else steps.get((request.task_id, request.seq))
+        if step is None or step[StepOwnerCol.LOCKED_BY] != recorder:
+            plan.queued.append(
+                (request.task_id, request.seq, request.attempt, request.lock_epoch, ok, body)
+            )
+            plan.out.append(True)
+            continue
+        rows.append(
+            (
+                0,
+                request.task_id,
+                request.seq,
+                request.attempt,
+                request.lock_epoch,
+                ok,
+                body,
+                step[StepOwnerCol.LOCK_EPOCH],
+                step[StepOwnerCol.KEY],
+                step[StepOwnerCol.REPLY_TO],
+                step[StepOwnerCol.STATE],
+                step[StepOwnerCol.ATTEMPT],
+                step[StepOwnerCol.AGENT],
+                step[StepOwnerCol.KIND],
+                step[StepOwnerCol.COMPENSATES],
+            )
+        )
+        slots.append(len(plan.out))
+        plan.out.append(True)
+    plan.recorded = sort_replies(rows)
+    plan.recorded.ids.clear()  # no reply row was written
+    for slot, (reply, current) in zip(slots, plan.recorded.taken, strict=True):
+        if current:
+            plan.out[slot] = reply
+    return plan

@@ -9,7 +9,7 @@ replied to.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shepherd.core.records import Event
 from shepherd.store import signals as ch
@@ -18,9 +18,10 @@ from shepherd.store.postgres import slots
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, event_from_row, request_from_row
-from shepherd.store.postgres.tasks import limit_of
+from shepherd.store.postgres.steps import write_recorded
+from shepherd.store.postgres.tasks import columns, limit_of
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
-from shepherd.store.step_writes import reply_body
+from shepherd.store.step_writes import STEP_OWNER_COLUMNS, StepOwnerCol, plan_answers, reply_body
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
@@ -47,6 +48,14 @@ _ACK = (
     "DELETE FROM requests r USING v WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id "
     "AND coalesce(r.taken_by, '') = v.taken_by AND r.complete_by > %b "
     "RETURNING r.id, r.taken_by"
+)
+# The tasks (locked FOR UPDATE, in id order, before their requests are removed)
+# and steps of replies a local scheduler may record at once.
+_LOCK_STEP_OWNERS = (
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::int[]) AS v(task_id, seq)) "
+    f"SELECT {STEP_OWNER_COLUMNS} FROM tasks t JOIN v ON v.task_id = t.id "
+    "JOIN steps s ON s.task_id = v.task_id AND s.seq = v.seq "
+    "WHERE t.id = ANY(ARRAY(SELECT task_id FROM v)) ORDER BY t.id FOR UPDATE OF t"
 )
 _INSERT_REPLIES = (
     "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
@@ -80,35 +89,38 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 @WRITES.handles(ReplyAndAck)
 async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
-    """Write replies and remove their requests; False where the request moved on.
+    """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
-    The capacity slots the handlings held are given back in the same transaction.
+    False where the request moved on. The capacity slots the handlings held are
+    given back in the same transaction.
     """
-    encoded = [
-        reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error) for op in ops
-    ]
+    local = [(op.request.task_id, op.request.seq) for op in ops if op.recorder is not None]
+    owners = await batch.send(_LOCK_STEP_OWNERS, columns(local)) if local else None
     cursor = await batch.send(
         _ACK, ([op.request.id for op in ops], [op.worker for op in ops], batch.now)
     )
+    steps = {}
+    if owners is not None:
+        for row in await owners.fetchall():
+            steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
     # (request id, taken_by) of the requests removed.
-    acked = set(await cursor.fetchall())
-    out: list[object] = []
-    replies: list[tuple[Any, ...]] = []
-    for op, (ok, body) in zip(ops, encoded, strict=True):
-        request, worker = op.request, op.worker
-        if (request.id, worker) not in acked:
-            out.append(False)
-            continue
-        replies.append(
-            (request.task_id, request.seq, request.attempt, request.lock_epoch, ok, body)
+    removed = set(await cursor.fetchall())
+    acked = [(op.request.id, op.worker) in removed for op in ops]
+    answers = [
+        (
+            op.request,
+            op.recorder,
+            *reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error),
         )
-        out.append(True)
+        for op in ops
+    ]
+    plan = plan_answers(answers, acked, steps)
     await slots.release(batch, [op.slot for op in ops if op.slot is not None])
-    if replies:
-        columns = [list(c) for c in zip(*replies, strict=True)]
-        await batch.send(_INSERT_REPLIES, (batch.now, *columns))
+    if plan.queued:
+        await batch.send(_INSERT_REPLIES, (batch.now, *columns(plan.queued)))
         batch.rings.add(ch.REPLIES)
-    return out
+    await write_recorded(batch, plan.recorded)
+    return list(plan.out)
 
 
 @WRITES.handles(Note)

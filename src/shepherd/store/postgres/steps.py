@@ -22,8 +22,9 @@ from shepherd.store.step_writes import REPLY_COLUMNS, plan_starts, sort_replies
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
+    from shepherd.store.step_writes import Replies
 
-__all__ = ["record_replies", "start_step"]
+__all__ = ["record_replies", "start_step", "write_recorded"]
 
 # Rows are found by `= ANY(...)` of their keys, coalesce() keeps the owner's
 # index out: see KEYED and UNINDEXED_OWNER in postgres/rows.py.
@@ -142,24 +143,29 @@ def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str
 @WRITES.handles(RecordReplies)
 async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the owner's replies; record those for the current epoch and attempt."""
-    now = batch.now
     out: list[object] = []
     for op in ops:
         cursor = await batch.send(_TAKE_REPLIES, (op.owner, limit_of(op.limit)))
         replies = sort_replies(await cursor.fetchall())
-        if replies.completed:
-            completed = columns(_last_per_step(replies.completed))
-            await batch.send(_COMPLETED, (*completed, "completed", now))
-        if replies.failed:
-            failed = columns(_last_per_step(replies.failed))
-            await batch.send(_FAILED, (*failed, "failed", now))
-        if replies.compensated:
-            await batch.send(_COMPENSATED, columns(set(replies.compensated)))
-        if replies.touched:
-            await batch.send(_TOUCH, (now, now, replies.touched))
+        await write_recorded(batch, replies)
         if replies.ids:
             await batch.send(_DROP_REPLIES, (replies.ids,))
-        for event in replies.events:
-            batch.event(*event)
         out.append(replies.taken)
     return out
+
+
+async def write_recorded(batch: Batch, replies: Replies) -> None:
+    """Record replies on their steps: results, errors, undone steps, claims, events."""
+    now = batch.now
+    if replies.completed:
+        completed = columns(_last_per_step(replies.completed))
+        await batch.send(_COMPLETED, (*completed, "completed", now))
+    if replies.failed:
+        failed = columns(_last_per_step(replies.failed))
+        await batch.send(_FAILED, (*failed, "failed", now))
+    if replies.compensated:
+        await batch.send(_COMPENSATED, columns(set(replies.compensated)))
+    if replies.touched:
+        await batch.send(_TOUCH, (now, now, replies.touched))
+    for event in replies.events:
+        batch.event(*event)

@@ -18,7 +18,8 @@ from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
 from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import chunks, event_from_row, owners, request_from_row, tuples
-from shepherd.store.step_writes import reply_body
+from shepherd.store.sqlite.steps import write_recorded
+from shepherd.store.step_writes import STEP_OWNER_COLUMNS, plan_answers, reply_body
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event
@@ -43,6 +44,10 @@ _ACK = "DELETE FROM requests WHERE id = ?"
 _INSERT_REPLY = (
     "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_STEP_OWNER = (
+    f"SELECT {STEP_OWNER_COLUMNS} FROM tasks t JOIN steps s ON s.task_id = t.id "
+    "WHERE t.id = ? AND s.seq = ?"
 )
 _TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ? ORDER BY id"
 _ALL_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?"
@@ -74,43 +79,43 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 @WRITES.handles(ReplyAndAck)
 def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
-    """Write replies and remove their requests; False for a request no longer this worker's.
+    """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
-    The capacity slots the handlings held are given back in the same transaction.
+    False for a request no longer the worker's. The capacity slots the handlings
+    held are given back in the same transaction.
     """
     conn, now = batch.conn, batch.now
-    out: list[object] = []
-    replies = []
     live: set[tuple[int, str]] = set()
     for chunk in chunks([op.request.id for op in ops]):
         marks = ",".join("?" * len(chunk))
         live.update(tuples(conn).execute(_LIVE.format(marks=marks), (*chunk, now)).fetchall())
-    acked = []
-    for op in ops:
-        request = op.request
-        if (request.id, op.worker) not in live:
-            out.append(False)
-            continue
-        ok, encoded = reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error)
-        acked.append((request.id,))
-        replies.append(
-            (
-                request.task_id,
-                request.seq,
-                request.attempt,
-                request.lock_epoch,
-                int(ok),
-                encoded,
-                now,
-            )
+    acked = [(op.request.id, op.worker) in live for op in ops]
+    steps = {}
+    reader = tuples(conn)
+    for op, ok in zip(ops, acked, strict=True):
+        if ok and op.recorder is not None:
+            request = op.request
+            row = reader.execute(_STEP_OWNER, (request.task_id, request.seq)).fetchone()
+            if row is not None:
+                steps[request.task_id, request.seq] = row
+    answers = [
+        (
+            op.request,
+            op.recorder,
+            *reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error),
         )
-        out.append(True)
-    conn.executemany(_ACK, acked)
+        for op in ops
+    ]
+    plan = plan_answers(answers, acked, steps)
+    conn.executemany(_ACK, [(op.request.id,) for op, ok in zip(ops, acked, strict=True) if ok])
     slots.release(batch, [op.slot for op in ops if op.slot is not None])
-    if replies:
-        conn.executemany(_INSERT_REPLY, replies)
+    if plan.queued:
+        conn.executemany(
+            _INSERT_REPLY, [(*row[:4], int(row[4]), row[5], now) for row in plan.queued]
+        )
         batch.rings.add(ch.REPLIES)
-    return out
+    write_recorded(batch, plan.recorded)
+    return list(plan.out)
 
 
 @WRITES.handles(Note)

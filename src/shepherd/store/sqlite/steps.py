@@ -21,8 +21,9 @@ from shepherd.store.step_writes import REPLY_COLUMNS, plan_starts, sort_replies
 
 if TYPE_CHECKING:
     from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.step_writes import Replies
 
-__all__ = ["record_replies", "start_step"]
+__all__ = ["record_replies", "start_step", "write_recorded"]
 
 _SUPERSEDE = "DELETE FROM requests WHERE task_id = ? AND seq = ?"
 _TOUCH = "UPDATE tasks SET complete_by = ?, updated_at = ? WHERE id = ?"
@@ -78,17 +79,23 @@ def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
 @WRITES.handles(RecordReplies)
 def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the replies to an owner's tasks; record the current ones on their steps."""
-    conn, now = batch.conn, batch.now
+    conn = batch.conn
     out: list[object] = []
     for op in ops:
         # Tuples (a hot path), read by the positions of REPLY_COLUMNS.
         rows = tuples(conn).execute(_REPLIES, (op.owner, op.limit)).fetchall()
         replies = sort_replies(rows)
-        conn.executemany(_COMPLETED, [(*row, now) for row in replies.completed])
-        conn.executemany(_FAILED, [(*row, now) for row in replies.failed])
-        conn.executemany(_COMPENSATED, replies.compensated)
-        conn.executemany(_EXTEND_CLAIM, [(now, now, task_id) for task_id in replies.touched])
+        write_recorded(batch, replies)
         conn.executemany(_DROP_REPLY, [(reply_id,) for reply_id in replies.ids])
-        batch.events([(*event, now) for event in replies.events])
         out.append(replies.taken)
     return out
+
+
+def write_recorded(batch: Batch, replies: Replies) -> None:
+    """Record replies on their steps: results, errors, undone steps, claims, events."""
+    conn, now = batch.conn, batch.now
+    conn.executemany(_COMPLETED, [(*row, now) for row in replies.completed])
+    conn.executemany(_FAILED, [(*row, now) for row in replies.failed])
+    conn.executemany(_COMPENSATED, replies.compensated)
+    conn.executemany(_EXTEND_CLAIM, [(now, now, task_id) for task_id in replies.touched])
+    batch.events([(*event, now) for event in replies.events])
