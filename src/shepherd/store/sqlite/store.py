@@ -61,7 +61,9 @@ class SQLiteStore(Facade):
         self.wakeups = Wakeups(self.path, self.signals)
         self._executor: ConnectionThread | None = None
         self._conn: sqlite3.Connection | None = None
-        self._writer = Writer(url, self.clock, payload_limit=max_payload_bytes)
+        self._writer = Writer(
+            url, self.clock, payload_limit=max_payload_bytes, busy_timeout=busy_timeout
+        )
 
     # -- life cycle --------------------------------------------------------
     async def open(self) -> None:
