@@ -21,6 +21,7 @@ from shepherd.cli import ops_commands, render, resource_commands, task_commands
 from shepherd.cli.exits import WaitTimeoutError
 from shepherd.cli.loader import parse_json_argument, parse_roles, run_with, serve
 from shepherd.cli.logs import configure_logging, log_options
+from shepherd.cli.metrics_option import MetricsEndpoint, endpoint, metrics_options
 from shepherd.cli.options import (
     APP_REQUIRED,
     Command,
@@ -97,19 +98,23 @@ agents_option = click.option(
 @agents_option
 @store_option
 @log_options
+@metrics_options
 def run(
     app_spec: str | None,
     agents: tuple[str, ...] | None,
     store: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run the app with every role in this process.
 
     The scheduler, agent and supervisor roles run until SIGTERM or SIGINT.
     Once they run, a line `shepherd ready: ...` is printed.
     """
-    _serve(require_app(app_spec), store, ROLES, agents, log_level, log_level_for)
+    metrics = endpoint(metrics_host, metrics_port)
+    _serve(require_app(app_spec), store, ROLES, agents, log_level, log_level_for, metrics)
 
 
 @cli.command(cls=Command, options_metavar=_NEEDS_APP)
@@ -124,6 +129,7 @@ def run(
 @agents_option
 @store_option
 @log_options
+@metrics_options
 def worker(
     app_spec: str | None,
     roles: tuple[str, ...],
@@ -131,6 +137,8 @@ def worker(
     store: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run the app with the chosen roles only.
 
@@ -138,7 +146,8 @@ def worker(
     for a pool of processes per remote service (`--roles agent --agents
     "payments.*"`).
     """
-    _serve(require_app(app_spec), store, roles, agents, log_level, log_level_for)
+    metrics = endpoint(metrics_host, metrics_port)
+    _serve(require_app(app_spec), store, roles, agents, log_level, log_level_for, metrics)
 
 
 def _serve(
@@ -148,11 +157,12 @@ def _serve(
     agents: Sequence[str] | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    metrics: MetricsEndpoint | None = None,
 ) -> None:
     configure_logging(log_level, log_level_for)
     app = open_for(spec, store)
     check_pool(roles, agents, app.agents)  # before the store is opened: a typo changes nothing
-    asyncio.run(serve(app, roles, agents=agents))
+    asyncio.run(serve(app, roles, agents=agents, metrics=metrics))
 
 
 # -- application ---------------------------------------------------------------

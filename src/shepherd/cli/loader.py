@@ -20,8 +20,10 @@ import click
 
 from shepherd.agents.pools import pool_agents
 from shepherd.app import ROLES, App
+from shepherd.cli.metrics_option import MetricsEndpoint
 from shepherd.core.records import JsonValue
 from shepherd.errors import ConfigError, PayloadError, ShepherdError, StoreUnavailableError
+from shepherd.exposition import MetricsServer
 from shepherd.payloads import loads
 
 __all__ = [
@@ -170,12 +172,27 @@ def parse_json_argument(text: str | None, what: str) -> JsonValue:
         raise PayloadError(f"{exc.message} (in {what})") from None
 
 
-async def serve(app: App, roles: Sequence[str], *, agents: Sequence[str] | None = None) -> None:
+async def serve(
+    app: App,
+    roles: Sequence[str],
+    *,
+    agents: Sequence[str] | None = None,
+    metrics: MetricsEndpoint | None = None,
+) -> None:
     """Run the roles (the agents matching `agents` only, if given) until SIGTERM or SIGINT.
 
+    With `metrics`, GET /metrics is answered there while the roles run (the
+    address is taken first: one in use fails before the store is opened).
     Then stop gracefully and close the app.
+
+    Raises:
+        ConfigError: The metrics address cannot be listened on.
     """
     served = "" if agents is None else f" agents={','.join(pool_agents(app.agents, agents))}"
+    exporter = None if metrics is None else MetricsServer(app, host=metrics.host, port=metrics.port)
+    if exporter is not None:
+        await exporter.start()
+        served += f" metrics={exporter.url}"
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     handled: list[signal.Signals] = []
@@ -204,4 +221,6 @@ async def serve(app: App, roles: Sequence[str], *, agents: Sequence[str] | None 
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+        if exporter is not None:
+            await exporter.close()
         await app.close()

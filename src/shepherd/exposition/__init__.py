@@ -9,6 +9,7 @@ breaker's state). The dashboard serves it at `/metrics`; `shepherd run` and
 
 from __future__ import annotations
 
+from shepherd.exposition.server import MetricsServer
 from shepherd.exposition.text import CONTENT_TYPE, metrics_text, store_families
 
-__all__ = ["CONTENT_TYPE", "metrics_text", "store_families"]
+__all__ = ["CONTENT_TYPE", "MetricsServer", "metrics_text", "store_families"]
