@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from shepherd.alerts import Alert as Alert
     from shepherd.app import App as App
     from shepherd.core.breaker import BreakerPolicy as BreakerPolicy
+    from shepherd.core.overview import Operator as Operator
+    from shepherd.core.overview import ThroughputBucket as ThroughputBucket
     from shepherd.core.resources import Partition as Partition
     from shepherd.core.resources import Resolution as Resolution
     from shepherd.core.resources import Resource as Resource
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from shepherd.governance.resolver import StaticResolver as StaticResolver
     from shepherd.governance.resolver import StoreResolver as StoreResolver
     from shepherd.scheduler.context import WorkflowContext as WorkflowContext
+    from shepherd.store.cursor import TaskCursor as TaskCursor
     from shepherd.submission import Submission as Submission
 
 # Imported on first use, so that `import shepherd.core` stays free of asyncio and drivers.
@@ -62,6 +65,9 @@ _LAZY: dict[str, str] = {
     "Batch": "shepherd.agents.batch",
     "RetryPolicy": "shepherd.core.retry",
     "BreakerPolicy": "shepherd.core.breaker",
+    "Operator": "shepherd.core.overview",
+    "ThroughputBucket": "shepherd.core.overview",
+    "TaskCursor": "shepherd.store.cursor",
     "ProcessState": "shepherd.core.states",
     "StepState": "shepherd.core.states",
     "BackoffPolicy": "shepherd.core.supervision",
@@ -124,6 +130,7 @@ __all__ = [
     "IncompleteAppError",
     "InvalidResourceError",
     "NonDeterminismError",
+    "Operator",
     "OutcomeUnknownError",
     "OwnerKeyError",
     "Partition",
@@ -148,7 +155,9 @@ __all__ = [
     "StoreResolver",
     "StoreUnavailableError",
     "Submission",
+    "TaskCursor",
     "TaskFailedError",
+    "ThroughputBucket",
     "TransientError",
     "UnknownAgentError",
     "UnknownPartitionError",

@@ -13,6 +13,7 @@ import os
 import random
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
 from shepherd.agents import Agent, AgentWorker, Handler
@@ -27,13 +28,15 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.collector import raised_threshold
 from shepherd.config import Settings
 from shepherd.core.alerts import StoredAlert
-from shepherd.core.breaker import BreakerPolicy
+from shepherd.core.breaker import Breaker, BreakerPolicy
 from shepherd.core.calls import owner_key_of
-from shepherd.core.records import CallRequest, Event, JsonValue, Task
+from shepherd.core.overview import Operator, ThroughputBucket, bucket_starts, fill
+from shepherd.core.records import CallRequest, Event, JsonValue, Lease, Task
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
+from shepherd.core.workers import Worker
 from shepherd.errors import (
     CommitUnknownError,
     ConfigError,
@@ -52,10 +55,13 @@ from shepherd.scheduler import Scheduler, Workflow
 from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
 from shepherd.store import open_store
 from shepherd.store import signals as ch
+from shepherd.store.cursor import TaskCursor
+from shepherd.store.operator_rows import checked_buckets
 from shepherd.store.resource_rows import checked_resource
 from shepherd.store.signals import Signals
 from shepherd.submission import Submission, commit_unknown, new_task, new_tasks
 from shepherd.supervisor import Supervisor
+from shepherd.supervisor.supervisor import LEASE
 from shepherd.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -514,11 +520,40 @@ class App:
         )
 
     async def list_tasks(
-        self, *, states: Sequence[ProcessState] = (), limit: int = 100
+        self,
+        *,
+        states: Sequence[ProcessState] = (),
+        workflow: str | None = None,
+        key: str | None = None,
+        id_prefix: str | None = None,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
+        before: TaskCursor | None = None,
+        limit: int = 100,
     ) -> list[Task]:
-        """Tasks, newest first, optionally only those in `states`."""
+        """Tasks, newest first by (created_at, id), without their steps.
+
+        Every filter given must match: one of `states` (any when empty), the
+        `workflow`, the business `key`, an id starting with `id_prefix`,
+        created in [`created_from`, `created_to`). `before` continues after a
+        page: `TaskCursor.of(page[-1])` lists the next, older tasks (keyset
+        pagination: any page costs what the first does).
+
+        Raises:
+            ConfigError: A filter is malformed (a text with a NUL, a time
+                without a time zone, ...); nothing is read.
+        """
         await self.open()
-        return await self.store.list_tasks(states=states, limit=limit)
+        return await self.store.list_tasks(
+            states=states,
+            workflow=workflow,
+            key=key,
+            id_prefix=id_prefix,
+            created_from=created_from,
+            created_to=created_to,
+            before=before,
+            limit=limit,
+        )
 
     async def history(self, task_id: str) -> list[Event]:
         """A task's events, oldest first."""
@@ -526,16 +561,27 @@ class App:
         return await self.store.task_events(task_id)
 
     async def retry(
-        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+        self,
+        task_id: str,
+        *,
+        seq: int | None = None,
+        payload: JsonValue = None,
+        by: str | None = None,
     ) -> Task:
-        """Put an `error` task back to work from its failed step (or step `seq`)."""
-        await self.open()
-        return await self.store.retry_task(task_id, seq=seq, payload=payload)
+        """Put an `error` task back to work from its failed step (or step `seq`).
 
-    async def cancel(self, task_id: str) -> Task:
-        """Undo a task that has not ended: it is compensated, then `cancelled`."""
+        `by`, who retries it, is recorded in the task's `retried` event.
+        """
         await self.open()
-        return await self.store.cancel_task(task_id)
+        return await self.store.retry_task(task_id, seq=seq, payload=payload, by=by)
+
+    async def cancel(self, task_id: str, *, by: str | None = None) -> Task:
+        """Undo a task that has not ended: it is compensated, then `cancelled`.
+
+        `by`, who cancels it, is recorded in the task's `cancel_requested` event.
+        """
+        await self.open()
+        return await self.store.cancel_task(task_id, by=by)
 
     async def call(
         self,
@@ -671,6 +717,77 @@ class App:
         """
         await self.open()
         return await self.store.acknowledge_alert(alert_id, by=by)
+
+    # -- operators and the overview -------------------------------------------
+    async def add_operator(self, name: str) -> str:
+        """Make a named operator token; return the token (only its hash is stored: show it once).
+
+        Raises:
+            ConfigError: `name` is not 1 to 64 ASCII letters, digits and `._@-`
+                (from a letter or digit), or an operator has it already.
+        """
+        await self.open()
+        return await self.store.add_operator(name)
+
+    async def operators(self) -> list[Operator]:
+        """The named operators, by name, with when each was made and last used."""
+        await self.open()
+        return await self.store.list_operators()
+
+    async def remove_operator(self, name: str) -> None:
+        """Delete an operator: its token opens nothing from then on.
+
+        Raises:
+            ConfigError: No operator has that name.
+        """
+        await self.open()
+        await self.store.remove_operator(name)
+
+    async def authenticate(self, token: str) -> str | None:
+        """The name of the operator whose token `token` is, or None."""
+        await self.open()
+        return await self.store.authenticate(token)
+
+    async def count_tasks(self) -> dict[ProcessState, int]:
+        """How many tasks are in each `process_state` (states without tasks are absent)."""
+        await self.open()
+        return await self.store.count_tasks()
+
+    async def throughput(
+        self, *, window: timedelta = timedelta(hours=1), bucket: timedelta = timedelta(minutes=1)
+    ) -> list[ThroughputBucket]:
+        """The tasks that ended over the last `window`, per `bucket`, oldest first.
+
+        Buckets are aligned on multiples of `bucket` (store clock); the last
+        holds now. A task counts once, by when it ended and how (a task in
+        `error` that is retried leaves its bucket).
+
+        Raises:
+            ConfigError: `window` or `bucket` is not positive, or the window
+                holds more than 10,000 buckets.
+        """
+        step = checked_buckets(window, bucket)
+        await self.open()
+        starts = bucket_starts(self.store.now(), window, bucket)
+        return fill(starts, await self.store.ended_counts(since=starts[0], bucket=step))
+
+    async def leader(self) -> Lease | None:
+        """The supervisor leader's lease (holder, epoch, expiry); None when no one leads now."""
+        await self.open()
+        lease = await self.store.get_lease(LEASE)
+        return lease if lease is not None and lease.expires_at > self.store.now() else None
+
+    async def breakers(self) -> list[Breaker]:
+        """The circuit breaker of every remote service, shared through the store, by service."""
+        await self.open()
+        return await self.store.list_breakers()
+
+    async def workers(self, *, since: timedelta = timedelta(hours=1)) -> list[Worker]:
+        """The worker registry: live processes, and those that stopped or died within `since`."""
+        await self.open()
+        now = self.store.now()
+        start = now - max(since, timedelta(seconds=self.settings.worker_ttl))
+        return await self.store.list_workers(since=start)
 
     def raise_alert(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:
         """Send an operator alert to every sink, in the background.

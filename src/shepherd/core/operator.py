@@ -72,14 +72,17 @@ def resubmit_refusal(seq: int, step_state: str | None) -> str | None:
     return None
 
 
-def on_retry(*, seq: int | None, cancel_requested: bool, undoing: bool) -> OperatorEffect:
+def on_retry(
+    *, seq: int | None, cancel_requested: bool, undoing: bool, by: str | None = None
+) -> OperatorEffect:
     """An operator retries a task in `error` (check `may_retry` first).
 
     A task that was being undone (an operator's cancel, `cancel_requested`, or
     an undo step already recorded, `undoing`) resumes its compensation; any
     other goes back to `pending` and replays from its failed step. The cancel
     request is kept; the error and the failures are forgotten. `seq` is the
-    step resubmitted, if any, recorded in the event.
+    step resubmitted, if any, recorded in the event, and so is `by`, the
+    operator who retries it, when given.
     """
     undo = cancel_requested or undoing
     target = ProcessState.COMPENSATING if undo else ProcessState.PENDING
@@ -88,19 +91,26 @@ def on_retry(*, seq: int | None, cancel_requested: bool, undoing: bool) -> Opera
         cancel_requested=cancel_requested,
         clear_error=True,
         event=EventKind.RETRIED,
-        detail={"seq": seq, "state": target.value},
+        detail=_by({"seq": seq, "state": target.value}, by),
     )
 
 
-def on_cancel() -> OperatorEffect:
+def on_cancel(*, by: str | None = None) -> OperatorEffect:
     """An operator cancels a task that has not ended (check `may_cancel` first).
 
     The task becomes `compensating` and is compensated, then ends `cancelled`;
-    its error is kept for the record.
+    its error is kept for the record. `by`, the operator who cancels it, is
+    recorded in the event when given.
     """
     return OperatorEffect(
         process_state=ProcessState.COMPENSATING,
         cancel_requested=True,
         clear_error=False,
         event=EventKind.CANCEL_REQUESTED,
+        detail=_by({}, by),
     )
+
+
+def _by(detail: dict[str, JsonValue], by: str | None) -> dict[str, JsonValue]:
+    """`detail`, with `"by": by` when an operator's name is given."""
+    return detail if by is None else {**detail, "by": by}

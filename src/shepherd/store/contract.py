@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from shepherd.core.records import JsonValue
 from shepherd.core.states import StepKind
+from shepherd.store.operator_roles import OverviewStore
 from shepherd.store.roles import (
     AgentStore,
     ApplicationStore,
@@ -145,6 +146,7 @@ class Store(
     ResourceStore,
     OwnerStore,
     CallStore,
+    OverviewStore,
     Protocol,
 ):
     """The state store: every role's slice (`shepherd.store.roles`) together.

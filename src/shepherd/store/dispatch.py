@@ -35,6 +35,7 @@ HANDLER_MODULES = (
     "keys",
     "leases",
     "operator",
+    "operators",
     "owners",
     "queues",
     "rates",

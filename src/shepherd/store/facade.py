@@ -18,7 +18,10 @@ from shepherd.core.resources import KEEP, Keep, ResourceChange
 from shepherd.errors import ConfigError
 from shepherd.store import ops
 from shepherd.store.alert_rows import checked_alert_id, checked_by, checked_limit
+from shepherd.store.operator_facade import OperatorMethods
+from shepherd.store.operator_rows import checked_actor
 from shepherd.store.resource_rows import checked_change, checked_name, checked_resource
+from shepherd.store.task_filters import checked_listing
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
@@ -50,7 +53,7 @@ __all__ = ["Facade"]
 R = TypeVar("R")
 
 
-class Facade(ABC):
+class Facade(OperatorMethods, ABC):
     """The store contract, each method one operation for the backend to run."""
 
     signals: Signals
@@ -129,7 +132,7 @@ class Facade(ABC):
         return await self.read(ops.GetTask(task_id=task_id))
 
     async def list_tasks(self, *, limit: int = 100, **filters: Unpack[TaskFilters]) -> list[Task]:
-        return await self.read(ops.ListTasks(limit=limit, **filters))
+        return await self.read(checked_listing(ops.ListTasks(limit=limit, **filters)))
 
     async def count_tasks(self) -> dict[ProcessState, int]:
         return await self.read(ops.CountTasks())
@@ -437,12 +440,19 @@ class Facade(ABC):
 
     # -- operator ----------------------------------------------------------
     async def retry_task(
-        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+        self,
+        task_id: str,
+        *,
+        seq: int | None = None,
+        payload: JsonValue = None,
+        by: str | None = None,
     ) -> Task:
-        return await self.write(ops.RetryTask(task_id=task_id, seq=seq, payload=payload))
+        return await self.write(
+            ops.RetryTask(task_id=task_id, seq=seq, payload=payload, by=checked_actor(by))
+        )
 
-    async def cancel_task(self, task_id: str) -> Task:
-        return await self.write(ops.CancelTask(task_id=task_id))
+    async def cancel_task(self, task_id: str, *, by: str | None = None) -> Task:
+        return await self.write(ops.CancelTask(task_id=task_id, by=checked_actor(by)))
 
     # -- resource governance (inputs checked before anything is queued) -----
     async def declare_resource(self, resource: Resource) -> bool:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Generic, TypedDict, TypeVar, dataclass_transfo
 from shepherd.core.alerts import StoredAlert
 from shepherd.core.breaker import Breaker, BreakerEvent
 from shepherd.core.breaker import Decision as BreakerDecision
+from shepherd.core.overview import Operator
 from shepherd.core.ownership import KeyLease, TakenKey
 from shepherd.core.records import (
     CallAnswer,
@@ -44,6 +45,7 @@ from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
 from shepherd.core.workers import Worker
 from shepherd.store.contract import NewTask, StepStart, Submitted
+from shepherd.store.cursor import TaskCursor
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerPolicy
@@ -56,6 +58,7 @@ __all__ = [
     "AcknowledgeAlert",
     "AcquireLease",
     "AcquireSlots",
+    "AddOperator",
     "AddResource",
     "AnswerAndTake",
     "AnswerCall",
@@ -75,13 +78,16 @@ __all__ = [
     "CrashVictims",
     "DeadWorkers",
     "DeclareResource",
+    "EndedCounts",
     "ExpiredClaims",
     "ExtendStep",
     "FailTask",
+    "FindOperator",
     "FinishOnce",
     "FinishTask",
     "GetAnswers",
     "GetBreaker",
+    "GetLease",
     "GetTask",
     "GetTombstone",
     "KeyBacklog",
@@ -89,6 +95,7 @@ __all__ = [
     "ListAlerts",
     "ListBreakers",
     "ListKeyLeases",
+    "ListOperators",
     "ListPartitions",
     "ListResources",
     "ListSlots",
@@ -112,6 +119,7 @@ __all__ = [
     "ReleaseLease",
     "ReleaseSlots",
     "ReleaseTasks",
+    "RemoveOperator",
     "RemoveResource",
     "RenewKeys",
     "RenewSlots",
@@ -134,6 +142,7 @@ __all__ = [
     "TakeTokens",
     "TaskEvents",
     "TaskFilters",
+    "TouchOperator",
     "UnassignEntity",
     "UnreapedWorkers",
     "WaitingKeys",
@@ -195,6 +204,12 @@ class TaskFilters(TypedDict, total=False):
     id_prefix: str | None
     #: Last changed at or after this.
     updated_since: datetime | None
+    #: Created at or after this.
+    created_from: datetime | None
+    #: Created before this.
+    created_to: datetime | None
+    #: Only tasks after this one in the listing's order (older): the next page.
+    before: TaskCursor | None
 
 
 @_op
@@ -205,6 +220,9 @@ class ListTasks(Read[list[Task]]):
     key: str | None = None
     id_prefix: str | None = None
     updated_since: datetime | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    before: TaskCursor | None = None
 
 
 @_op
@@ -486,11 +504,15 @@ class RetryTask(Write[Task]):
     task_id: str
     seq: int | None = None
     payload: JsonValue = None
+    #: Who retries it (recorded in the event's detail as "by"), or None.
+    by: str | None = None
 
 
 @_op
 class CancelTask(Write[Task]):
     task_id: str
+    #: Who cancels it (recorded in the event's detail as "by"), or None.
+    by: str | None = None
 
 
 # -- resource governance -------------------------------------------------------
@@ -808,3 +830,59 @@ class AcknowledgeAlert(Write[StoredAlert]):
 
     alert_id: int
     by: str
+
+
+# -- operators (named tokens) and the overview ------------------------------------
+# Only a token's SHA-256 hash is stored; the facade makes the token and hashes it.
+@_op
+class AddOperator(Write[Operator]):
+    """Store a new operator; `ConfigError` (nothing written) if the name is taken."""
+
+    name: str
+    token_hash: str
+
+
+@_op
+class ListOperators(Read[list[Operator]]):
+    """Every operator, by name."""
+
+
+@_op
+class RemoveOperator(Write[None]):
+    """Delete an operator (its token stops working); `ConfigError` for an unknown name."""
+
+    name: str
+
+
+@_op
+class FindOperator(Read[tuple[Operator, str] | None]):
+    """The operator whose token has this hash, with the hash as stored; None if none has."""
+
+    token_hash: str
+
+
+@_op
+class TouchOperator(Write[None]):
+    """Set an operator's `last_used_at` to now (nothing for an unknown name)."""
+
+    name: str
+
+
+@_op
+class GetLease(Read[Lease | None]):
+    """The named lease as stored (expired or not), or None if it was never taken."""
+
+    name: str
+
+
+@_op
+class EndedCounts(Read[dict[tuple[int, ProcessState], int]]):
+    """How many tasks ended (`processed`, `error`, `compensated`, `cancelled`) per slice.
+
+    Counts tasks whose `updated_at` (when they ended) is at or after `since`,
+    keyed by (slice index, state): slice i holds [since + i*bucket,
+    since + (i+1)*bucket), `bucket` in seconds.
+    """
+
+    since: datetime
+    bucket: float

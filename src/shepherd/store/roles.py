@@ -393,11 +393,18 @@ class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
         """The tombstone of a purged task, or None (never purged, or purged without a key)."""
 
     async def list_tasks(self, *, limit: int = 100, **filters: Unpack[TaskFilters]) -> list[Task]:
-        """Newest first, without steps: at most `limit` tasks matching every filter given.
+        """Newest first by (created_at, id), without steps: at most `limit` tasks matching every filter.
 
         `states` (when not empty), `workflow` and `key` must match; `id_prefix`
         keeps tasks whose id starts with it; `updated_since` those last changed
-        at or after it.
+        at or after it; `created_from` and `created_to` those created in
+        [created_from, created_to); `before` (a `TaskCursor`) those after that
+        task in this order: the next page (keyset pagination). Every filter is
+        served by an index in this order (`shepherd.store.task_filters`).
+
+        Raises:
+            ConfigError: A filter is of the wrong type, a text filter holds a
+                NUL, or a time has no time zone; nothing is read.
         """
 
     async def count_tasks(self) -> dict[ProcessState, int]:
@@ -416,12 +423,23 @@ class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
         """
 
     async def retry_task(
-        self, task_id: str, *, seq: int | None = None, payload: JsonValue = None
+        self,
+        task_id: str,
+        *,
+        seq: int | None = None,
+        payload: JsonValue = None,
+        by: str | None = None,
     ) -> Task:
-        """An `error` task back to pending from its failed step (or step `seq`)."""
+        """An `error` task back to pending from its failed step (or step `seq`).
 
-    async def cancel_task(self, task_id: str) -> Task:
-        """Ask for compensation of a task that has not ended; it ends `cancelled`."""
+        `by`, who retries it, is recorded in the `retried` event's detail.
+        """
+
+    async def cancel_task(self, task_id: str, *, by: str | None = None) -> Task:
+        """Ask for compensation of a task that has not ended; it ends `cancelled`.
+
+        `by`, who cancels it, is recorded in the `cancel_requested` event's detail.
+        """
 
     async def list_workers(self, *, since: datetime | None = None) -> list[Worker]:
         """Workers last heard from (beat or stop) at or after `since` (all when None).

@@ -1,50 +1,174 @@
-"""The WHERE clause of `list_tasks`, for both backends (the placeholder and the time type differ)."""
+"""The statement of `list_tasks`, for both backends (the placeholder and the time type differ).
+
+Tasks are listed newest first by (created_at, id), and every filter is
+written so that an index yields that order (migration 0015): the listing reads
+about one page of rows, however many tasks match and however deep the page.
+
+* A page continues after the cursor with `(created_at, id) < (?, ?)`, a seek
+  in the index, never an OFFSET.
+* States: one ordered range per state, in `tasks_state` (or, with a
+  workflow, `tasks_workflow_state`), each cut at the page's size, merged.
+  A workflow without states takes every state's range, so that a rare state
+  of a busy workflow is not found by scanning the others.
+* An id prefix is a range of the primary key, `id >= prefix AND id < next`
+  (where `next` follows every id that starts with the prefix), checked
+  exactly with `substr` too: a range finds it through the index, whatever
+  the backend's collation does with other characters than the hex digits of
+  an id.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from datetime import datetime
+from shepherd.core.states import ProcessState
+from shepherd.errors import ConfigError
+from shepherd.store.cursor import TaskCursor
 
+if TYPE_CHECKING:
     from shepherd.store.ops import ListTasks
 
-__all__ = ["task_filter"]
+__all__ = ["MAX_FILTER_CHARS", "checked_listing", "list_query", "prefix_end"]
+
+#: The most characters a text filter (workflow, key, id prefix) may have.
+MAX_FILTER_CHARS = 1000
+
+_ORDER = " ORDER BY created_at DESC, id DESC LIMIT {mark}"
 
 
-def task_filter(
-    op: ListTasks, *, mark: str, instant: Callable[[datetime], object] = lambda at: at
+def list_query(
+    op: ListTasks,
+    *,
+    mark: str,
+    columns: str,
+    limit: object,
+    instant: Callable[[datetime], object] = lambda at: at,
 ) -> tuple[str, list[object]]:
-    """(" WHERE ...", parameters) selecting the tasks that match every filter `op` gives.
+    """(statement, parameters) listing the tasks that match every filter `op` gives.
 
     Args:
         op: The listing: only tasks in one of its `states` (all when empty), of
             its `workflow`, with its business `key`, whose id starts with its
-            `id_prefix`, last changed at or after its `updated_since`; a filter
-            left None does not apply.
+            `id_prefix`, last changed at or after its `updated_since`, created
+            in [`created_from`, `created_to`), and after its cursor `before`;
+            a filter left None does not apply.
         mark: The backend's placeholder (`?` or `%s`).
-        instant: Turns `updated_since` into the backend's time column type.
+        columns: The task columns to select.
+        limit: The LIMIT parameter (the backend's reading of `op.limit`).
+        instant: Turns a datetime into the backend's time column type.
 
     Returns:
-        The clause (empty when no filter is given) and its parameters, in order.
+        The statement and its parameters, in order.
     """
+    where, params = _common(op, mark=mark, instant=instant)
+    arms: Sequence[ProcessState] = list(dict.fromkeys(op.states))
+    if not arms and op.workflow is not None and op.key is None and op.id_prefix is None:
+        arms = list(ProcessState)
+    order = _ORDER.format(mark=mark)
+    if len(arms) <= 1:
+        if arms:
+            where = [f"process_state = {mark}", *where]
+            params = [str(arms[0]), *params]
+        return f"SELECT {columns} FROM tasks{_where(where)}{order}", [*params, limit]
+    selects = []
+    every: list[object] = []
+    for n, state in enumerate(arms):
+        clause = _where([f"process_state = {mark}", *where])
+        selects.append(
+            f"SELECT {columns} FROM (SELECT {columns} FROM tasks{clause}{order}) AS s{n}"
+        )
+        every.extend([str(state), *params, limit])
+    return " UNION ALL ".join(selects) + order, [*every, limit]
+
+
+def checked_listing(op: ListTasks) -> ListTasks:
+    """`op` if every filter it gives can be read by both backends.
+
+    Raises:
+        ConfigError: A text filter is not a str, is too long or holds a NUL or
+            a lone surrogate; a time is not an aware datetime; `before` is not
+            a `TaskCursor`; a state is not a `ProcessState` (the field says which).
+    """
+    for field, text in (("workflow", op.workflow), ("key", op.key), ("id_prefix", op.id_prefix)):
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            raise ConfigError(field, f"a filter is a str, not {type(text).__name__}")
+        if len(text) > MAX_FILTER_CHARS:
+            raise ConfigError(
+                field, f"{text[:40]!r}... is longer than {MAX_FILTER_CHARS} characters"
+            )
+        if any(c == "\0" or 0xD800 <= ord(c) <= 0xDFFF for c in text):
+            raise ConfigError(field, f"{text[:40]!r} holds a NUL or a lone surrogate")
+    for field, at in (
+        ("updated_since", op.updated_since),
+        ("created_from", op.created_from),
+        ("created_to", op.created_to),
+    ):
+        if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
+            raise ConfigError(field, f"a time with its time zone is needed, not {at!r}")
+    if op.before is not None and not isinstance(op.before, TaskCursor):
+        raise ConfigError("before", f"a TaskCursor is needed, not {type(op.before).__name__}")
+    states = []
+    for state in op.states:
+        try:
+            states.append(ProcessState(state))
+        except ValueError:
+            raise ConfigError("states", f"{state!r} is not a process_state") from None
+    return replace(op, states=tuple(states))
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least text after every text that starts with `prefix` (None: there is none)."""
+    for cut in range(len(prefix) - 1, -1, -1):
+        code = ord(prefix[cut]) + 1
+        if 0xD800 <= code <= 0xDFFF:  # no surrogates in stored text
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return prefix[:cut] + chr(code)
+    return None
+
+
+def _common(
+    op: ListTasks, *, mark: str, instant: Callable[[datetime], object]
+) -> tuple[list[str], list[object]]:
+    """The conditions (and their parameters) of every filter but the states."""
     conditions: list[str] = []
     params: list[object] = []
-    if op.states:
-        conditions.append(f"process_state IN ({', '.join([mark] * len(op.states))})")
-        params.extend(str(state) for state in op.states)
-    since = op.updated_since
-    # (condition, its parameter): a filter applies when its parameter is given.
-    optional: tuple[tuple[str, object], ...] = (
+    for condition, value in (
         (f"workflow = {mark}", op.workflow),
         (f"key = {mark}", op.key),
-        # The length is an int of ours, not user text: safe to write inline.
-        (f"substr(id, 1, {len(op.id_prefix or '')}) = {mark}", op.id_prefix),
-        (f"updated_at >= {mark}", None if since is None else instant(since)),
-    )
-    for condition, value in optional:
+    ):
         if value is not None:
             conditions.append(condition)
             params.append(value)
-    return (f" WHERE {' AND '.join(conditions)}" if conditions else ""), params
+    prefix = op.id_prefix
+    if prefix:
+        conditions.append(f"id >= {mark}")
+        params.append(prefix)
+        end = prefix_end(prefix)
+        if end is not None:
+            conditions.append(f"id < {mark}")
+            params.append(end)
+        # The length is an int of ours, not user text: safe to write inline.
+        conditions.append(f"substr(id, 1, {len(prefix)}) = {mark}")
+        params.append(prefix)
+    for condition, at in (
+        (f"updated_at >= {mark}", op.updated_since),
+        (f"created_at >= {mark}", op.created_from),
+        (f"created_at < {mark}", op.created_to),
+    ):
+        if at is not None:
+            conditions.append(condition)
+            params.append(instant(at))
+    if op.before is not None:
+        conditions.append(f"(created_at, id) < ({mark}, {mark})")
+        params.extend([instant(op.before.created_at), op.before.task_id])
+    return conditions, params
+
+
+def _where(conditions: list[str]) -> str:
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""

@@ -73,7 +73,9 @@ async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
         await batch.send(_RESET_FAILED, (task_id,))
         undoing = await batch.scalar(_IN_UNDO, (task_id,)) is not None
         cancel_requested = bool(row[TaskCol.CANCEL_REQUESTED])
-        effect = rules.on_retry(seq=seq, cancel_requested=cancel_requested, undoing=undoing)
+        effect = rules.on_retry(
+            seq=seq, cancel_requested=cancel_requested, undoing=undoing, by=op.by
+        )
         out.append(await _apply(batch, task_id, row, effect))
     return out
 
@@ -88,7 +90,7 @@ async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
         if isinstance(row, ShepherdError):
             out.append(row)
             continue
-        task = await _apply(batch, task_id, row, rules.on_cancel())
+        task = await _apply(batch, task_id, row, rules.on_cancel(by=op.by))
         await batch.send(_DROP_REQUESTS, (task_id,))
         out.append(task)
     return out

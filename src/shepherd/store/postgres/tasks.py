@@ -48,7 +48,7 @@ from shepherd.store.postgres.rows import (
 )
 from shepherd.store.rows import Owners
 from shepherd.store.submits import Plan
-from shepherd.store.task_filters import task_filter
+from shepherd.store.task_filters import list_query
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -373,7 +373,6 @@ _GET_TASK = (
     f"SELECT {TASK_COLUMNS_T}, {STEP_COLUMNS_S} FROM tasks t "
     "LEFT JOIN steps s ON s.task_id = t.id WHERE t.id = %s ORDER BY s.seq"
 )
-_LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT %s"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = %s GROUP BY process_state"
 
@@ -404,8 +403,8 @@ async def get_task(reader: Reader, op: ops.GetTask) -> Task | None:
 @READS.handles(ops.ListTasks)
 async def list_tasks(reader: Reader, op: ops.ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
-    where, params = task_filter(op, mark="%s")
-    rows = await reader.fetch(_LIST.format(where=where), (*params, limit_of(op.limit)))
+    sql, params = list_query(op, mark="%s", columns=TASK_COLUMNS, limit=limit_of(op.limit))
+    rows = await reader.fetch(sql, params)
     return [task_from_row(r) for r in rows]
 
 

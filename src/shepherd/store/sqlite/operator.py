@@ -71,7 +71,9 @@ def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
         conn.execute(_RESET_FAILED, (task_id,))
         undoing = conn.execute(_IN_UNDO, (task_id,)).fetchone() is not None
         cancel_requested = bool(row["cancel_requested"])
-        effect = rules.on_retry(seq=seq, cancel_requested=cancel_requested, undoing=undoing)
+        effect = rules.on_retry(
+            seq=seq, cancel_requested=cancel_requested, undoing=undoing, by=op.by
+        )
         out.append(_apply(batch, task_id, row, effect))
     return out
 
@@ -87,7 +89,7 @@ def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
         if isinstance(row, ShepherdError):
             out.append(row)
             continue
-        task = _apply(batch, task_id, row, rules.on_cancel())
+        task = _apply(batch, task_id, row, rules.on_cancel(by=op.by))
         conn.execute(_DROP_REQUESTS, (task_id,))
         out.append(task)
     return out

@@ -43,7 +43,7 @@ from shepherd.store.sqlite.rows import (
     tuples,
 )
 from shepherd.store.submits import Plan
-from shepherd.store.task_filters import task_filter
+from shepherd.store.task_filters import list_query
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -92,7 +92,6 @@ _RELEASE = (
 _GET_TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
 _STEPS_OF_TASK = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ? ORDER BY seq"
 _STEPS_OF = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id IN ({{marks}}) ORDER BY seq"
-_LIST = f"SELECT {TASK_COLUMNS} FROM tasks{{where}} ORDER BY created_at DESC, id DESC LIMIT ?"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
 _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP BY process_state"
 
@@ -301,9 +300,8 @@ def get_task(at: Reading, op: ops.GetTask) -> Task | None:
 @READS.handles(ops.ListTasks)
 def list_tasks(at: Reading, op: ops.ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
-    conn = at.conn
-    where, params = task_filter(op, mark="?", instant=ts)
-    rows = conn.execute(_LIST.format(where=where), (*params, op.limit)).fetchall()
+    sql, params = list_query(op, mark="?", columns=TASK_COLUMNS, limit=op.limit, instant=ts)
+    rows = at.conn.execute(sql, params).fetchall()
     return [task_from_row(r) for r in rows]
 
 
