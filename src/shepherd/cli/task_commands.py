@@ -6,6 +6,7 @@ a task id, an unambiguous id prefix or a business key (see `lookup`).
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -138,6 +139,25 @@ def show(
         render.print_task(task, history)
 
 
+def _who() -> str:
+    """Who runs this command, by default: the OS user name, else `cli`."""
+    try:
+        return getpass.getuser() or "cli"
+    except (KeyError, OSError, ImportError):  # no name for the uid, no such variables
+        return "cli"
+
+
+def by_option(fn: F) -> F:
+    """`--by NAME`: who acts, recorded in the task's history (default: the OS user)."""
+    return click.option(
+        "--by",
+        metavar="NAME",
+        default=_who,
+        show_default="your OS user name",
+        help="Who does it, recorded in the task's history.",
+    )(fn)
+
+
 def _echo_state(task: Task, as_json: bool) -> None:
     if as_json:
         render.echo_json(render.task_json(task))
@@ -151,6 +171,7 @@ def _echo_state(task: Task, as_json: bool) -> None:
     "--step", "seq", type=click.IntRange(min=1), metavar="SEQ", help="Resubmit this step."
 )
 @click.option("--payload", metavar="JSON", help="Replacement request for the step.")
+@by_option
 @app_option
 @store_option
 @json_option
@@ -159,6 +180,7 @@ def retry(
     workflow: str | None,
     seq: int | None,
     payload: str | None,
+    by: str,
     app_spec: str | None,
     store: str | None,
     as_json: bool,
@@ -175,18 +197,24 @@ def retry(
 
     async def work() -> Task:
         task_id = await find_task_id(app, name, workflow=workflow)
-        return await app.retry(task_id, seq=seq, payload=replacement)
+        return await app.retry(task_id, seq=seq, payload=replacement, by=by)
 
     _echo_state(run_with(app, work), as_json)
 
 
 @click.command(cls=Command, epilog=_TASK_HELP)
 @_task_argument
+@by_option
 @app_option
 @store_option
 @json_option
 def cancel(
-    name: str, workflow: str | None, app_spec: str | None, store: str | None, as_json: bool
+    name: str,
+    workflow: str | None,
+    by: str,
+    app_spec: str | None,
+    store: str | None,
+    as_json: bool,
 ) -> None:
     """Cancel a task that has not ended.
 
@@ -195,7 +223,7 @@ def cancel(
     app = open_for(app_spec, store, existing=True)
 
     async def work() -> Task:
-        return await app.cancel(await find_task_id(app, name, workflow=workflow))
+        return await app.cancel(await find_task_id(app, name, workflow=workflow), by=by)
 
     _echo_state(run_with(app, work), as_json)
 
