@@ -18,6 +18,7 @@ import httpx
 
 from shepherd.core.records import JsonValue
 from shepherd.errors import ConfigError
+from shepherd.tasklog import task_fields
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
@@ -107,7 +108,10 @@ class LogSink:
             "" if alert.key is None else f", key {alert.key}",
             alert.failure_count,
             alert.at.isoformat(),
-            extra={"alert": alert.to_json()},
+            extra={
+                "alert": alert.to_json(),
+                **task_fields(alert.task_id, alert.workflow, epoch=None),
+            },
         )
 
 

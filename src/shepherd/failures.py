@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from shepherd.errors import PermanentError, StoreUnavailableError, TransientError
 from shepherd.payloads import ERROR_FIELD_CHARS
+from shepherd.tasklog import request_fields
 
 if TYPE_CHECKING:
     import logging
@@ -127,6 +128,7 @@ def log_bug(
             exc,
             tries,
             exc_info=exc,
+            extra=request_fields(request),
         )
     else:
         log.warning(
@@ -139,4 +141,5 @@ def log_bug(
             type(exc).__name__,
             exc,
             exc_info=exc,
+            extra=request_fields(request),
         )

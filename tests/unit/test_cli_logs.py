@@ -1,15 +1,19 @@
-"""`configure_logging`: shepherd's loggers at --log-level, the others at WARNING unless told."""
+"""`configure_logging`: shepherd's loggers at --log-level, the others at WARNING unless told;
+`--log-format json` lines."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from shepherd.cli.logs import configure_logging, parse_level_for
 from shepherd.errors import ConfigError
+from shepherd.tasklog import task_event
 
 NAMES = ("", "shepherd", "httpx", "httpcore", "shepherd.store")
 
@@ -87,3 +91,58 @@ def test_parse_level_for_refuses(text: str, problem: str) -> None:
 def test_an_unknown_level_is_refused(stream: io.StringIO) -> None:
     with pytest.raises(ConfigError, match="unknown level 'loud'"):
         configure_logging("loud", stream=stream)
+
+
+def test_json_lines_have_the_record_and_its_task_fields(stream: io.StringIO) -> None:
+    configure_logging("info", stream=stream, log_format="json")
+    task_event("01a2", "orders.pay", "claimed", "lock_epoch 3", epoch=3)
+    logging.getLogger("shepherd.agent").warning("two\nlines", extra={"seq": 2})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("shepherd.scheduler").exception("failed")
+
+    claimed, two, failed = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert claimed == {
+        "time": claimed["time"],
+        "level": "INFO",
+        "logger": "shepherd.tasks",
+        "message": "task 01a2 orders.pay: claimed: lock_epoch 3",
+        "task_id": "01a2",
+        "workflow": "orders.pay",
+        "seq": None,
+        "agent": None,
+        "attempt": None,
+        "epoch": 3,
+        "event": "claimed",
+    }
+    instant = datetime.fromisoformat(claimed["time"])
+    assert claimed["time"].endswith("Z")
+    assert instant.utcoffset() == timedelta(0)
+    assert (two["message"], two["seq"], two["level"]) == ("two\nlines", 2, "WARNING")
+    assert "exception" not in two
+    assert failed["level"] == "ERROR"
+    assert failed["exception"].startswith("Traceback (most recent call last):")
+    assert failed["exception"].endswith("ValueError: boom")
+
+
+def test_a_value_json_cannot_hold_is_written_as_text(stream: io.StringIO) -> None:
+    configure_logging("info", stream=stream, log_format="json")
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    logging.getLogger("shepherd").info("at", extra={"at": at})
+
+    assert json.loads(stream.getvalue())["at"] == str(at)
+
+
+def test_the_text_format_does_not_show_the_fields(stream: io.StringIO) -> None:
+    configure_logging("info", stream=stream)
+    task_event("01a2", "orders.pay", "processed", epoch=3)
+
+    assert (
+        stream.getvalue().rstrip().endswith("INFO shepherd.tasks: task 01a2 orders.pay: processed")
+    )
+
+
+def test_an_unknown_format_is_refused(stream: io.StringIO) -> None:
+    with pytest.raises(ConfigError, match="unknown log format 'xml'"):
+        configure_logging("info", stream=stream, log_format="xml")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, final
 
 from shepherd.errors import ConfigError, TransientError
+from shepherd.tasklog import request_fields
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -234,6 +235,7 @@ class ThreadedCalls:
             request.agent,
             request.task_id,
             request.seq,
+            extra=request_fields(request),
         )
         return True
 
@@ -269,6 +271,7 @@ class ThreadedCalls:
             request.task_id,
             request.seq,
             loop.time() - since,
+            extra=request_fields(request),
         )
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ from shepherd.metrics import AgentCounters
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
+from shepherd.tasklog import request_fields
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -382,7 +383,13 @@ class AgentWorker:
                         else:
                             result = await cast("Handler", spec.fn)(call)
                     except StepSupersededError:
-                        log.info("%s %s/%s: superseded", agent, request.task_id, request.seq)
+                        log.info(
+                            "%s %s/%s: superseded",
+                            agent,
+                            request.task_id,
+                            request.seq,
+                            extra=request_fields(request),
+                        )
                         return
                     except Exception as exc:
                         counters.duration.observe(self.clock.monotonic() - tried_at)
@@ -445,6 +452,7 @@ class AgentWorker:
                 request.seq,
                 tries,
                 failure,
+                extra=request_fields(request),
             )
             await self._note(
                 request, EventKind.STEP_GAVE_UP, tries=tries, error=error_body(failure)
@@ -458,7 +466,14 @@ class AgentWorker:
         if held_back is not None:
             cause, says = _HELD_BACK[held_back]
             message = says.format(resource=resource)
-            log.info("%s %s/%s: %s", agent, request.task_id, request.seq, message)
+            log.info(
+                "%s %s/%s: %s",
+                agent,
+                request.task_id,
+                request.seq,
+                message,
+                extra=request_fields(request),
+            )
             await self._note(
                 request,
                 EventKind.STEP_TIMED_OUT,
@@ -473,6 +488,7 @@ class AgentWorker:
                 request.task_id,
                 request.seq,
                 spec.service_name,
+                extra=request_fields(request),
             )
             await self._note(
                 request,
@@ -485,7 +501,13 @@ class AgentWorker:
             )
             return
         if not self.threaded.overdue(request):  # else it said so, naming the thread
-            log.info("%s %s/%s: cancelled at complete_by", agent, request.task_id, request.seq)
+            log.info(
+                "%s %s/%s: cancelled at complete_by",
+                agent,
+                request.task_id,
+                request.seq,
+                extra=request_fields(request),
+            )
         if tries > call.retry:
             # The try in flight hung: for the service's breaker, a failure.
             await self.breakers.after_call(spec, request, failed=True)
@@ -522,7 +544,13 @@ class AgentWorker:
         try:
             await self.store.note(request.task_id, kind, detail)
         except Exception:  # the history is a courtesy; the supervisor recovers anyway
-            log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
+            log.exception(
+                "could not record %s for %s/%s",
+                kind,
+                request.task_id,
+                request.seq,
+                extra=request_fields(request),
+            )
 
     async def _reply(
         self, request: Request, *, ok: bool, body: JsonValue, slot: Slot | None = None
@@ -552,6 +580,7 @@ class AgentWorker:
                         request.agent,
                         request.task_id,
                         request.seq,
+                        extra=request_fields(request),
                     )
                     return False
                 await self.replies_outage.pause(exc)

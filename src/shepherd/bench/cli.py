@@ -309,6 +309,7 @@ def bench(
     restart_command: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    log_format: str,
 ) -> None:
     """Measure shepherd and print the figures.
 
@@ -334,7 +335,7 @@ def bench(
         store = cast("str", root.obj)  # `shepherd --store URL bench`
     if restart_command is not None and not (store and is_postgres(store)):
         raise click.UsageError("--restart-command needs a PostgreSQL --store")
-    configure_logging(log_level, log_level_for)
+    configure_logging(log_level, log_level_for, log_format=log_format)
     options = BenchOptions(
         workloads=workloads,
         store=store,

@@ -110,6 +110,7 @@ def run(
     store: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    log_format: str,
     metrics_port: int | None,
     metrics_host: str,
 ) -> None:
@@ -119,7 +120,8 @@ def run(
     Once they run, a line `shepherd ready: ...` is printed.
     """
     metrics = endpoint(metrics_host, metrics_port)
-    _serve(require_app(app_spec), store, ROLES, agents, log_level, log_level_for, metrics)
+    configure_logging(log_level, log_level_for, log_format=log_format)
+    _serve(require_app(app_spec), store, ROLES, agents, metrics)
 
 
 @cli.command(cls=Command, options_metavar=_NEEDS_APP)
@@ -142,6 +144,7 @@ def worker(
     store: str | None,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    log_format: str,
     metrics_port: int | None,
     metrics_host: str,
 ) -> None:
@@ -152,7 +155,8 @@ def worker(
     "payments.*"`).
     """
     metrics = endpoint(metrics_host, metrics_port)
-    _serve(require_app(app_spec), store, roles, agents, log_level, log_level_for, metrics)
+    configure_logging(log_level, log_level_for, log_format=log_format)
+    _serve(require_app(app_spec), store, roles, agents, metrics)
 
 
 def _serve(
@@ -160,11 +164,8 @@ def _serve(
     store: str | None,
     roles: Sequence[str],
     agents: Sequence[str] | None,
-    log_level: str,
-    log_level_for: Sequence[tuple[str, str]],
     metrics: MetricsEndpoint | None = None,
 ) -> None:
-    configure_logging(log_level, log_level_for)
     app = open_for(spec, store)
     check_pool(roles, agents, app.agents)  # before the store is opened: a typo changes nothing
     asyncio.run(serve(app, roles, agents=agents, metrics=metrics))

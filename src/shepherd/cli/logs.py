@@ -1,10 +1,12 @@
-"""Logging of the long-running commands: `--log-level` and `--log-level-for NAME=LEVEL`.
+"""Logging of the long-running commands: `--log-level`, `--log-level-for`, `--log-format`.
 
 shepherd's own loggers (`shepherd`, `shepherd.tasks`, `shepherd.agent`, ...)
 log at `--log-level`; every other logger (httpx, psycopg, uvicorn, ...) at
 WARNING, or at `--log-level` if that is higher, so that a library's
 per-request INFO lines do not drown the roles' own. `--log-level-for` sets one
 logger (and those under it) to its own level: `--log-level-for httpx=info`.
+`--log-format json` (env SHEPHERD_LOG_FORMAT) writes one JSON object per line
+instead of `time LEVEL logger: message` (`shepherd.cli.jsonlog`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from typing import IO, Any, TypeVar
 
 import click
 
+from shepherd.cli.jsonlog import JsonFormatter
 from shepherd.errors import ConfigError
 
-__all__ = ["LEVELS", "configure_logging", "log_options", "parse_level_for"]
+__all__ = ["FORMATS", "LEVELS", "configure_logging", "log_options", "parse_level_for"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The level names the options accept (any case), mildest first.
 LEVELS = ("debug", "info", "warning", "error", "critical")
+#: The line formats `--log-format` accepts: `time LEVEL logger: message`, or JSON.
+FORMATS = ("text", "json")
 #: The least severe level a logger outside `shepherd` logs at unless told otherwise.
 THIRD_PARTY_LEVEL = logging.WARNING
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -47,7 +52,11 @@ def parse_level_for(text: str) -> tuple[str, str]:
 
 
 def configure_logging(
-    level: str, overrides: Sequence[tuple[str, str]] = (), *, stream: IO[str] | None = None
+    level: str,
+    overrides: Sequence[tuple[str, str]] = (),
+    *,
+    stream: IO[str] | None = None,
+    log_format: str = "text",
 ) -> None:
     """Send log records to `stream` (stderr), shepherd's at `level`, others at WARNING.
 
@@ -58,17 +67,22 @@ def configure_logging(
         level: The level of the `shepherd` loggers (`debug` ... `critical`).
         overrides: (logger name, level) pairs applied last, e.g. ("httpx", "info").
         stream: Where the lines go; stderr when None.
+        log_format: `text` (`time LEVEL logger: message`) or `json` (one object a line).
 
     Raises:
-        ConfigError: An unknown level name.
+        ConfigError: An unknown level or format name.
     """
+    if log_format not in FORMATS:
+        raise ConfigError(
+            "log_format", f"unknown log format {log_format!r} (choose from {', '.join(FORMATS)})"
+        )
     own = logging.getLevelName(_level_name(level, "log_level").upper())
     named = [(name, _level_name(value, f"log_level_for {name}")) for name, value in overrides]
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(handler)
     handler = _Handler(sys.stderr if stream is None else stream)
-    handler.setFormatter(logging.Formatter(_FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_FORMAT))
     root.addHandler(handler)
     root.setLevel(max(THIRD_PARTY_LEVEL, own))
     logging.getLogger("shepherd").setLevel(own)
@@ -93,11 +107,23 @@ def _level_for_option(
 
 
 def log_options(fn: F) -> F:
-    """`--log-level LEVEL` and repeatable `--log-level-for NAME=LEVEL`.
+    """`--log-level LEVEL`, repeatable `--log-level-for NAME=LEVEL`, `--log-format FORMAT`.
 
-    The command receives `log_level` (a level name) and `log_level_for`
-    ((name, level) pairs), ready for `configure_logging`.
+    The command receives `log_level` (a level name), `log_level_for`
+    ((name, level) pairs) and `log_format` (`text` or `json`), ready for
+    `configure_logging`.
     """
+    fn = click.option(
+        "--log-format",
+        "log_format",
+        type=click.Choice(FORMATS, case_sensitive=False),
+        default="text",
+        show_default=True,
+        envvar="SHEPHERD_LOG_FORMAT",
+        help="text: 'time LEVEL logger: message'; json: one JSON object per line, with "
+        "task_id, workflow, seq, agent, attempt and epoch on the lines about a task "
+        "[env SHEPHERD_LOG_FORMAT].",
+    )(fn)
     fn = click.option(
         "--log-level-for",
         "log_level_for",

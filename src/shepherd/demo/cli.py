@@ -120,6 +120,7 @@ def demo(
     worker: bool,
     log_level: str,
     log_level_for: Sequence[tuple[str, str]],
+    log_format: str,
 ) -> None:
     """Run the order-workflow demo: every order ends, whatever the services do.
 
@@ -135,7 +136,7 @@ def demo(
             "(a call meets at most one of these faults)",
             param_hint="'--transient-rate' + '--slow-rate' + '--hang-rate'",
         )
-    configure_logging(log_level, log_level_for)
+    configure_logging(log_level, log_level_for, log_format=log_format)
     if worker:
         from shepherd.demo.worker import run_worker
 

@@ -332,6 +332,7 @@ class WorkflowContext:
             agent=agent,
             attempt=attempt,
             event=event,
+            epoch=self.epoch,
             compensates=compensates,
             reason=reason,
         )

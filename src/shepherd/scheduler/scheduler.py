@@ -36,7 +36,7 @@ from shepherd.scheduler.context import Abandoned, StoreLost, WorkflowContext
 from shepherd.store import signals as ch
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
-from shepherd.tasklog import task_event
+from shepherd.tasklog import task_event, task_fields
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping
@@ -213,6 +213,7 @@ class Scheduler:
                     if task.process_state is ProcessState.COMPENSATING
                     else "claimed",
                     f"lock_epoch {task.lock_epoch}, failure_count {task.failure_count}",
+                    epoch=task.lock_epoch,
                 )
                 self._running[task.id] = asyncio.create_task(self._drive(task))
             wait = backoff.next(found=len(tasks) > 0)
@@ -284,13 +285,15 @@ class Scheduler:
                 current = await self._reread(task, cause)
                 if current is not None:
                     self.redriven += 1
-                    log.info("task %s: continuing after a store fault", task.id)
+                    log.info(
+                        "task %s: continuing after a store fault", task.id, extra=_fields(task)
+                    )
         except (Abandoned, StaleEpochError):
-            log.debug("task %s: claim lost, stopping silently", task.id)
+            log.debug("task %s: claim lost, stopping silently", task.id, extra=_fields(task))
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug of ours must not kill the scheduler
-            log.exception("task %s: scheduler failure", task.id)
+            log.exception("task %s: scheduler failure", task.id, extra=_fields(task))
         finally:
             if self._running.get(task.id) is asyncio.current_task():
                 del self._running[task.id]
@@ -367,7 +370,14 @@ class Scheduler:
             await self.store.start_compensation(
                 task.id, owner=self.owner, epoch=ctx.epoch, error=error
             )
-            task_event(task.id, task.workflow, EventKind.COMPENSATING, error["reason"])
+            task_event(
+                task.id,
+                task.workflow,
+                EventKind.COMPENSATING,
+                error["reason"],
+                epoch=ctx.epoch,
+                step=None if exc.seq is None else ctx.steps.get(exc.seq),
+            )
             await self._compensate(ctx, error)
         except (NonDeterminismError, UnknownAgentError) as exc:
             await self._error(ctx, {"reason": exc.message, "type": type(exc).__name__})
@@ -379,6 +389,7 @@ class Scheduler:
                 type(exc).__name__,
                 exc,
                 exc_info=exc,
+                extra=_fields(task),
             )
             body = error_body(exc)
             await self._error(
@@ -392,7 +403,7 @@ class Scheduler:
             )
         else:
             await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
-            task_event(task.id, task.workflow, EventKind.PROCESSED)
+            task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
             self.counters.ended(task.workflow, ProcessState.PROCESSED)
 
     async def _compensate(self, ctx: WorkflowContext, reason: JsonValue) -> None:
@@ -440,14 +451,22 @@ class Scheduler:
         await self.store.fail_task(
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason
         )
-        task_event(ctx.task_id, ctx.task.workflow, str(final))
+        task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
         self.counters.ended(ctx.task.workflow, final)
 
     async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
         await self.store.fail_task(
             ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
         )
-        task_event(ctx.task_id, ctx.task.workflow, EventKind.ERROR, error.get("reason"))
+        seq = error.get("seq")
+        task_event(
+            ctx.task_id,
+            ctx.task.workflow,
+            EventKind.ERROR,
+            error.get("reason"),
+            epoch=ctx.epoch,
+            step=ctx.steps.get(seq) if isinstance(seq, int) else None,
+        )
         self.counters.ended(ctx.task.workflow, ProcessState.ERROR)
         # The same reason as the alert `fail_task` stored with the task.
         self.raise_alert(ctx.task, reason=fail_reason(error))
@@ -475,3 +494,8 @@ async def _settled(ctx: WorkflowContext, body: Awaitable[JsonValue]) -> JsonValu
         raise
     await ctx.settle()
     return result
+
+
+def _fields(task: Task) -> dict[str, object]:
+    """The `extra=` of a line about a claimed task as a whole."""
+    return task_fields(task.id, task.workflow, epoch=task.lock_epoch)

@@ -353,7 +353,9 @@ class Supervisor:
         for (task, verdict), ok in zip(done, applied, strict=True):
             if not ok:
                 continue
-            task_event(task.id, task.workflow, _decided(verdict), verdict.reason)
+            task_event(
+                task.id, task.workflow, _decided(verdict), verdict.reason, epoch=task.lock_epoch
+            )
             if isinstance(verdict, Escalate):
                 quarantined += 1
                 self.escalations += 1
@@ -420,7 +422,9 @@ class Supervisor:
         for task, decision, ok in zip(expired, decisions, applied, strict=True):
             if not ok:
                 continue
-            task_event(task.id, task.workflow, _decided(decision), decision.reason)
+            task_event(
+                task.id, task.workflow, _decided(decision), decision.reason, epoch=task.lock_epoch
+            )
             if isinstance(decision, Reset):
                 self.resets += 1
                 self.metrics.supervisor_resets.labels(task.workflow, "expired").inc()
