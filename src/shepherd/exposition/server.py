@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from typing import TYPE_CHECKING, final
 
 from shepherd.errors import ConfigError, ShepherdError
@@ -86,7 +87,8 @@ class MetricsServer:
                 self._serve, self.host, self.requested_port, limit=MAX_REQUEST_BYTES
             )
         except OSError as exc:
-            why = exc.strerror or str(exc)
+            # asyncio words its own message around the system's: keep the system's.
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
             raise ConfigError(
                 "metrics_port",
                 f"cannot serve metrics on {self.host}:{self.requested_port}: {why}",
