@@ -17,7 +17,14 @@ import click
 
 from shepherd.agents.pools import check_pool, parse_patterns
 from shepherd.app import ROLES, App
-from shepherd.cli import ops_commands, render, resource_commands, task_commands, token_commands
+from shepherd.cli import (
+    ops_commands,
+    render,
+    resource_commands,
+    task_commands,
+    token_commands,
+    top,
+)
 from shepherd.cli.exits import WaitTimeoutError
 from shepherd.cli.loader import parse_json_argument, parse_roles, run_with, serve
 from shepherd.cli.logs import configure_logging, log_options
@@ -64,6 +71,7 @@ for _command in (
     *ops_commands.COMMANDS,
     *resource_commands.COMMANDS,
     *token_commands.COMMANDS,
+    *top.COMMANDS,
 ):
     cli.add_command(_command)
 

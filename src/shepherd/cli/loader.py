@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -214,7 +215,8 @@ async def serve(
         finally:
             stopper.cancel()
             if not runner.done():
-                click.echo("shepherd stopping", err=True)
+                # A log line, not an echo: with --log-format json, stderr holds JSON only.
+                logging.getLogger("shepherd").info("shepherd stopping")
                 runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await runner  # re-raises what made the roles fail
