@@ -10,7 +10,11 @@ from shepherd.exposition import metrics_text
 
 app = App(alerts=())  # the store: SHEPHERD_STORE, or shepherd.db here
 
-SHOWN = {"shepherd_tasks", "shepherd_agent_calls_total", "shepherd_step_duration_seconds_count"}
+SHOWN = {
+    "shepherd_tasks_ended_total",
+    "shepherd_agent_calls_total",
+    "shepherd_step_duration_seconds_count",
+}
 
 
 @app.agent("prices.quote")

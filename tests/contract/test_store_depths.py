@@ -1,11 +1,12 @@
-"""Queue depths (`queue_depths`): per agent, the requests and calls waiting and taken now."""
+"""What waits: queue depths per agent (`queue_depths`), tasks in chosen states (`count_tasks_in`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from shepherd.core.records import QueueDepth
-from support.factories import claimed_task, step_start, taken_request
+from shepherd.core.states import ProcessState
+from support.factories import claimed_task, new_task, step_start, taken_request
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -64,3 +65,15 @@ async def test_calls_count_as_waiting_until_taken_and_leave_once_answered(
     fake_clock.advance(6.0)
     assert await store.queue_depths() == [QueueDepth(agent="quote", calls_waiting=2)]
     assert again.call_id != call.call_id
+
+
+async def test_count_tasks_in_counts_only_the_states_asked_for(store: Store) -> None:
+    claimed = await claimed_task(store)
+    await store.finish_task(claimed.id, owner="s1", epoch=claimed.lock_epoch, result=1)
+    await store.submit_task(new_task())
+    await store.submit_task(new_task())
+    open_states = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR)
+
+    assert await store.count_tasks_in(open_states) == {ProcessState.PENDING: 2}
+    assert await store.count_tasks_in([ProcessState.PROCESSED]) == {ProcessState.PROCESSED: 1}
+    assert await store.count_tasks_in([]) == {}

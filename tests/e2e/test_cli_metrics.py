@@ -56,15 +56,18 @@ def test_run_serves_metrics_whose_counters_and_histograms_move(
         assert url.startswith("http://127.0.0.1:")
         assert url.endswith("/metrics")
         before = scrape(url)
-        assert before[("shepherd_tasks", (("process_state", "processed"),))] == 0.0
+        assert before[("shepherd_tasks", (("process_state", "pending"),))] == 0.0
         assert ("shepherd_agent_calls_total", (("agent", "greet"),)) not in before
 
         for name in ("ann", "bo", "cy"):
             submitted = shepherd_cli("submit", "--app", APP, "hello", f'{{"name": "{name}"}}')
             assert submitted.returncode == 0, submitted.stderr
         deadline = time.monotonic() + PATIENCE
-        processed = ("shepherd_tasks", (("process_state", "processed"),))
-        while (samples := scrape(url))[processed] < 3.0:
+        processed = (
+            "shepherd_tasks_ended_total",
+            (("process_state", "processed"), ("workflow", "hello")),
+        )
+        while (samples := scrape(url)).get(processed, 0.0) < 3.0:
             assert time.monotonic() < deadline, f"tasks not processed; stderr:\n{running.stderr()}"
             time.sleep(0.05)  # polling interval of a poll with a deadline
 
@@ -78,6 +81,8 @@ def test_run_serves_metrics_whose_counters_and_histograms_move(
         assert samples[("shepherd_step_duration_seconds_bucket", (*labels, ("le", "+Inf")))] == 3.0
         assert samples[("shepherd_request_claim_lag_seconds_count", labels)] == 3.0
         assert samples[("shepherd_queue_requests", (*labels, ("state", "waiting")))] == 0.0
+    assert samples[("shepherd_tasks", (("process_state", "pending"),))] == 0.0
+    assert samples[("shepherd_tasks", (("process_state", "processing"),))] == 0.0
     workflow = (("workflow", "hello"),)
     assert samples[("shepherd_task_claim_lag_seconds_count", workflow)] == 3.0
     ended = (("process_state", "processed"), *workflow)

@@ -2,7 +2,7 @@
 
 `metrics_text(app)` is one scrape: the counters and histograms this process
 keeps in `app.metrics` (`shepherd.metrics`), then gauges read from the store
-at that moment (tasks by `process_state`, queue depths per agent, each
+at that moment (open tasks by `process_state`, queue depths per agent, each
 breaker's state). The dashboard serves it at `/metrics`; `shepherd run` and
 `shepherd worker` serve it with `--metrics-port` (`shepherd.exposition.server`).
 """
@@ -10,6 +10,6 @@ breaker's state). The dashboard serves it at `/metrics`; `shepherd run` and
 from __future__ import annotations
 
 from shepherd.exposition.server import MetricsServer
-from shepherd.exposition.text import CONTENT_TYPE, metrics_text, store_families
+from shepherd.exposition.text import CONTENT_TYPE, OPEN_STATES, metrics_text, store_families
 
-__all__ = ["CONTENT_TYPE", "MetricsServer", "metrics_text", "store_families"]
+__all__ = ["CONTENT_TYPE", "OPEN_STATES", "MetricsServer", "metrics_text", "store_families"]

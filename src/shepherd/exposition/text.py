@@ -1,9 +1,12 @@
 """One scrape: the process's own metrics, then the store's gauges read now.
 
-The gauges cost a few indexed reads per scrape and nothing between scrapes:
-`count_tasks` (one grouped count over the tasks' state index),
-`queue_depths` (the request and call rows in flight) and `list_breakers`
-(one row per service); no step of a task waits for them.
+The gauges cost three indexed reads per scrape and nothing between scrapes,
+none of which grows with the history the store keeps: `count_tasks_in` of the
+open states (the index ranges of tasks pending, processing, compensating or
+waiting in `error`; ended tasks, up to a week of them by default, are never
+counted: their throughput is `shepherd_tasks_ended_total`), `queue_depths`
+(the request and call rows in flight) and `list_breakers` (one row per
+service). No step of a task waits for them.
 """
 
 from __future__ import annotations
@@ -25,10 +28,18 @@ if TYPE_CHECKING:
     from shepherd.app import App
     from shepherd.store.contract import Store
 
-__all__ = ["CONTENT_TYPE", "metrics_text", "store_families"]
+__all__ = ["CONTENT_TYPE", "OPEN_STATES", "metrics_text", "store_families"]
 
 #: The Content-Type of `metrics_text`'s answer: Prometheus' text format 0.0.4.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: The states the `shepherd_tasks` gauge counts: those a task passes through, or
+#: waits in for an operator. Their counts are bounded by the work in flight.
+OPEN_STATES = (
+    ProcessState.PENDING,
+    ProcessState.PROCESSING,
+    ProcessState.COMPENSATING,
+    ProcessState.ERROR,
+)
 
 
 async def metrics_text(app: App) -> bytes:
@@ -48,20 +59,20 @@ async def metrics_text(app: App) -> bytes:
 
 
 async def store_families(store: Store, *, agents: Iterable[str] = ()) -> list[Metric]:
-    """The gauges read from the store: tasks by state, queue depths, each breaker's state.
+    """The gauges read from the store: open tasks by state, queue depths, each breaker's state.
 
-    Every state and every agent in `agents` is listed, at 0 when the store has
-    nothing for it, so that a series does not vanish when its count drops to 0.
+    Every open state and every agent in `agents` is listed, at 0 when the store
+    has nothing for it, so that a series does not vanish when it drops to 0.
     """
-    counts = await store.count_tasks()
+    counts = await store.count_tasks_in(OPEN_STATES)
     depths = {depth.agent: depth for depth in await store.queue_depths()}
     breakers = await store.list_breakers()
     tasks = GaugeMetricFamily(
         "shepherd_tasks",
-        "Tasks in the store, by process_state (read from the store at scrape time).",
+        "Tasks pending, processing, compensating or in error (read at scrape time).",
         labels=["process_state"],
     )
-    for process_state in ProcessState:
+    for process_state in OPEN_STATES:
         tasks.add_metric([process_state.value], counts.get(process_state, 0))
     requests = GaugeMetricFamily(
         "shepherd_queue_requests",

@@ -143,6 +143,9 @@ class Facade(OperatorMethods, ABC):
     async def queue_depths(self) -> list[QueueDepth]:
         return await self.read(ops.QueueDepths())
 
+    async def count_tasks_in(self, states: Sequence[ProcessState]) -> dict[ProcessState, int]:
+        return await self.read(ops.CountTasksIn(states=tuple(states)))
+
     async def task_events(self, task_id: str) -> list[Event]:
         return await self.read(ops.TaskEvents(task_id=task_id))
 

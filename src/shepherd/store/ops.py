@@ -74,6 +74,7 @@ __all__ = [
     "CancelTask",
     "ClaimTasks",
     "CountTasks",
+    "CountTasksIn",
     "CountWorkflowTasks",
     "CrashVictims",
     "DeadWorkers",
@@ -233,6 +234,13 @@ class CountTasks(Read[dict[ProcessState, int]]):
 @_op
 class QueueDepths(Read[list[QueueDepth]]):
     """Per agent, its requests and calls waiting and taken now, by agent name."""
+
+
+@_op
+class CountTasksIn(Read[dict[ProcessState, int]]):
+    """How many tasks are in each of `states` (an index range per state, not the whole table)."""
+
+    states: tuple[ProcessState, ...]
 
 
 @_op

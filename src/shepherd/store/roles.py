@@ -413,6 +413,14 @@ class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
     async def count_workflow_tasks(self, workflow: str) -> dict[ProcessState, int]:
         """How many tasks of `workflow` are in each state (states without tasks are absent)."""
 
+    async def count_tasks_in(self, states: Sequence[ProcessState]) -> dict[ProcessState, int]:
+        """How many tasks are in each of `states` (states without tasks are absent).
+
+        Reads the index range of those states only: cheap for the states a
+        task passes through or waits in (`pending`, `processing`,
+        `compensating`, `error`), whatever the number of ended tasks.
+        """
+
     async def queue_depths(self) -> list[QueueDepth]:
         """Per agent, by name: its requests and calls waiting to be taken, and taken now.
 

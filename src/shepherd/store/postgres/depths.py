@@ -1,23 +1,30 @@
-"""The queues' depths per agent, read at a metrics scrape (`QueueDepths`).
+"""What waits, read at a metrics scrape: the queues' depths per agent, tasks in some states.
 
-Both statements read only rows in flight: a request is deleted when it is
+`QueueDepths` reads only rows in flight: a request is deleted when it is
 answered or its step moves on, and the calls' scan keeps to the unanswered
-ones (the partial index `calls_waiting`). Instants are the database's.
+ones (the partial index `calls_waiting`); instants are the database's.
+`CountTasksIn` is an index-only scan of the states asked for (`tasks_state`),
+never the ended tasks' ranges unless asked.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shepherd.core.states import ProcessState
 from shepherd.store.depth_rows import queue_depths
-from shepherd.store.ops import QueueDepths
+from shepherd.store.ops import CountTasksIn, QueueDepths
 from shepherd.store.postgres.reader import READS, Reader
 
 if TYPE_CHECKING:
     from shepherd.core.records import QueueDepth
 
-__all__ = ["depths"]
+__all__ = ["count_in", "depths"]
 
+_COUNT_IN = (
+    "SELECT process_state, count(*) FROM tasks WHERE process_state = ANY(%s::text[]) "
+    "GROUP BY process_state"
+)
 # Taken requests are hidden until their complete_by, so "live" is complete_by > now.
 _REQUESTS = (
     "SELECT agent, count(*) FILTER (WHERE taken_by IS NULL), "
@@ -39,3 +46,10 @@ async def depths(reader: Reader, op: QueueDepths) -> list[QueueDepth]:
     requests = await reader.fetch(_REQUESTS, (at,))
     calls = await reader.fetch(_CALLS, (at,))
     return queue_depths(requests, calls)
+
+
+@READS.handles(CountTasksIn)
+async def count_in(reader: Reader, op: CountTasksIn) -> dict[ProcessState, int]:
+    """How many tasks are in each of the operation's states (absent when none)."""
+    rows = await reader.fetch(_COUNT_IN, ([state.value for state in op.states],))
+    return {ProcessState(state): int(n) for state, n in rows}

@@ -1,23 +1,28 @@
-"""The queues' depths per agent, read at a metrics scrape (`QueueDepths`).
+"""What waits, read at a metrics scrape: the queues' depths per agent, tasks in some states.
 
-Both statements read only rows in flight: a request is deleted when it is
+`QueueDepths` reads only rows in flight: a request is deleted when it is
 answered or its step moves on, and the calls' scan keeps to the unanswered
-ones (the partial index `calls_waiting`).
+ones (the partial index `calls_waiting`). `CountTasksIn` counts the index
+range of each state asked for (`tasks_state`), never the ended tasks' ranges
+unless asked.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shepherd.core.states import ProcessState
 from shepherd.store.depth_rows import queue_depths
-from shepherd.store.ops import QueueDepths
+from shepherd.store.ops import CountTasksIn, QueueDepths
 from shepherd.store.sqlite.batch import READS, Reading
 
 if TYPE_CHECKING:
     from shepherd.core.records import QueueDepth
 
-__all__ = ["depths"]
+__all__ = ["count_in", "depths"]
 
+# One indexed count per state: SQLite walks the (process_state, created_at) range of each.
+_COUNT_IN = "SELECT count(*) FROM tasks WHERE process_state = ?"
 # (now): taken requests are hidden until their complete_by, so "live" is complete_by > now.
 _REQUESTS = (
     "SELECT agent, sum(taken_by IS NULL), sum(taken_by IS NOT NULL) FROM requests "
@@ -37,3 +42,12 @@ def depths(at: Reading, op: QueueDepths) -> list[QueueDepth]:
     requests = conn.execute(_REQUESTS, (now,)).fetchall()
     calls = conn.execute(_CALLS, (now, now, now)).fetchall()
     return queue_depths(requests, calls)
+
+
+@READS.handles(CountTasksIn)
+def count_in(at: Reading, op: CountTasksIn) -> dict[ProcessState, int]:
+    """How many tasks are in each of the operation's states (absent when none)."""
+    counts = {
+        state: at.conn.execute(_COUNT_IN, (state.value,)).fetchone()[0] for state in op.states
+    }
+    return {state: int(n) for state, n in counts.items() if n}
