@@ -9,7 +9,13 @@ workflow, step, attempt and epoch, and `shepherd top` shows the task in
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import select
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -156,3 +162,55 @@ def test_top_once_without_failures_and_without_a_store(
     assert "recent failures: none in error" in frame
     assert "breakers: none yet" in frame
     assert "workers alive: 0" in frame
+
+
+def test_top_live_redraws_in_a_terminal_until_ctrl_c(
+    cli_dir: Path, cli_env: dict[str, str], put_task: Callable[..., str]
+) -> None:
+    put_task("orders.pay", ProcessState.PROCESSED)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shepherd", "top", "--interval", "0.2"],
+        cwd=cli_dir,
+        env={**cli_env, "COLUMNS": "100", "TERM": "xterm"},
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    shown = b""
+    try:
+        # The first frame has no rate between frames yet ("…"); a redraw has one.
+        deadline = time.monotonic() + LOG_DEADLINE
+        while not re.search(r"last 0\.2s +\d+\.\d\d", _plain(shown)):
+            assert time.monotonic() < deadline, f"no redraw with a rate:\n{_plain(shown)}"
+            assert process.poll() is None, f"top exited {process.returncode}:\n{_plain(shown)}"
+            shown += _read(controller)
+        process.send_signal(signal.SIGINT)
+        while process.poll() is None:  # keep reading: a full terminal would block its writes
+            assert time.monotonic() < deadline, "top did not stop on SIGINT"
+            shown += _read(controller)
+        code = process.wait(LOG_DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(LOG_DEADLINE)
+        os.close(controller)
+
+    assert code == 0  # Ctrl-C is how one leaves it: not an error
+    assert "processed 1" in " ".join(_plain(shown).split())
+
+
+def _read(controller: int) -> bytes:
+    """What the terminal received within half a second (nothing once the process is gone)."""
+    if not select.select([controller], [], [], 0.5)[0]:
+        return b""
+    try:
+        return os.read(controller, 65536)
+    except OSError:  # EIO: the other end is closed
+        return b""
+
+
+def _plain(raw: bytes) -> str:
+    """What a terminal shows, roughly: the output without its escape sequences."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r", "", raw.decode(errors="replace"))
