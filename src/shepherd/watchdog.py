@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 from shepherd.culprit import Culprit, default_anchors, find_culprit, is_user_code
+from shepherd.tasklog import task_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -208,7 +209,7 @@ class Watchdog:
             culprit.whose(),
             culprit.where(),
             hint,
-            extra={"culprit": culprit, "blocked_for": lag},
+            extra={"culprit": culprit, "blocked_for": lag, **_fields(culprit)},
         )
         if self._on_block is not None:
             self._on_block()
@@ -221,7 +222,7 @@ class Watchdog:
             "event loop unblocked after %.1f s; it was blocked by %s",
             blocked,
             culprit.whose(),
-            extra={"culprit": culprit, "blocked_for": blocked},
+            extra={"culprit": culprit, "blocked_for": blocked, **_fields(culprit)},
         )
 
     def _culprit(self) -> Culprit:
@@ -234,3 +235,12 @@ class Watchdog:
             return Culprit()
         finally:
             del frame  # a frame holds its locals: do not keep it past this look
+
+
+def _fields(culprit: Culprit) -> dict[str, object]:
+    """The task fields of a line whose culprit is a task's workflow or step (else none)."""
+    if culprit.task_id is None:
+        return {}
+    return task_fields(
+        culprit.task_id, culprit.workflow, epoch=None, seq=culprit.seq, agent=culprit.agent
+    )
