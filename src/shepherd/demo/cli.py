@@ -163,7 +163,7 @@ def demo(
         json=as_json,
         progress=not no_progress,
         deadline=deadline,
-        worker_args=_log_args(log_level, log_level_for),
+        worker_args=_log_args(log_level, log_level_for, log_format),
     )
     try:
         ended = asyncio.run(run_demo(config, Console()))
@@ -193,9 +193,9 @@ def _store(ctx: click.Context, store: str | None) -> tuple[str | None, bool]:
     return store, source is ParameterSource.ENVIRONMENT
 
 
-def _log_args(level: str, overrides: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+def _log_args(level: str, overrides: Sequence[tuple[str, str]], log_format: str) -> tuple[str, ...]:
     """The logging options again, for the `--crash` worker's command line."""
-    args = ["--log-level", level]
+    args = ["--log-level", level, "--log-format", log_format]
     for name, name_level in overrides:
         args += ["--log-level-for", f"{name}={name_level}"]
     return tuple(args)
