@@ -111,9 +111,10 @@ async def test_a_hung_agent_is_cancelled_at_complete_by_and_the_step_runs_again(
         body: JsonValue,
         slot: Any = None,
         recorder: Any = None,
+        trace: Any = None,
     ) -> Any:
         written = await reply_and_ack(
-            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder, trace=trace
         )
         replies.append((request.attempt, bool(written)))
         return written

@@ -155,10 +155,11 @@ async def test_a_heartbeat_after_the_step_was_superseded_raises(app: App) -> Non
         body: JsonValue,
         slot: Any = None,
         recorder: Any = None,
+        trace: Any = None,
     ) -> Any:
         replies.append(request.attempt)
         return await reply_and_ack(
-            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder, trace=trace
         )
 
     app.store.reply_and_ack = spy  # type: ignore[method-assign]

@@ -212,9 +212,10 @@ async def test_a_hung_call_is_cancelled_at_complete_by_and_replies_nothing(
         body: JsonValue,
         slot: Any = None,
         recorder: Any = None,
+        trace: Any = None,
     ) -> Any:
         written = await reply_and_ack(
-            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder, trace=trace
         )
         replies.append((request.attempt, bool(written)))
         return written

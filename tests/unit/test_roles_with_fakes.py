@@ -246,6 +246,7 @@ class FakeAgentStore:
         body: JsonValue,
         slot: Slot | None = None,
         recorder: str | None = None,
+        trace: str | None = None,
     ) -> bool | Reply:
         self.replies[request.id] = (ok, body)
         if len(self.replies) == self.expected:

@@ -65,6 +65,8 @@ class Task:
     crashes: tuple[str, ...] = ()
     #: How often the process owning this task's claim died.
     owner_deaths: int = 0
+    #: The submitter's trace context (`shepherd.tracing`), or None when not traced.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +92,8 @@ class Request:
     resolution: Resolution | None = None
     #: When it was queued (the store's clock): it is visible to agents from then on.
     created_at: datetime | None = None
+    #: The trace context of the scheduler's task run that sent it, or None.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +136,8 @@ class Reply:
     lock_epoch: int
     ok: bool
     body: JsonValue
+    #: The trace context of the agent's step span that answered, or None.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

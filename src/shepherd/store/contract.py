@@ -97,6 +97,8 @@ class NewTask:
     key: str | None = None
     reply_to: str | None = None
     complete_within: float = 30.0
+    #: The submitter's trace context (`shepherd.tracing`), or None when not traced.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +128,9 @@ class StepStart:
     #: Where the call's entity lives (resolved when the step was first sent, then
     #: the recorded one on every later attempt): written on the step and its request.
     resolution: Resolution | None = None
+    #: The trace context of the task run sending it (`shepherd.tracing`), written on
+    #: its request, or None when not traced.
+    trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

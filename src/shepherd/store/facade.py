@@ -204,10 +204,17 @@ class Facade(OperatorMethods, ABC):
         body: JsonValue,
         slot: Slot | None = None,
         recorder: str | None = None,
+        trace: str | None = None,
     ) -> bool | Reply:
         return await self.write(
             ops.ReplyAndAck(
-                request=request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder
+                request=request,
+                worker=worker,
+                ok=ok,
+                body=body,
+                slot=slot,
+                recorder=recorder,
+                trace=trace,
             )
         )
 

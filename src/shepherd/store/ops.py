@@ -340,6 +340,8 @@ class ReplyAndAck(Write[bool | Reply]):
     slot: Slot | None = None
     #: The owner name of the scheduler in the worker's process, if one runs there.
     recorder: str | None = None
+    #: The trace context of the step span that answers (`shepherd.tracing`), or None.
+    trace: str | None = None
 
 
 @_op

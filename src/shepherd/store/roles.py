@@ -159,6 +159,7 @@ class AgentStore(Signalled, Clocked, Protocol):
         body: JsonValue,
         slot: Slot | None = None,
         recorder: str | None = None,
+        trace: str | None = None,
     ) -> bool | Reply:
         """Write the reply and remove the request; False if it was superseded.
 
@@ -167,7 +168,8 @@ class AgentStore(Signalled, Clocked, Protocol):
         With `recorder`, the owner name of the scheduler in the worker's own
         process: if that scheduler holds the task, the reply is recorded on its
         step in this transaction, as `record_replies` would (same checks), and
-        returned for the worker to hand over; it is never queued.
+        returned for the worker to hand over; it is never queued. `trace`, the
+        answering step span's context, is kept with the reply (`Reply.trace`).
         """
 
     async def acquire_slots(

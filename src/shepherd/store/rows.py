@@ -108,6 +108,7 @@ class TaskCol(Columns):
     UPDATED_AT: ClassVar[int]
     CRASHES: ClassVar[int]
     OWNER_DEATHS: ClassVar[int]
+    TRACE: ClassVar[int]
 
 
 class StepCol(Columns):
@@ -146,6 +147,7 @@ class RequestCol(Columns):
     SUSPECT: ClassVar[int]
     RESOLUTION: ClassVar[int]
     CREATED_AT: ClassVar[int]
+    TRACE: ClassVar[int]
 
 
 class EventCol(Columns):
@@ -272,6 +274,7 @@ class Records:
             steps=steps,
             crashes=tuple(load_stored(row[TaskCol.CRASHES])),
             owner_deaths=row[TaskCol.OWNER_DEATHS],
+            trace=row[TaskCol.TRACE],
         )
 
     def step(self, row: Row) -> Step:
@@ -312,6 +315,7 @@ class Records:
             suspect=bool(row[RequestCol.SUSPECT]),
             resolution=load_resolution(row[RequestCol.RESOLUTION]),
             created_at=self.instant(row[RequestCol.CREATED_AT]),
+            trace=row[RequestCol.TRACE],
         )
 
     def event(self, row: Row) -> Event:

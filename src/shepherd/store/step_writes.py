@@ -59,13 +59,14 @@ class ReplyCol(Columns):
     AGENT: ClassVar[int]
     KIND: ClassVar[int]
     COMPENSATES: ClassVar[int]
+    TRACE: ClassVar[int]
 
 
 #: The SELECT list of a reply (`r`) joined with its task (`t`) and its step (`s`).
 REPLY_COLUMNS = (
     "r.id, r.task_id, r.seq, r.attempt, r.lock_epoch, r.ok, r.body, "
     "t.lock_epoch AS task_epoch, t.key, t.reply_to, s.state AS step_state, "
-    "s.attempt AS step_attempt, s.agent, s.kind, s.compensates"
+    "s.attempt AS step_attempt, s.agent, s.kind, s.compensates, r.trace"
 )
 
 
@@ -78,7 +79,7 @@ class Starts(Generic[T]):
         steps: Step rows (task_id, seq, kind, agent, attempt, complete_by, request,
             undo, compensates, resolution), to upsert `running`.
         requests: Request rows (agent, task_id, seq, attempt, lock_epoch, kind,
-            payload, complete_by, within, retry, suspect, resolution), to enqueue.
+            payload, complete_by, within, retry, suspect, resolution, trace), to enqueue.
         claims: task id -> (lock_epoch, locked_by, the claim's new complete_by):
             the last step's wins, as if applied one by one.
         superseded: (task_id, seq) of steps started again: their old requests go.
@@ -160,6 +161,7 @@ def plan_starts(
                 retry,
                 int(s.suspect),
                 resolution,
+                s.trace,
             )
         )
         plan.out.append(complete_by)
@@ -225,6 +227,7 @@ def sort_replies(rows: Sequence[Row]) -> Replies:
             lock_epoch=row[ReplyCol.LOCK_EPOCH],
             ok=bool(row[ReplyCol.OK]),
             body=load_stored(row[ReplyCol.BODY]),
+            trace=row[ReplyCol.TRACE],
         )
         current = (
             row[ReplyCol.TASK_EPOCH] == reply.lock_epoch
@@ -285,17 +288,17 @@ class Answers:
         out: Per operation: False (the request was no longer the worker's), True
             (the reply is queued for its task's scheduler), or the `Reply` recorded
             on its step in this transaction, for the scheduler in the worker's process.
-        queued: Reply rows (task_id, seq, attempt, lock_epoch, ok, body) to insert.
+        queued: Reply rows (task_id, seq, attempt, lock_epoch, ok, body, trace) to insert.
         recorded: What recording the other replies writes (as `record_replies` would).
     """
 
     out: list[bool | Reply] = field(default_factory=list)
-    queued: list[tuple[str, int, int, int, bool, str]] = field(default_factory=list)
+    queued: list[tuple[str, int, int, int, bool, str, str | None]] = field(default_factory=list)
     recorded: Replies = field(default_factory=Replies)
 
 
 def plan_answers(
-    answers: Sequence[tuple[Request, str | None, bool, str]],
+    answers: Sequence[tuple[Request, str | None, bool, str, str | None]],
     acked: Sequence[bool],
     steps: Mapping[tuple[str, int], Row],
 ) -> Answers:
@@ -310,8 +313,8 @@ def plan_answers(
     would drop it.
 
     Args:
-        answers: Per operation: its request, its recorder, and its encoded
-            outcome (ok, body as stored).
+        answers: Per operation: its request, its recorder, its encoded
+            outcome (ok, body as stored), and its step span's trace context.
         acked: Per operation, whether its request was still the worker's (and
             is now removed).
         steps: (task_id, seq) -> a row of STEP_OWNER_COLUMNS, for the operations
@@ -320,14 +323,14 @@ def plan_answers(
     plan = Answers()
     rows: list[Row] = []
     slots: list[int] = []
-    for (request, recorder, ok, body), live in zip(answers, acked, strict=True):
+    for (request, recorder, ok, body, trace), live in zip(answers, acked, strict=True):
         if not live:
             plan.out.append(False)
             continue
         step = None if recorder is None else steps.get((request.task_id, request.seq))
         if step is None or step[StepOwnerCol.LOCKED_BY] != recorder:
             plan.queued.append(
-                (request.task_id, request.seq, request.attempt, request.lock_epoch, ok, body)
+                (request.task_id, request.seq, request.attempt, request.lock_epoch, ok, body, trace)
             )
             plan.out.append(True)
             continue
@@ -348,6 +351,7 @@ def plan_answers(
                 step[StepOwnerCol.AGENT],
                 step[StepOwnerCol.KIND],
                 step[StepOwnerCol.COMPENSATES],
+                trace,
             )
         )
         slots.append(len(plan.out))

@@ -58,10 +58,11 @@ _LOCK_STEP_OWNERS = (
     "WHERE t.id = ANY(ARRAY(SELECT task_id FROM v)) ORDER BY t.id FOR UPDATE OF t"
 )
 _INSERT_REPLIES = (
-    "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
-    "SELECT v.task_id, v.seq, v.attempt, v.lock_epoch, v.ok, v.body, %b "
-    "FROM unnest(%b::text[], %b::int[], %b::int[], %b::bigint[], %b::bool[], %b::text[]) "
-    "WITH ORDINALITY AS v(task_id, seq, attempt, lock_epoch, ok, body, n) ORDER BY v.n"
+    "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, trace, created_at) "
+    "SELECT v.task_id, v.seq, v.attempt, v.lock_epoch, v.ok, v.body, v.trace, %b "
+    "FROM unnest(%b::text[], %b::int[], %b::int[], %b::bigint[], %b::bool[], %b::text[], "
+    "%b::text[]) WITH ORDINALITY AS v(task_id, seq, attempt, lock_epoch, ok, body, trace, n) "
+    "ORDER BY v.n"
 )
 
 
@@ -111,6 +112,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
             op.request,
             op.recorder,
             *reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error),
+            op.trace,
         )
         for op in ops
     ]

@@ -67,13 +67,13 @@ _UPSERT_STEPS = (
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, visible_at, created_at) "
+    "complete_by, within, retry, suspect, resolution, trace, visible_at, created_at) "
     "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, v.within, v.retry, v.suspect, v.resolution, %b, %b "
+    "v.complete_by, v.within, v.retry, v.suspect, v.resolution, v.trace, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
-    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[], %b::text[]) "
-    "WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, n) ORDER BY v.n"
+    "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[], %b::text[], "
+    "%b::text[]) WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, "
+    "payload, complete_by, within, retry, suspect, resolution, trace, n) ORDER BY v.n"
 )
 
 

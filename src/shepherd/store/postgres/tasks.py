@@ -72,11 +72,12 @@ __all__ = [
 
 _INSERT_NEW = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
-    "failure_count, not_before, reply_to, created_at, updated_at) "
+    "failure_count, not_before, reply_to, created_at, updated_at, trace) "
     f"SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, {INSTANT}, "
-    f"v.reply_to, {INSTANT}, {INSTANT} "
-    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[]) "
-    "WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, n) "
+    f"v.reply_to, {INSTANT}, {INSTANT}, v.trace "
+    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[], "
+    "%b::text[]) WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, "
+    "trace, n) "
 )
 _INSERT_TASKS = (
     _INSERT_NEW
@@ -260,6 +261,7 @@ def _insert_params(
         [encoded for _, _, _, encoded in fresh],
         [item.complete_within for _, _, item, _ in fresh],
         [item.reply_to for _, _, item, _ in fresh],
+        [item.trace for _, _, item, _ in fresh],
     )
 
 

@@ -42,8 +42,8 @@ _TAKE = (
 _LIVE = "SELECT id, taken_by FROM requests WHERE id IN ({marks}) AND complete_by > ?"
 _ACK = "DELETE FROM requests WHERE id = ?"
 _INSERT_REPLY = (
-    "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, trace, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _STEP_OWNER = (
     f"SELECT {STEP_OWNER_COLUMNS} FROM tasks t JOIN steps s ON s.task_id = t.id "
@@ -103,6 +103,7 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
             op.request,
             op.recorder,
             *reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error),
+            op.trace,
         )
         for op in ops
     ]
@@ -111,7 +112,7 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     slots.release(batch, [op.slot for op in ops if op.slot is not None])
     if plan.queued:
         conn.executemany(
-            _INSERT_REPLY, [(*row[:4], int(row[4]), row[5], now) for row in plan.queued]
+            _INSERT_REPLY, [(*row[:4], int(row[4]), *row[5:], now) for row in plan.queued]
         )
         batch.rings.add(ch.REPLIES)
     write_recorded(batch, plan.recorded)

@@ -39,8 +39,8 @@ _UPSERT_STEP = (
 )
 _ENQUEUE = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, visible_at, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "complete_by, within, retry, suspect, resolution, trace, visible_at, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _REPLIES = (
     f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "

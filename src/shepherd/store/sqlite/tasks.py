@@ -66,8 +66,8 @@ __all__ = [
 
 _INSERT = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
-    "complete_within, failure_count, not_before, reply_to, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, 'pending', 0, ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "complete_within, failure_count, not_before, reply_to, created_at, updated_at, trace) "
+    "VALUES (?, ?, ?, ?, 'pending', 0, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _BY_KEY = "SELECT id FROM tasks WHERE workflow = ? AND key = ?"
 _CLAIM = (
@@ -144,6 +144,7 @@ def _insert(
                 item.reply_to,
                 now,
                 now,
+                item.trace,
             ),
         )
         if cursor.rowcount == 0:
