@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from shepherd import BreakerPolicy, ProcessState, TaskFailedError
+from shepherd import App, BreakerPolicy, ProcessState, TaskFailedError
 from shepherd.exposition import CONTENT_TYPE, OPEN_STATES, metrics_text
-from shepherd.testing import wait_until
+from shepherd.testing import FakeClock, wait_until
 
 if TYPE_CHECKING:
-    from shepherd import AgentRequest, App, WorkflowContext
+    from shepherd import AgentRequest, WorkflowContext
     from shepherd.core.records import JsonValue
 
 #: Seconds a test waits for an outcome before it fails (a backstop, not a timing claim).
@@ -141,3 +141,48 @@ async def test_supervisor_resets_and_escalations_are_counted(app: App) -> None:
     assert samples[("shepherd_supervisor_resets_total", cause)] == 1.0
     assert samples[("shepherd_supervisor_escalations_total", cause)] == 1.0
     assert tasks_in(samples, ProcessState.ERROR) == 1.0
+
+
+async def test_claim_lags_are_how_long_a_task_and_a_request_waited(
+    store_url: str, fake_clock: FakeClock
+) -> None:
+    app = App(store_url, alerts=(), clock=fake_clock, poll_interval=1.0)
+
+    @app.agent("echo")
+    async def echo(request: AgentRequest) -> JsonValue:
+        return request.payload
+
+    @app.workflow("orders.echo")
+    async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("echo", data, within=60.0)
+
+    try:
+        await app.open()
+        task_id = await app.submit("orders.echo", {})
+        fake_clock.advance(3.0)  # the task waits 3 s for a scheduler
+        async with app.running(roles=("scheduler",)):
+            waiting = ("shepherd_queue_requests", (("agent", "echo"), ("state", "waiting")))
+
+            async def queued() -> bool:
+                return (await scrape(app))[waiting] == 1.0
+
+            await wait_until(queued, timeout=PATIENCE, message="the step was not queued")
+            fake_clock.advance(7.0)  # its request waits 7 s for an agent
+            worker = asyncio.create_task(app.build_agent_worker().run())
+            try:
+                await app.result(task_id, timeout=PATIENCE)
+            finally:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
+        samples = await scrape(app)
+    finally:
+        await app.close()
+
+    def below(name: str, labels: tuple[tuple[str, str], ...], le: str) -> float:
+        return samples[(f"{name}_bucket", tuple(sorted((*labels, ("le", le)))))]
+
+    task = ("shepherd_task_claim_lag_seconds", (("workflow", "orders.echo"),))
+    assert (below(*task, "2.5"), below(*task, "5.0")) == (0.0, 1.0)
+    request = ("shepherd_request_claim_lag_seconds", (("agent", "echo"),))
+    assert (below(*request, "5.0"), below(*request, "10.0")) == (0.0, 1.0)
