@@ -87,6 +87,9 @@ def test_json_logs_carry_the_task_fields_and_top_shows_the_failure(
         assert worker.terminate() == 0
         stderr = worker.stderr()
     assert worker.ready_line.startswith("shepherd ready:")
+    # The process is gone and its stdout read to the end: the ready line was all of it.
+    rest = [worker.lines.get_nowait() for _ in range(worker.lines.qsize())]
+    assert rest == [None]
 
     lines = stderr.splitlines()
     records = [json.loads(line) for line in lines]  # every line is one JSON object
