@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from shepherd.errors import StoreUnavailableError
 from shepherd.store.migrations import Migration, migrations, pending, statements
 
-__all__ = [
-    "JOURNAL_SIZE_LIMIT",
-    "begin_immediate",
-    "connect",
-    "migrate",
-    "path_from_url",
-    "rollback",
-]
+__all__ = ["JOURNAL_SIZE_LIMIT", "connect", "migrate", "path_from_url", "rollback"]
 
 log = logging.getLogger("shepherd.store.sqlite")
 
@@ -111,54 +103,6 @@ def migrate(
         rollback(conn)
         raise
     return applied
-
-
-#: Waits between tries of BEGIN IMMEDIATE while another connection holds the write
-#: lock: short at first (a peer's write transaction takes about a millisecond), then
-#: every millisecond until the busy timeout.
-_BUSY_WAITS = (0.00005, 0.0001, 0.0002, 0.0005)
-_BUSY_WAIT_CAP = 0.001
-
-
-def begin_immediate(
-    conn: sqlite3.Connection,
-    *,
-    busy_timeout: float,
-    monotonic: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """BEGIN IMMEDIATE, looking again within a millisecond while another process writes.
-
-    SQLite's own busy handler sleeps 1, 2, 5, 10, 15... ms between looks, so a
-    writer that meets a peer's transaction (a client submitting while a worker
-    commits) starts milliseconds after the lock was freed: the tail of every
-    cross-process write. Here the connection's handler is off for the BEGIN
-    alone and the thread looks again after 0.05, 0.1, 0.2, 0.5 ms, then every
-    millisecond, until `busy_timeout` has passed (then the last "database is
-    locked" error is raised, as SQLite's handler would). Runs on the
-    connection's own thread: the event loop never waits here.
-    """
-    conn.execute("PRAGMA busy_timeout = 0")
-    try:
-        deadline: float | None = None
-        tries = 0
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
-                    raise
-                now = monotonic()
-                if deadline is None:
-                    deadline = now + busy_timeout
-                elif now >= deadline:
-                    raise
-            wait = _BUSY_WAITS[tries] if tries < len(_BUSY_WAITS) else _BUSY_WAIT_CAP
-            tries += 1
-            sleep(min(wait, max(deadline - now, 0.0)))
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
 
 
 def rollback(conn: sqlite3.Connection) -> None:

@@ -61,9 +61,7 @@ class SQLiteStore(Facade):
         self.wakeups = Wakeups(self.path, self.signals)
         self._executor: ConnectionThread | None = None
         self._conn: sqlite3.Connection | None = None
-        self._writer = Writer(
-            url, self.clock, payload_limit=max_payload_bytes, busy_timeout=busy_timeout
-        )
+        self._writer = Writer(url, self.clock, payload_limit=max_payload_bytes)
 
     # -- life cycle --------------------------------------------------------
     async def open(self) -> None:

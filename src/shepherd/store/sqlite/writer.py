@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.sqlite.batch import Batch
-from shepherd.store.sqlite.connection import begin_immediate, rollback
+from shepherd.store.sqlite.connection import rollback
 from shepherd.store.sqlite.errors import is_store_wide, translate
 from shepherd.store.sqlite.handlers import WRITES
 
@@ -37,21 +37,12 @@ class Writer:
         url: The store's URL, for messages.
         clock: The store's clock: each transaction's `now`.
         payload_limit: The most bytes a payload may take as JSON text.
-        busy_timeout: Seconds a transaction waits for another connection's write lock.
     """
 
-    def __init__(
-        self,
-        url: str,
-        clock: Clock,
-        *,
-        payload_limit: int = MAX_PAYLOAD_BYTES,
-        busy_timeout: float = 30.0,
-    ) -> None:
+    def __init__(self, url: str, clock: Clock, *, payload_limit: int = MAX_PAYLOAD_BYTES) -> None:
         self.url = url
         self.clock = clock
         self.payload_limit = payload_limit
-        self.busy_timeout = busy_timeout
         self.commits = 0
         self.batches = 0
         self.operations = 0
@@ -84,7 +75,7 @@ class Writer:
         outcomes: list[object] = [None] * len(ops)
         if conn.in_transaction:  # a rollback that failed earlier: start clean
             rollback(conn)
-        begin_immediate(conn, busy_timeout=self.busy_timeout)
+        conn.execute("BEGIN IMMEDIATE")
         try:
             for kind, indexes in grouped.items():
                 results = WRITES[kind](batch, [ops[i] for i in indexes])
