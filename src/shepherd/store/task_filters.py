@@ -46,6 +46,7 @@ def list_query(
     columns: str,
     limit: object,
     instant: Callable[[datetime], object] = lambda at: at,
+    prefix_range: bool = True,
 ) -> tuple[str, list[object]]:
     """(statement, parameters) listing the tasks that match every filter `op` gives.
 
@@ -59,11 +60,15 @@ def list_query(
         columns: The task columns to select.
         limit: The LIMIT parameter (the backend's reading of `op.limit`).
         instant: Turns a datetime into the backend's time column type.
+        prefix_range: Whether an id prefix is looked up as a range of the
+            primary key (False: only checked with `substr`, so that the
+            listing walks an index in its order; for a prefix that many ids
+            share, on a backend without statistics to tell).
 
     Returns:
         The statement and its parameters, in order.
     """
-    where, params = _common(op, mark=mark, instant=instant)
+    where, params = _common(op, mark=mark, instant=instant, prefix_range=prefix_range)
     arms: Sequence[ProcessState] = list(dict.fromkeys(op.states))
     if not arms and op.workflow is not None and op.key is None and op.id_prefix is None:
         arms = list(ProcessState)
@@ -133,7 +138,7 @@ def prefix_end(prefix: str) -> str | None:
 
 
 def _common(
-    op: ListTasks, *, mark: str, instant: Callable[[datetime], object]
+    op: ListTasks, *, mark: str, instant: Callable[[datetime], object], prefix_range: bool
 ) -> tuple[list[str], list[object]]:
     """The conditions (and their parameters) of every filter but the states."""
     conditions: list[str] = []
@@ -146,13 +151,14 @@ def _common(
             conditions.append(condition)
             params.append(value)
     prefix = op.id_prefix
-    if prefix:
+    if prefix and prefix_range:
         conditions.append(f"id >= {mark}")
         params.append(prefix)
         end = prefix_end(prefix)
         if end is not None:
             conditions.append(f"id < {mark}")
             params.append(end)
+    if prefix:
         # The length is an int of ours, not user text: safe to write inline.
         conditions.append(f"substr(id, 1, {len(prefix)}) = {mark}")
         params.append(prefix)

@@ -1,0 +1,171 @@
+"""The dashboard's task list: pages by a keyset cursor, creation-time ranges, every filter in order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from shepherd.core.states import ProcessState
+from shepherd.errors import ConfigError
+from shepherd.store.cursor import TaskCursor
+from shepherd.store.sqlite import tasks as sqlite_tasks
+from support.factories import new_task
+
+if TYPE_CHECKING:
+    from shepherd.core.records import Task
+    from shepherd.store.contract import Store
+    from shepherd.testing import FakeClock
+
+
+async def _made(store: Store, clock: FakeClock, n: int, *, same_instant: int = 1) -> list[str]:
+    """`n` tasks over workflows wf-0..wf-2, `same_instant` at each instant; newest first."""
+    ids = []
+    for i in range(n):
+        ids.append((await store.submit_task(new_task(f"wf-{i % 3}", key=f"k{i}"))).task_id)
+        if (i + 1) % same_instant == 0:
+            clock.advance(1)
+    tasks = [await store.get_task(task_id) for task_id in ids]
+    ordered = sorted(
+        (t for t in tasks if t is not None), key=lambda t: (t.created_at, t.id), reverse=True
+    )
+    return [t.id for t in ordered]
+
+
+async def _walk(store: Store, size: int, **filters: Any) -> list[str]:
+    """Every task matching `filters`, page after page of `size`, by the cursor."""
+    seen: list[str] = []
+    before: TaskCursor | None = None
+    while True:
+        page: list[Task] = await store.list_tasks(limit=size, before=before, **filters)
+        seen += [t.id for t in page]
+        if len(page) < size:
+            return seen
+        before = TaskCursor.of(page[-1])
+
+
+async def test_pages_cover_every_task_once_in_order_even_when_created_at_ties(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    # Four tasks per instant: the id breaks the tie, and no page boundary loses or repeats one.
+    ids = await _made(store, fake_clock, 22, same_instant=4)
+
+    for size in (1, 3, 4, 5, 22, 50):
+        assert await _walk(store, size) == ids
+
+
+async def test_a_page_continues_after_its_cursor_whatever_is_submitted_meanwhile(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    ids = await _made(store, fake_clock, 6)
+    first = await store.list_tasks(limit=3)
+    await store.submit_task(new_task("wf-0"))  # newer: it belongs before the first page
+
+    second = await store.list_tasks(limit=3, before=TaskCursor.of(first[-1]))
+
+    assert [t.id for t in first + second] == ids
+
+
+async def test_filters_page_in_order(store: Store, fake_clock: FakeClock) -> None:
+    ids = await _made(store, fake_clock, 12)
+    claimed = {t.id for t in await store.claim_tasks(owner="s1", limit=5)}
+    by_id = {t.id: t for t in await store.list_tasks(limit=100)}
+
+    def expected(keep: Any) -> list[str]:
+        return [i for i in ids if keep(by_id[i])]
+
+    cases: list[tuple[dict[str, Any], Any]] = [
+        ({"workflow": "wf-1"}, lambda t: t.workflow == "wf-1"),
+        ({"states": [ProcessState.PENDING]}, lambda t: t.id not in claimed),
+        (
+            {"states": [ProcessState.PROCESSING, ProcessState.PENDING]},
+            lambda t: True,
+        ),
+        (
+            {"workflow": "wf-2", "states": [ProcessState.PROCESSING]},
+            lambda t: t.workflow == "wf-2" and t.id in claimed,
+        ),
+        ({"key": "k7"}, lambda t: t.key == "k7"),
+    ]
+    for filters, keep in cases:
+        assert await _walk(store, 2, **filters) == expected(keep), filters
+
+
+async def test_filters_by_creation_time(store: Store, fake_clock: FakeClock) -> None:
+    start = fake_clock.now()
+    ids = await _made(store, fake_clock, 6)  # one per second, from `start`
+    created = {t.id: t.created_at for t in await store.list_tasks(limit=10)}
+
+    window = await store.list_tasks(
+        created_from=start + timedelta(seconds=2), created_to=start + timedelta(seconds=4)
+    )
+
+    assert [t.id for t in window] == [
+        i for i in ids if start + timedelta(seconds=2) <= created[i] < start + timedelta(seconds=4)
+    ]
+    assert len(window) == 2
+    assert await store.list_tasks(created_from=fake_clock.now() + timedelta(days=1)) == []
+    assert [t.id for t in await store.list_tasks(created_to=start + timedelta(seconds=1))] == [
+        ids[-1]
+    ]
+
+
+async def test_id_prefix_is_exact_for_any_text(store: Store, fake_clock: FakeClock) -> None:
+    ids = await _made(store, fake_clock, 5)
+
+    for prefix in (ids[0][:3], ids[0][:12], ids[0]):
+        assert [t.id for t in await store.list_tasks(id_prefix=prefix)] == [
+            i for i in ids if i.startswith(prefix)
+        ]
+    for odd in ("z", "0" * 30, "\U0010ffff", "é", "%", "_"):
+        assert await store.list_tasks(id_prefix=odd) == []
+
+
+@pytest.mark.parametrize(
+    ("filters", "field"),
+    [
+        ({"workflow": "a\0b"}, "workflow"),
+        ({"key": "\ud800"}, "key"),
+        ({"id_prefix": 12}, "id_prefix"),
+        ({"created_from": datetime(2026, 1, 1)}, "created_from"),
+        ({"created_to": "yesterday"}, "created_to"),
+        ({"before": "0.abc"}, "before"),
+        ({"states": ["nope"]}, "states"),
+        ({"key": "k" * 2000}, "key"),
+    ],
+)
+async def test_a_malformed_filter_is_refused_naming_it(
+    store: Store, filters: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        await store.list_tasks(**filters)
+    assert caught.value.field == field
+
+
+async def test_states_may_be_given_as_their_names(store: Store) -> None:
+    task_id = (await store.submit_task(new_task("wf"))).task_id
+    found = await store.list_tasks(states=["pending"])  # type: ignore[list-item]
+    assert [t.id for t in found] == [task_id]
+
+
+async def test_a_cursor_far_in_the_past_or_future_lists_accordingly(store: Store) -> None:
+    task_id = (await store.submit_task(new_task("wf"))).task_id
+    old = TaskCursor(created_at=datetime(1971, 1, 1, tzinfo=UTC), task_id="0")
+    new = TaskCursor(created_at=datetime(2999, 1, 1, tzinfo=UTC), task_id="0")
+
+    assert await store.list_tasks(before=old) == []
+    assert [t.id for t in await store.list_tasks(before=new)] == [task_id]
+
+
+async def test_a_prefix_many_ids_share_lists_the_same(
+    store: Store, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite walks the order index instead of the id range once "many" ids share a prefix.
+    monkeypatch.setattr(sqlite_tasks, "MANY_IDS", 2)
+    ids = await _made(store, fake_clock, 7)
+
+    for prefix in (ids[0][:2], ids[3], ids[0][:12], "f"):
+        expected = [i for i in ids if i.startswith(prefix)]
+        assert [t.id for t in await store.list_tasks(id_prefix=prefix)] == expected
+        assert await _walk(store, 2, id_prefix=prefix) == expected
