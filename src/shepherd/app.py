@@ -13,9 +13,11 @@ import os
 import random
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final
 
+from shepherd import tracing
 from shepherd.agents import Agent, AgentWorker, Handler
 from shepherd.agents.batch import Batch
 from shepherd.agents.calls import CallServer
@@ -65,7 +67,7 @@ from shepherd.supervisor.supervisor import LEASE
 from shepherd.watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from shepherd.store.contract import Store
+    from shepherd.store.contract import NewTask, Store
 
 log = logging.getLogger("shepherd")
 
@@ -443,6 +445,14 @@ class App:
             StoreUnavailableError: The store cannot be reached; nothing was written.
         """
         task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to)
+        if tracing.ENABLED:
+            with tracing.submit_span([workflow]) as traced:
+                task_id = await self._submit(replace(task, trace=traced.context), connection)
+                traced.submitted([task_id])
+                return task_id
+        return await self._submit(task, connection)
+
+    async def _submit(self, task: NewTask, connection: object | None) -> str:
         await self.open()
         try:
             if connection is not None:
@@ -487,6 +497,15 @@ class App:
         tasks = new_tasks(self.workflows, submissions)
         if not tasks and connection is None:
             return []
+        if tracing.ENABLED and tasks:
+            with tracing.submit_span([task.workflow for task in tasks]) as traced:
+                tasks = [replace(task, trace=traced.context) for task in tasks]
+                task_ids = await self._submit_many(tasks, connection)
+                traced.submitted(task_ids)
+                return task_ids
+        return await self._submit_many(tasks, connection)
+
+    async def _submit_many(self, tasks: list[NewTask], connection: object | None) -> list[str]:
         await self.open()
         try:
             if connection is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, cast, final
 
+from shepherd import tracing
 from shepherd.agents.batch import Batch
 from shepherd.agents.breakers import BreakerGate
 from shepherd.agents.capacity import CapacityGate
@@ -228,7 +229,11 @@ class AgentWorker:
                     if request.suspect:
                         self._suspects += 1
                     spec = self.agents[request.agent]
-                    handling: Coroutine[None, None, None] = self._handle(request)
+                    handling: Coroutine[None, None, None] = (
+                        _traced(self._handle(request), request)
+                        if tracing.ENABLED
+                        else self._handle(request)
+                    )
                     if spec.threads:
                         handling = threaded.hold(handling, request)
                     if CapacityGate.resource_of(spec, request) is not None:
@@ -394,6 +399,8 @@ class AgentWorker:
                     except Exception as exc:
                         counters.duration.observe(self.clock.monotonic() - tried_at)
                         failure = exc
+                        if tracing.ENABLED:
+                            tracing.tried(exc)
                     else:
                         counters.duration.observe(self.clock.monotonic() - tried_at)
                         kind = None
@@ -533,6 +540,8 @@ class AgentWorker:
         self, request: Request, kind: EventKind, *, tries: int, error: JsonValue
     ) -> None:
         """Leave the reason in the task's history, for the operator and the alert."""
+        if tracing.ENABLED:
+            tracing.failed(str(kind))
         detail = {
             "seq": request.seq,
             "agent": request.agent,
@@ -562,6 +571,11 @@ class AgentWorker:
         request is gone and the retry replies nothing.
         """
         recorder = self.recorder
+        trace = None
+        if tracing.ENABLED:
+            trace = tracing.current()
+            if not ok:
+                tracing.failed(_told(body))
         while True:
             try:
                 replied = await self.store.reply_and_ack(
@@ -571,6 +585,7 @@ class AgentWorker:
                     body=body,
                     slot=slot,
                     recorder=None if recorder is None else recorder.owner,
+                    trace=trace,
                 )
             except StoreUnavailableError as exc:
                 if self.store.now() >= request.complete_by:
@@ -685,6 +700,19 @@ _HELD_BACK = {
         "no call to resource {resource!r} was allowed by its rate before complete_by",
     ),
 }
+
+
+async def _traced(handling: Awaitable[None], request: Request) -> None:
+    """Run `handling` inside the request's step span (`shepherd.tracing`)."""
+    with tracing.step_span(request):
+        await handling
+
+
+def _told(body: JsonValue) -> str:
+    """An error reply's reason for its step span: its type and message."""
+    if isinstance(body, dict):
+        return f"{body.get('type')}: {body.get('message')}"
+    return str(body)
 
 
 def _holder(worker: str, request: Request) -> str:

@@ -32,6 +32,7 @@ from shepherd.tasklog import step_event
 if TYPE_CHECKING:
     from shepherd.core.resources import Resolution
     from shepherd.scheduler.scheduler import Scheduler
+    from shepherd.tracing import TaskTrace
 
 
 class Abandoned(BaseException):
@@ -72,6 +73,8 @@ class WorkflowContext:
         self._seq = 0
         #: The tasks running a forward call right now (more than one for parallel calls).
         self._in_flight: set[asyncio.Task[object]] = set()
+        #: This run's span (`shepherd.tracing`), whose context each request carries.
+        self.traced: TaskTrace | None = None
 
     async def call(
         self,
@@ -253,6 +256,7 @@ class WorkflowContext:
                         suspect=suspect,
                         queue_allowance=SUSPECT_QUEUE_WINDOWS * step_within if suspect else 0.0,
                         resolution=resolution,
+                        trace=None if self.traced is None else self.traced.context,
                     )
                 )
             except StaleEpochError as exc:

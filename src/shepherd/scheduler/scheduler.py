@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, final
 
+from shepherd import tracing
 from shepherd.core import compensation, replay
 from shepherd.core.alerts import fail_reason
 from shepherd.core.events import EventKind
@@ -263,6 +264,8 @@ class Scheduler:
         The reply loop calls it for the replies it recorded; an agent worker in
         this process, for those its own transaction recorded (`recorder`).
         """
+        if tracing.ENABLED and reply.trace is not None:
+            tracing.replied(reply)
         future = self._waiting.get((reply.task_id, reply.seq))
         if future is not None and not future.done():
             future.set_result((reply.ok, reply.body))
@@ -302,6 +305,13 @@ class Scheduler:
 
     async def _drive_once(self, task: Task) -> None:
         ctx = WorkflowContext(self, task)
+        if tracing.ENABLED:
+            with tracing.task_span(task) as ctx.traced:
+                await self._run_task(ctx, task)
+        else:
+            await self._run_task(ctx, task)
+
+    async def _run_task(self, ctx: WorkflowContext, task: Task) -> None:
         if task.process_state is ProcessState.COMPENSATING:
             await self._compensate(ctx, task.error)
         else:
@@ -405,6 +415,8 @@ class Scheduler:
             await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
             task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
             self.counters.ended(task.workflow, ProcessState.PROCESSED)
+            if ctx.traced is not None:
+                ctx.traced.ended(ProcessState.PROCESSED)
 
     async def _compensate(self, ctx: WorkflowContext, reason: JsonValue) -> None:
         """Run the undo agents of the task's completed steps, newest first."""
@@ -453,6 +465,8 @@ class Scheduler:
         )
         task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
         self.counters.ended(ctx.task.workflow, final)
+        if ctx.traced is not None:
+            ctx.traced.ended(final, fail_reason(reason))
 
     async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
         await self.store.fail_task(
@@ -468,6 +482,8 @@ class Scheduler:
             step=ctx.steps.get(seq) if isinstance(seq, int) else None,
         )
         self.counters.ended(ctx.task.workflow, ProcessState.ERROR)
+        if ctx.traced is not None:
+            ctx.traced.ended(ProcessState.ERROR, fail_reason(error))
         # The same reason as the alert `fail_task` stored with the task.
         self.raise_alert(ctx.task, reason=fail_reason(error))
 
