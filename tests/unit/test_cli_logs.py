@@ -146,3 +146,17 @@ def test_the_text_format_does_not_show_the_fields(stream: io.StringIO) -> None:
 def test_an_unknown_format_is_refused(stream: io.StringIO) -> None:
     with pytest.raises(ConfigError, match="unknown log format 'xml'"):
         configure_logging("info", stream=stream, log_format="xml")
+
+
+def test_a_line_is_valid_json_whatever_the_extra_fields_hold(stream: io.StringIO) -> None:
+    configure_logging("info", stream=stream, log_format="json")
+    cycle: list[object] = []
+    cycle.append(cycle)
+    logging.getLogger("shepherd").info(
+        "odd", extra={"ratio": float("nan"), "by_pair": {(1, 2): "x"}, "cycle": cycle, "n": 0.5}
+    )
+
+    line = json.loads(stream.getvalue())
+    assert (line["message"], line["n"], line["ratio"]) == ("odd", 0.5, "nan")
+    assert line["by_pair"] == "{(1, 2): 'x'}"
+    assert line["cycle"] == "[[...]]"

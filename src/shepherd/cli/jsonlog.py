@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from datetime import UTC, datetime
 from typing import final
 
@@ -31,8 +32,9 @@ _NOISE = frozenset({"color_message"})
 class JsonFormatter(logging.Formatter):
     """Formats a record as one line of JSON: time, level, logger, message, extras.
 
-    A value that JSON cannot hold (a datetime, an enum member of no JSON type)
-    is written as its `str`.
+    A value that JSON cannot hold (a datetime, an object, NaN, a dict with
+    keys other than strings) is written as its `str`: a line is always valid
+    JSON, whatever a caller passed as `extra=`.
     """
 
     def format(self, record: logging.LogRecord) -> str:
@@ -54,4 +56,14 @@ class JsonFormatter(logging.Formatter):
         for name, value in vars(record).items():
             if name not in _STANDARD and name not in _NOISE and not name.startswith("_"):
                 document.setdefault(name, value)
-        return json.dumps(document, default=str)
+        try:
+            return json.dumps(document, default=str, allow_nan=False)
+        except (TypeError, ValueError):  # NaN, non-string keys, a cycle: each field as text
+            return json.dumps({k: v if _scalar(v) else str(v) for k, v in document.items()})
+
+
+def _scalar(value: object) -> bool:
+    """Whether JSON holds `value` as it is: a string, a whole number, a finite float, null."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | int | None)
