@@ -446,6 +446,7 @@ class App:
         """
         task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to)
         if tracing.ENABLED:
+            await self.open()  # the span is the submit's, not the store's opening
             with tracing.submit_span([workflow]) as traced:
                 task_id = await self._submit(replace(task, trace=traced.context), connection)
                 traced.submitted([task_id])
@@ -498,6 +499,7 @@ class App:
         if not tasks and connection is None:
             return []
         if tracing.ENABLED and tasks:
+            await self.open()
             with tracing.submit_span([task.workflow for task in tasks]) as traced:
                 tasks = [replace(task, trace=traced.context) for task in tasks]
                 task_ids = await self._submit_many(tasks, connection)
