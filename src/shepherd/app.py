@@ -445,7 +445,7 @@ class App:
             StoreUnavailableError: The store cannot be reached; nothing was written.
         """
         task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to)
-        if tracing.ENABLED:
+        if tracing.ENABLED and tracing.active():
             await self.open()  # the span is the submit's, not the store's opening
             with tracing.submit_span([workflow]) as traced:
                 task_id = await self._submit(replace(task, trace=traced.context), connection)
@@ -498,7 +498,7 @@ class App:
         tasks = new_tasks(self.workflows, submissions)
         if not tasks and connection is None:
             return []
-        if tracing.ENABLED and tasks:
+        if tracing.ENABLED and tasks and tracing.active():
             await self.open()
             with tracing.submit_span([task.workflow for task in tasks]) as traced:
                 tasks = [replace(task, trace=traced.context) for task in tasks]

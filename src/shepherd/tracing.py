@@ -4,8 +4,9 @@ On when `opentelemetry-api` can be imported (`pip install 'shepherd[otel]'`):
 `ENABLED` is then True. Every caller checks `ENABLED` before it calls anything
 else here, so without OpenTelemetry a submit, a task and a step cost one
 branch each. The spans go to the TracerProvider the application set
-(`opentelemetry.trace.set_tracer_provider`, the standard way); with the API's
-default provider nothing is recorded and no context is stored.
+(`opentelemetry.trace.set_tracer_provider`, the standard way). Until one is
+set, `active()` is False: the callers make no span, and no context is stored
+(a task's own context still travels on: see `WorkflowContext`'s requests).
 
 The spans, and how they chain across processes through the store:
 
@@ -48,10 +49,13 @@ else:
     ENABLED = True
     #: shepherd's tracer: a proxy until the application sets its provider, then its own.
     _TRACER = trace.get_tracer("shepherd")
+    _PROXY = trace.ProxyTracer
+    _PROXY_PROVIDER = trace.ProxyTracerProvider
 
 __all__ = [
     "ENABLED",
     "TaskTrace",
+    "active",
     "current",
     "failed",
     "replied",
@@ -67,6 +71,23 @@ WORKFLOW: Final = "shepherd.workflow"
 MAX_CONTEXT = 8192
 #: The ends of a task that its span marks as errors.
 _FAILED = frozenset({ProcessState.ERROR, ProcessState.COMPENSATED})
+#: Whether the application has set a tracer provider (it can be set only once).
+_provider_set = False
+
+
+def active() -> bool:
+    """Whether spans can be recorded: the application set a tracer provider.
+
+    Until it does, the API's default records nothing; a span would cost
+    several microseconds for nothing, so the callers make none. Once set, a
+    provider stays (OpenTelemetry allows one per process), and this is one
+    global read.
+    """
+    global _provider_set
+    if _provider_set or not isinstance(_TRACER, _PROXY):
+        return True
+    _provider_set = not isinstance(trace.get_tracer_provider(), _PROXY_PROVIDER)
+    return _provider_set
 
 
 def current(**extra: str) -> str | None:

@@ -703,7 +703,11 @@ _HELD_BACK = {
 
 
 async def _traced(handling: Awaitable[None], request: Request) -> None:
-    """Run `handling` inside the request's step span (`shepherd.tracing`)."""
+    """Run `handling` inside the request's step span (`shepherd.tracing`), if spans
+    can be recorded."""
+    if not tracing.active():
+        await handling
+        return
     with tracing.step_span(request):
         await handling
 

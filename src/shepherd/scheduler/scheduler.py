@@ -264,7 +264,7 @@ class Scheduler:
         The reply loop calls it for the replies it recorded; an agent worker in
         this process, for those its own transaction recorded (`recorder`).
         """
-        if tracing.ENABLED and reply.trace is not None:
+        if tracing.ENABLED and reply.trace is not None and tracing.active():
             tracing.replied(reply)
         future = self._waiting.get((reply.task_id, reply.seq))
         if future is not None and not future.done():
@@ -305,7 +305,7 @@ class Scheduler:
 
     async def _drive_once(self, task: Task) -> None:
         ctx = WorkflowContext(self, task)
-        if tracing.ENABLED:
+        if tracing.ENABLED and tracing.active():
             with tracing.task_span(task) as ctx.traced:
                 await self._run_task(ctx, task)
         else:
