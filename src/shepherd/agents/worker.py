@@ -572,7 +572,7 @@ class AgentWorker:
         """
         recorder = self.recorder
         trace = None
-        if tracing.ENABLED:
+        if tracing.ENABLED and tracing.active():
             trace = tracing.current()
             if not ok:
                 tracing.failed(_told(body))
