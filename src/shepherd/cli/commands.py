@@ -18,6 +18,7 @@ import click
 from shepherd.agents.pools import check_pool, parse_patterns
 from shepherd.app import ROLES, App
 from shepherd.cli import (
+    dashboard_command,
     ops_commands,
     render,
     resource_commands,
@@ -72,6 +73,7 @@ for _command in (
     *resource_commands.COMMANDS,
     *token_commands.COMMANDS,
     *top.COMMANDS,
+    *dashboard_command.COMMANDS,
 ):
     cli.add_command(_command)
 

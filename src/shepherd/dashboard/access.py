@@ -1,0 +1,105 @@
+"""The door of every route: `guarded` lets in who `Guard.identify` names; `posted_form` checks CSRF.
+
+A refused page (a GET) redirects to the login form; anything else refused is
+401 with `WWW-Authenticate: Bearer`. A POST from a browser session must carry
+the session's CSRF token in the form field `csrf` (or the `X-CSRF-Token`
+header); without it, or with another session's, it is refused with 403 and
+nothing is done. A Bearer request has no session to forge (browsers never add
+that header on their own), so it needs no CSRF token.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from shepherd.dashboard.auth import COOKIE, SESSION_SECONDS
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from shepherd.dashboard.auth import Guard, Identity
+
+__all__ = ["guarded", "local_path", "posted_form", "set_session"]
+
+Endpoint = Callable[["Request"], Awaitable[Response]]
+
+
+def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
+    """`endpoint`, for identified requests only (`request.state.who`); `page`: a refused GET goes to the login form."""
+
+    async def door(request: Request) -> Response:
+        guard: Guard = request.app.state.guard
+        who = await guard.identify(request)
+        if who is None:
+            return refusal(request, page=page)
+        request.state.who = who
+        response = await endpoint(request)
+        if who.cookie is not None:
+            set_session(response, who.cookie)
+        return response
+
+    return door
+
+
+def refusal(request: Request, *, page: bool) -> Response:
+    """What a request nobody vouches for gets."""
+    if page and request.method in ("GET", "HEAD") and "authorization" not in request.headers:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
+    return PlainTextResponse(
+        "401 Unauthorized: log in, or send Authorization: Bearer TOKEN\n",
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+async def posted_form(request: Request) -> FormData:
+    """The POSTed form of a guarded route, once its CSRF token is checked.
+
+    Raises:
+        HTTPException: 403 when a browser session's request lacks its CSRF token.
+    """
+    form = await request.form()
+    who: Identity = request.state.who
+    if who.session is None:  # a Bearer script
+        return form
+    guard: Guard = request.app.state.guard
+    sent = form.get("csrf") or request.headers.get("x-csrf-token") or ""
+    expected = guard.sessions.csrf(who.session)
+    if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
+        raise HTTPException(
+            403, "403 Forbidden: this form's CSRF token is missing or stale; reload the page"
+        )
+    return form
+
+
+def set_session(response: Response, cookie: str) -> None:
+    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard."""
+    response.set_cookie(
+        COOKIE,
+        cookie,
+        max_age=SESSION_SECONDS,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=False,  # plain HTTP on loopback; behind TLS the proxy may add Secure
+    )
+
+
+def local_path(text: str) -> str:
+    """`text` if it is a path of this site (`/tasks?...`), else `/`: never a redirect elsewhere."""
+    if (
+        not text.startswith("/")
+        or text.startswith("//")
+        or "\\" in text
+        or any(ord(c) < 32 for c in text)
+    ):
+        return "/"
+    return text

@@ -1,0 +1,103 @@
+"""The operator's actions, each a POST checked for its CSRF token, each through an App method.
+
+Retry (from the failed step, or from step `seq` with a new JSON payload),
+cancel, and acknowledge an alert; `by` is always the operator who asks. A
+refused action (bad JSON, a state the action does not apply to) changes
+nothing and shows the task page again with the reason, the typed payload kept.
+Success redirects back to the page (303), where the live view takes over.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.responses import RedirectResponse, Response
+
+from shepherd.dashboard.access import local_path, posted_form
+from shepherd.dashboard.pages import render
+from shepherd.dashboard.task_page import refused_page, task_context
+from shepherd.errors import (
+    InvalidStateError,
+    ShepherdError,
+    UnknownTaskError,
+)
+from shepherd.payloads import loads
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from shepherd.app import App
+    from shepherd.core.records import JsonValue
+
+__all__ = ["acknowledge", "cancel", "retry"]
+
+
+async def retry(request: Request) -> Response:
+    """POST /tasks/{id}/retry: fields `seq` (optional) and `payload` (optional JSON, needs `seq`)."""
+    form = await posted_form(request)
+    app: App = request.app.state.guard.app
+    task_id = request.path_params["task_id"]
+    seq_text = str(form.get("seq") or "").strip()
+    payload_text = str(form.get("payload") or "")
+    try:
+        seq = _seq(seq_text)
+        payload: JsonValue = None
+        if payload_text.strip():
+            if seq is None:
+                raise ShepherdError("a new payload needs the step it replaces: choose a step")
+            payload = loads(payload_text)
+        await app.retry(task_id, seq=seq, payload=payload, by=request.state.who.operator)
+    except ShepherdError as exc:
+        return await _refused(request, task_id, exc, payload_text=payload_text, seq=seq_text)
+    return RedirectResponse(f"/tasks/{task_id}", status_code=303)
+
+
+def _seq(text: str) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ShepherdError(f"the step must be a step number, not {text[:20]!r}")
+    return int(text)
+
+
+async def cancel(request: Request) -> Response:
+    """POST /tasks/{id}/cancel: compensate the task, then it ends `cancelled`."""
+    await posted_form(request)
+    app: App = request.app.state.guard.app
+    task_id = request.path_params["task_id"]
+    try:
+        await app.cancel(task_id, by=request.state.who.operator)
+    except ShepherdError as exc:
+        return await _refused(request, task_id, exc)
+    return RedirectResponse(f"/tasks/{task_id}", status_code=303)
+
+
+async def acknowledge(request: Request) -> Response:
+    """POST /alerts/{id}/acknowledge: field `next`, the local page to go back to."""
+    form = await posted_form(request)
+    app: App = request.app.state.guard.app
+    back = local_path(str(form.get("next") or "/"))
+    try:
+        await app.acknowledge_alert(request.path_params["alert_id"], by=request.state.who.operator)
+    except ShepherdError as exc:
+        return render(request, "missing.html", status=404, problem=exc.message)
+    return RedirectResponse(back, status_code=303)
+
+
+async def _refused(
+    request: Request, task_id: str, error: ShepherdError, *, payload_text: str = "", seq: str = ""
+) -> Response:
+    """The task page again, with why the action was refused (nothing was changed)."""
+    app: App = request.app.state.guard.app
+    if isinstance(error, UnknownTaskError):
+        return render(request, "missing.html", status=404, problem=error.message)
+    status = 409 if isinstance(error, InvalidStateError) else 400
+    context = await task_context(app, task_id)
+    return refused_page(
+        request,
+        context,
+        status=status,
+        problem=error.message,
+        payload_text=payload_text,
+        chosen_seq=seq,
+    )

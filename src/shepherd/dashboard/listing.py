@@ -1,0 +1,171 @@
+"""The task list: filters (workflow, states, key, creation time), search by id or key, keyset pages.
+
+Every query goes through `App.list_tasks` (indexed, newest first by
+`(created_at, id)`); the next page continues after the last task shown
+(`TaskCursor`), so any page costs what the first does. A search reads the
+tasks whose id starts with the text and those whose key is the text, and
+merges the two pages.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, final
+from urllib.parse import urlencode
+
+from shepherd.core.states import ProcessState
+from shepherd.dashboard.pages import render
+from shepherd.errors import ConfigError
+from shepherd.store.cursor import TaskCursor
+
+if TYPE_CHECKING:
+    from starlette.datastructures import QueryParams
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from shepherd.app import App
+    from shepherd.core.records import Task
+
+__all__ = ["Filters", "page_of_tasks", "task_list"]
+
+#: Tasks per page.
+PAGE = 50
+_ID_TEXT = re.compile(r"[0-9A-Za-z_-]{1,100}")
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filters:
+    """The task list's query, as read from the URL."""
+
+    states: tuple[ProcessState, ...] = ()
+    workflow: str | None = None
+    key: str | None = None
+    search: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    before: TaskCursor | None = None
+
+    @classmethod
+    def parse(cls, query: QueryParams) -> Filters:
+        """The filters of a query string.
+
+        Raises:
+            ConfigError: A state, a time or the page cursor is malformed (names which).
+        """
+        states = []
+        for value in query.getlist("state"):
+            if not value:
+                continue
+            try:
+                states.append(ProcessState(value))
+            except ValueError:
+                choices = ", ".join(s.value for s in ProcessState)
+                raise ConfigError("state", f"{value!r} is not one of {choices}") from None
+        before = query.get("before") or None
+        return cls(
+            states=tuple(states),
+            workflow=query.get("workflow") or None,
+            key=query.get("key") or None,
+            search=(query.get("q") or "").strip() or None,
+            created_from=_time(query.get("from"), "from"),
+            created_to=_time(query.get("to"), "to"),
+            before=None if before is None else TaskCursor.decode(before),
+        )
+
+    def link(self, *, before: TaskCursor | None) -> str:
+        """The URL of this query's page after `before` (the first page when None)."""
+        pairs: list[tuple[str, str]] = [("state", s.value) for s in self.states]
+        for name, value in (
+            ("workflow", self.workflow),
+            ("key", self.key),
+            ("q", self.search),
+            ("from", _shown(self.created_from)),
+            ("to", _shown(self.created_to)),
+            ("before", None if before is None else before.encode()),
+        ):
+            if value:
+                pairs.append((name, value))
+        return "/tasks" + (f"?{urlencode(pairs)}" if pairs else "")
+
+
+def _time(text: str | None, name: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(name, f"{text[:40]!r} is not a time such as 2026-01-31T12:00") from None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def _shown(when: datetime | None) -> str | None:
+    return None if when is None else when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+
+
+async def page_of_tasks(
+    app: App, filters: Filters, *, limit: int = PAGE
+) -> tuple[list[Task], TaskCursor | None]:
+    """One page of the list, and the cursor of the next page (None on the last)."""
+    query: dict[str, Any] = {
+        "states": filters.states,
+        "workflow": filters.workflow,
+        "key": filters.key,
+        "created_from": filters.created_from,
+        "created_to": filters.created_to,
+        "before": filters.before,
+        "limit": limit + 1,
+    }
+    search = filters.search
+    if search is None:
+        found = await app.list_tasks(**query)
+    else:
+        by_key = (
+            []
+            if filters.key not in (None, search)
+            else await app.list_tasks(**{**query, "key": search})
+        )
+        by_id = []
+        if _ID_TEXT.fullmatch(search):
+            by_id = await app.list_tasks(**query, id_prefix=search)
+        merged = {task.id: task for task in (*by_key, *by_id)}
+        found = sorted(merged.values(), key=lambda t: (t.created_at, t.id), reverse=True)
+    page = found[:limit]
+    more = len(found) > limit
+    return page, (TaskCursor.of(page[-1]) if more and page else None)
+
+
+async def task_list(request: Request) -> Response:
+    """GET /tasks: the filtered, paginated list."""
+    app: App = request.app.state.guard.app
+    context: dict[str, Any] = {
+        "states": [s.value for s in ProcessState],
+        "query": request.query_params,
+    }
+    try:
+        filters = Filters.parse(request.query_params)
+        tasks, cursor = await page_of_tasks(app, filters)
+    except ConfigError as exc:
+        return render(
+            request,
+            "tasks.html",
+            status=400,
+            problem=exc.message,
+            tasks=[],
+            next_page=None,
+            first_page=None,
+            chosen=(),
+            **context,
+        )
+    return render(
+        request,
+        "tasks.html",
+        problem=None,
+        tasks=tasks,
+        chosen=tuple(s.value for s in filters.states),
+        next_page=None if cursor is None else filters.link(before=cursor),
+        first_page=None if filters.before is None else filters.link(before=None),
+        **context,
+    )

@@ -1,0 +1,104 @@
+"""Live pages: server-sent events that carry a page's live part, rendered again when it changed.
+
+Each stream renders its fragment, sends it as a `refresh` event if it differs
+from the last one sent, then waits for the store's wake-up of its channel
+(rung at once for writes made in this process; PostgreSQL's LISTEN/NOTIFY for
+others) or `INTERVAL` seconds, whichever comes first — a cheap poll of a few
+indexed reads. `static/live.js` puts each event's HTML into its region. A
+comment line every `KEEPALIVE` seconds keeps proxies from closing an idle
+stream. A stream ends when the browser goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from markupsafe import escape
+from starlette.responses import Response, StreamingResponse
+
+from shepherd.dashboard.overview import overview_context
+from shepherd.dashboard.pages import digest, fragment
+from shepherd.dashboard.task_page import task_context
+from shepherd.errors import ShepherdError
+from shepherd.store import signals as ch
+from shepherd.store.signals import Signals
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from shepherd.app import App
+
+__all__ = ["INTERVAL", "event_text", "live_overview", "live_task", "refreshes"]
+
+#: The longest wait between two renders of a live fragment, in seconds.
+INTERVAL = 1.0
+#: The shortest time between two renders of a stream, in seconds.
+MIN_GAP = 0.2
+#: Seconds between two keep-alive comments on a stream with nothing new.
+KEEPALIVE = 15.0
+
+
+def event_text(kind: str, data: str) -> str:
+    """One server-sent event: `event: kind` and each line of `data` as a `data:` line."""
+    lines = data.replace("\r", "").split("\n")
+    return f"event: {kind}\n" + "".join(f"data: {line}\n" for line in lines) + "\n"
+
+
+async def refreshes(
+    app: App, channel: str, render: Callable[[], Awaitable[str]], *, since: str | None = None
+) -> AsyncIterator[str]:
+    """The events of one stream: the fragment whenever its digest changed; a keep-alive now and then.
+
+    `since` is the digest of the fragment the page was loaded with (not sent again).
+    """
+    last = since
+    quiet_since = time.monotonic()
+    while True:
+        wake = app.store.signals.event(channel)
+        try:
+            html = await render()
+        except ShepherdError as exc:  # the store is down for a moment: say so, keep trying
+            html = f'<p class="problem">{escape(exc.message)}</p>'
+        current = digest(html)
+        if current != last:
+            last = current
+            quiet_since = time.monotonic()
+            yield event_text("refresh", html)
+        elif time.monotonic() - quiet_since > KEEPALIVE:
+            quiet_since = time.monotonic()
+            yield ": keep-alive\n\n"
+        await Signals.wait(wake, INTERVAL)
+        await asyncio.sleep(MIN_GAP)  # a burst of writes costs one render, not one each
+
+
+def _stream(events: AsyncIterator[str]) -> Response:
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def live_overview(request: Request) -> Response:
+    """GET /live/overview: the overview's live part as server-sent events."""
+    app: App = request.app.state.guard.app
+
+    async def render() -> str:
+        return fragment(request, "overview_live.html", **await overview_context(app))
+
+    return _stream(refreshes(app, ch.EVENTS, render, since=request.query_params.get("since")))
+
+
+async def live_task(request: Request) -> Response:
+    """GET /live/tasks/{id}: the task page's live part as server-sent events."""
+    app: App = request.app.state.guard.app
+    task_id = request.path_params["task_id"]
+
+    async def render() -> str:
+        return fragment(request, "task_live.html", **await task_context(app, task_id))
+
+    since = request.query_params.get("since")
+    return _stream(refreshes(app, ch.task_channel(task_id), render, since=since))

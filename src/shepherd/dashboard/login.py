@@ -1,0 +1,62 @@
+"""Logging in with the shared token or a named operator's token; logging out.
+
+A successful login sets the session cookie (`access.set_session`: HttpOnly,
+SameSite=Strict) holding the operator's name signed by the server, never the
+token. Without a configured token there is nothing to log in to: the login
+page sends everyone to the overview.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.responses import RedirectResponse, Response
+
+from shepherd.dashboard.access import local_path, posted_form, set_session
+from shepherd.dashboard.auth import COOKIE, Identity
+from shepherd.dashboard.pages import render
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from shepherd.dashboard.auth import Guard
+
+__all__ = ["log_in", "log_out", "login_form"]
+
+
+async def login_form(request: Request) -> Response:
+    """GET /login: the form (the overview when no token is configured)."""
+    guard: Guard = request.app.state.guard
+    target = local_path(request.query_params.get("next") or "/")
+    if guard.open:
+        return RedirectResponse(target, status_code=303)
+    request.state.who = Identity(operator="", session=None)
+    return render(request, "login.html", next=target, problem=None)
+
+
+async def log_in(request: Request) -> Response:
+    """POST /login: field `token` (the shared one or an operator's), `next` (where to go)."""
+    guard: Guard = request.app.state.guard
+    form = await request.form()
+    target = local_path(str(form.get("next") or "/"))
+    if guard.open:
+        return RedirectResponse(target, status_code=303)
+    token = str(form.get("token") or "").strip()
+    operator = await guard.check_token(token) if token else None
+    if operator is None:
+        request.state.who = Identity(operator="", session=None)
+        return render(
+            request, "login.html", status=401, next=target, problem="That token opens nothing."
+        )
+    cookie, _ = guard.sessions.issue(operator)
+    response = RedirectResponse(target, status_code=303)
+    set_session(response, cookie)
+    return response
+
+
+async def log_out(request: Request) -> Response:
+    """POST /logout: forget the session cookie (CSRF-checked like any action)."""
+    await posted_form(request)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response

@@ -1,0 +1,127 @@
+"""Running the dashboard: the loopback rule, the listening socket, uvicorn.
+
+`check_exposure` is the rule of the `--host` option: on a loopback address
+(127.0.0.0/8, ::1, `localhost`) a token is optional; on any other, the
+dashboard refuses to start without one. `serve` binds the socket itself (so a
+port in use is a clear ConfigError before anything starts), prints one
+readiness line naming the URL, and runs uvicorn until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, final
+
+import uvicorn
+
+from shepherd.dashboard.site import create_dashboard
+from shepherd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from shepherd.app import App
+
+__all__ = ["check_exposure", "is_loopback", "serve"]
+
+#: Seconds uvicorn waits for open streams (the live pages) before it stops anyway.
+GRACE = 1
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`): only this machine can connect."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_exposure(host: str, token: str | None) -> None:
+    """Refuse to serve on a non-loopback `host` without a token.
+
+    Raises:
+        ConfigError: `host` is not loopback and `token` is None or empty, or the token is blank.
+    """
+    if token is not None and not token.strip():
+        raise ConfigError("token", "the dashboard token is empty")
+    if token is None and not is_loopback(host):
+        raise ConfigError(
+            "host",
+            f"the dashboard would be reachable by others on {host}: give it a token "
+            "(--token or SHEPHERD_DASHBOARD_TOKEN), or serve on 127.0.0.1",
+        )
+
+
+def url_of(host: str, port: int) -> str:
+    """`http://host:port/` (an IPv6 address in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port.
+
+    Raises:
+        ConfigError: The address cannot be listened on (in use, not this machine's...).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigError(
+            "host", f"cannot serve the dashboard on {host}: {exc.strerror or exc}"
+        ) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigError("port", f"cannot serve the dashboard on {host}:{port}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+@final
+class _Server(uvicorn.Server):
+    """uvicorn's server, announcing itself once it listens."""
+
+    def __init__(self, config: uvicorn.Config, ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._ready()
+
+
+async def serve(
+    app: App, *, host: str, port: int, token: str | None, ready: Callable[[str], None]
+) -> None:
+    """Serve the dashboard over `app` until SIGINT or SIGTERM; `ready(url)` once it listens.
+
+    Raises:
+        ConfigError: A non-loopback host without a token, or the address cannot be listened on.
+    """
+    check_exposure(host, token)
+    sock = listen(host, port)
+    url = url_of(host, sock.getsockname()[1])
+    config = uvicorn.Config(
+        create_dashboard(app, token=token),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE,
+        server_header=False,
+        proxy_headers=False,
+    )
+    server = _Server(config, lambda: ready(url))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sock.close()

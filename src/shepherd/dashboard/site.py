@@ -1,0 +1,110 @@
+"""The dashboard as an ASGI application: `create_dashboard(app, token=...)`.
+
+Routes (all but `/login` and `/static` behind `access.guarded`):
+
+    GET  /                       overview          GET /live/overview     its live part (SSE)
+    GET  /tasks                  the task list
+    GET  /tasks/{id}             the task page     GET /live/tasks/{id}   its live part (SSE)
+    POST /tasks/{id}/retry       retry (from step `seq`, with a new `payload`)
+    POST /tasks/{id}/cancel      cancel (compensate)
+    POST /alerts/{id}/acknowledge
+    GET  /metrics                Prometheus text (shepherd.exposition)
+    GET|POST /login, POST /logout
+
+Every response carries a Content-Security-Policy that allows only the
+dashboard's own script and style, so even an injected tag could not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shepherd.dashboard import actions, live, login
+from shepherd.dashboard.access import guarded
+from shepherd.dashboard.auth import Guard, Sessions
+from shepherd.dashboard.listing import task_list
+from shepherd.dashboard.overview import overview
+from shepherd.dashboard.task_page import task_page
+from shepherd.exposition import CONTENT_TYPE, metrics_text
+
+if TYPE_CHECKING:
+    from shepherd.app import App
+
+__all__ = ["create_dashboard"]
+
+_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None = None) -> ASGIApp:
+    """The dashboard over `app`; with `token`, every page and action needs it (or an operator's).
+
+    The App is opened when the server starts and closed when it stops.
+    `sessions` signs the session cookies (default: a new random key).
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await app.open()
+        try:
+            yield
+        finally:
+            await app.close()
+
+    async def metrics(_: Request) -> Response:
+        return Response(await metrics_text(app), media_type=CONTENT_TYPE)
+
+    routes = [
+        Route("/", guarded(overview, page=True)),
+        Route("/tasks", guarded(task_list, page=True)),
+        Route("/tasks/{task_id}", guarded(task_page, page=True)),
+        Route("/tasks/{task_id}/retry", guarded(actions.retry), methods=["POST"]),
+        Route("/tasks/{task_id}/cancel", guarded(actions.cancel), methods=["POST"]),
+        Route("/alerts/{alert_id:int}/acknowledge", guarded(actions.acknowledge), methods=["POST"]),
+        Route("/live/overview", guarded(live.live_overview)),
+        Route("/live/tasks/{task_id}", guarded(live.live_task)),
+        Route("/metrics", guarded(metrics)),
+        Route("/login", login.login_form, methods=["GET"]),
+        Route("/login", login.log_in, methods=["POST"]),
+        Route("/logout", guarded(login.log_out), methods=["POST"]),
+        Mount("/static", StaticFiles(packages=[("shepherd.dashboard", "static")]), name="static"),
+    ]
+    site = Starlette(routes=routes, lifespan=lifespan)
+    site.state.guard = Guard(app, token=token, sessions=sessions)
+    return _SecurityHeaders(site)
+
+
+class _SecurityHeaders:
+    """Adds the security headers (`_HEADERS`) to every HTTP response."""
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        await self.inner(scope, receive, with_headers)

@@ -1,0 +1,141 @@
+"""The task page: its steps as a timeline, its event history, its alert, who did what.
+
+A step's `replied` time and `took` come from the history: the event that
+recorded its reply, and the time since the event before it (the claim, or
+the previous step's reply), which for a workflow that calls one step at a
+time is how long the step took.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, final
+
+from markupsafe import Markup
+
+from shepherd.core.events import EventKind
+from shepherd.core.operator import may_cancel, may_retry
+from shepherd.core.states import StepState
+from shepherd.dashboard.pages import Live, digest, fragment, live_part, render
+from shepherd.errors import UnknownTaskError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from shepherd.app import App
+    from shepherd.core.alerts import StoredAlert
+    from shepherd.core.records import Event, Step, Task
+
+__all__ = ["StepRow", "task_context", "task_page", "timeline"]
+
+#: The template of the page's live part.
+LIVE = "task_live.html"
+#: How many of the newest alerts are searched for the task's own.
+ALERTS_SEARCHED = 500
+_REPLIES = frozenset(
+    {
+        EventKind.STEP_COMPLETED,
+        EventKind.STEP_FAILED,
+        EventKind.STEP_GAVE_UP,
+        EventKind.STEP_TIMED_OUT,
+    }
+)
+
+
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRow:
+    """One step of the timeline, with when its reply was recorded and how long it took."""
+
+    step: Step
+    replied_at: datetime | None
+    took: timedelta | None
+    retryable: bool
+
+
+def timeline(task: Task, history: list[Event]) -> list[StepRow]:
+    """The task's steps in order, each with its last reply's time and duration from the history."""
+    replied: dict[int, tuple[datetime, timedelta | None]] = {}
+    previous: datetime | None = None
+    for event in history:
+        detail = event.detail if isinstance(event.detail, dict) else {}
+        seq = detail.get("seq")
+        if event.kind in _REPLIES and isinstance(seq, int):
+            replied[seq] = (event.at, None if previous is None else event.at - previous)
+        previous = event.at
+    rows = []
+    for step in task.steps:
+        at, took = replied.get(step.seq, (None, None))
+        rows.append(
+            StepRow(
+                step=step,
+                replied_at=at,
+                took=took,
+                retryable=step.state is not StepState.COMPLETED,
+            )
+        )
+    return rows
+
+
+async def task_context(app: App, task_id: str) -> dict[str, Any]:
+    """What the task page shows, read now.
+
+    Raises:
+        UnknownTaskError: No such task.
+    """
+    task = await app.get_task(task_id)
+    history = await app.history(task_id)
+    alert: StoredAlert | None = next(
+        (a for a in await app.alerts(limit=ALERTS_SEARCHED) if a.task_id == task_id), None
+    )
+    actions = [
+        (event, str(event.detail["by"]))
+        for event in history
+        if isinstance(event.detail, dict) and isinstance(event.detail.get("by"), str)
+    ]
+    failed = next((s.seq for s in reversed(task.steps) if s.state is StepState.FAILED), None)
+    return {
+        "task": task,
+        "steps": timeline(task, history),
+        "history": history,
+        "alert": alert,
+        "actions": actions,
+        "may_retry": may_retry(task.process_state),
+        "may_cancel": may_cancel(task.process_state),
+        "failed_seq": failed,
+    }
+
+
+async def task_page(request: Request) -> Response:
+    """GET /tasks/{id}: the task page (its live part refreshes over /live/tasks/{id})."""
+    app: App = request.app.state.guard.app
+    task_id = request.path_params["task_id"]
+    try:
+        context = await task_context(app, task_id)
+    except UnknownTaskError as exc:
+        return render(request, "missing.html", status=404, problem=exc.message)
+    return render(
+        request,
+        "task.html",
+        problem=None,
+        task=context["task"],
+        live=live_part(request, LIVE, **context),
+    )
+
+
+def refused_page(
+    request: Request, context: dict[str, Any], *, status: int, problem: str, **typed: str
+) -> Response:
+    """The task page with why an action was refused, and what the operator typed kept in its form.
+
+    The live stream starts from the digest of the part as it would be without
+    what was typed, so it does not replace the form until the task changes.
+    """
+    shown = fragment(request, LIVE, **context, **typed)
+    since = digest(fragment(request, LIVE, **context))
+    live = Live(html=Markup(shown), digest=since)
+    return render(
+        request, "task.html", status=status, problem=problem, task=context["task"], live=live
+    )
