@@ -745,7 +745,8 @@ class App:
 
         Raises:
             ConfigError: `name` is not 1 to 64 ASCII letters, digits and `._@-`
-                (from a letter or digit), or an operator has it already.
+                (from a letter or digit).
+            OperatorExistsError: An operator has that name already.
         """
         await self.open()
         return await self.store.add_operator(name)
@@ -759,7 +760,7 @@ class App:
         """Delete an operator: its token opens nothing from then on.
 
         Raises:
-            ConfigError: No operator has that name.
+            UnknownOperatorError: No operator has that name.
         """
         await self.open()
         await self.store.remove_operator(name)

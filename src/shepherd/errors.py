@@ -11,6 +11,8 @@
     ├── UnknownAgentError           no agent of that name is registered
     ├── UnknownTaskError            no task with that id
     ├── UnknownAlertError           no stored operator alert with that id
+    ├── UnknownOperatorError        no operator (named token) of that name
+    ├── OperatorExistsError         `tokens add` of a name already taken
     ├── PayloadError                malformed JSON, too large, too deeply nested
     ├── InvalidStateError           the operation does not apply to the task's state
     ├── NonDeterminismError         replay met a different agent at a recorded seq
@@ -146,6 +148,24 @@ class UnknownAlertError(ShepherdError):
     def __init__(self, alert_id: int) -> None:
         self.alert_id = alert_id
         super().__init__(f"unknown alert {alert_id} (list them with shepherd alerts)")
+
+
+class UnknownOperatorError(ShepherdError):
+    """No operator (named token) of that name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no operator is named {name!r} (list them with shepherd tokens list)")
+
+
+class OperatorExistsError(ShepherdError):
+    """An operator of that name exists already."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"an operator named {name!r} exists already: remove it first to give it a new token"
+        )
 
 
 class PayloadError(ShepherdError):

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from shepherd.core.states import ProcessState
-from shepherd.errors import ConfigError
+from shepherd.errors import ConfigError, OperatorExistsError, UnknownOperatorError
 from shepherd.store.operator_facade import TOUCH_EVERY
 from shepherd.store.sqlite import path_from_url
 from support.factories import claimed_task, leadership, new_task, snapshot
@@ -68,13 +68,13 @@ async def test_a_removed_operator_s_token_opens_nothing(store: Store) -> None:
 async def test_names_are_checked_and_unique(store: Store, stores: Stores) -> None:
     await store.add_operator("alice")
 
-    with pytest.raises(ConfigError, match="exists already"):
+    with pytest.raises(OperatorExistsError, match="exists already"):
         await store.add_operator("alice")
     for bad in ("", " alice", "al ice", "-x", "a" * 65, "é", "a\0", "a/b"):
         with pytest.raises(ConfigError) as caught:
             await store.add_operator(bad)
         assert caught.value.field == "name"
-    with pytest.raises(ConfigError, match="no operator is named 'bob'"):
+    with pytest.raises(UnknownOperatorError, match="no operator is named 'bob'"):
         await store.remove_operator("bob")
     assert [name for name, _ in await _stored_rows(stores)] == ["alice"]
 

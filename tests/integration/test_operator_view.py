@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from shepherd import ConfigError, ProcessState, TaskCursor, TaskFailedError
+from shepherd.errors import OperatorExistsError, UnknownOperatorError
 from shepherd.testing import wait_until
 
 if TYPE_CHECKING:
@@ -71,12 +72,12 @@ async def test_operators_are_added_listed_and_removed(app: App) -> None:
     token = await app.add_operator("anna")
 
     assert [o.name for o in await app.operators()] == ["anna"]
-    with pytest.raises(ConfigError, match="exists already"):
+    with pytest.raises(OperatorExistsError, match="exists already"):
         await app.add_operator("anna")
     await app.remove_operator("anna")
     assert await app.authenticate(token) is None
     assert await app.operators() == []
-    with pytest.raises(ConfigError, match="no operator"):
+    with pytest.raises(UnknownOperatorError, match="no operator"):
         await app.remove_operator("anna")
 
 

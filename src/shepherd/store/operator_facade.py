@@ -54,7 +54,8 @@ class OperatorMethods(ABC):
         """Store operator `name` with a new token; the token (only its hash is kept).
 
         Raises:
-            ConfigError: The name is not a valid operator name, or is taken.
+            ConfigError: The name is not a valid operator name.
+            OperatorExistsError: An operator has that name already.
         """
         token = new_token()
         await self.write(
@@ -70,7 +71,8 @@ class OperatorMethods(ABC):
         """Delete operator `name`: its token no longer opens anything.
 
         Raises:
-            ConfigError: No operator has that name (or it is not a valid name).
+            UnknownOperatorError: No operator has that name.
+            ConfigError: It is not a valid operator name.
         """
         await self.write(ops.RemoveOperator(name=checked_operator_name(name)))
 

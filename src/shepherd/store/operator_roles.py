@@ -28,7 +28,8 @@ class OverviewStore(Protocol):
 
         Raises:
             ConfigError: `name` is not 1 to 64 ASCII letters, digits and `._@-`
-                (starting with a letter or digit), or an operator has it already.
+                (starting with a letter or digit).
+            OperatorExistsError: An operator has that name already.
         """
 
     async def list_operators(self) -> list[Operator]:
@@ -38,7 +39,7 @@ class OverviewStore(Protocol):
         """Delete operator `name`; its token opens nothing from then on.
 
         Raises:
-            ConfigError: No operator has that name.
+            UnknownOperatorError: No operator has that name.
         """
 
     async def authenticate(self, token: str) -> str | None:

@@ -846,7 +846,7 @@ class AcknowledgeAlert(Write[StoredAlert]):
 # Only a token's SHA-256 hash is stored; the facade makes the token and hashes it.
 @_op
 class AddOperator(Write[Operator]):
-    """Store a new operator; `ConfigError` (nothing written) if the name is taken."""
+    """Store a new operator; `OperatorExistsError` (nothing written) if the name is taken."""
 
     name: str
     token_hash: str
@@ -859,7 +859,7 @@ class ListOperators(Read[list[Operator]]):
 
 @_op
 class RemoveOperator(Write[None]):
-    """Delete an operator (its token stops working); `ConfigError` for an unknown name."""
+    """Delete an operator (its token stops working); `UnknownOperatorError` for an unknown name."""
 
     name: str
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.core.states import ProcessState
-from shepherd.errors import ConfigError
+from shepherd.errors import OperatorExistsError, UnknownOperatorError
 from shepherd.store.operator_rows import OPERATOR_COLUMNS, operator_from_row
 from shepherd.store.ops import (
     AddOperator,
@@ -62,7 +62,7 @@ async def add(batch: Batch, ops: Sequence[AddOperator]) -> list[object]:
     for op in ops:
         row = await (await batch.send(_ADD, (op.name, batch.now, op.token_hash))).fetchone()
         if row is None:
-            out.append(ConfigError("name", f"an operator named {op.name!r} exists already"))
+            out.append(OperatorExistsError(op.name))
         else:
             out.append(operator_from_row(row, utc))
     return out
@@ -73,8 +73,7 @@ async def remove(batch: Batch, ops: Sequence[RemoveOperator]) -> list[object]:
     """Delete operators; an unknown name is refused."""
     found = await batch.found(_REMOVE, [(op.name,) for op in ops])
     return [
-        None if hit else ConfigError("name", f"no operator is named {op.name!r}")
-        for op, hit in zip(ops, found, strict=True)
+        None if hit else UnknownOperatorError(op.name) for op, hit in zip(ops, found, strict=True)
     ]
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.records import Lease
 from shepherd.core.states import ProcessState
-from shepherd.errors import ConfigError
+from shepherd.errors import OperatorExistsError, UnknownOperatorError
 from shepherd.store.operator_rows import OPERATOR_COLUMNS, operator_from_row
 from shepherd.store.ops import (
     AddOperator,
@@ -65,7 +65,7 @@ def add(batch: Batch, ops: Sequence[AddOperator]) -> list[object]:
     for op in ops:
         row = batch.conn.execute(_ADD, (op.name, batch.now, op.token_hash)).fetchone()
         if row is None:
-            out.append(ConfigError("name", f"an operator named {op.name!r} exists already"))
+            out.append(OperatorExistsError(op.name))
         else:
             found = batch.conn.execute(_GET, (op.name,)).fetchone()
             out.append(operator_from_row(found, unix_instant))
@@ -78,9 +78,7 @@ def remove(batch: Batch, ops: Sequence[RemoveOperator]) -> list[object]:
     out: list[object] = []
     for op in ops:
         row = batch.conn.execute(_REMOVE, (op.name,)).fetchone()
-        out.append(
-            ConfigError("name", f"no operator is named {op.name!r}") if row is None else None
-        )
+        out.append(UnknownOperatorError(op.name) if row is None else None)
     return out
 
 
