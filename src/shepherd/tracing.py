@@ -29,6 +29,8 @@ names its workflow (`shepherd.workflow`), so that the step span can say it.
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, final
@@ -72,19 +74,28 @@ MAX_CONTEXT = 8192
 _FAILED = frozenset({ProcessState.ERROR, ProcessState.COMPENSATED})
 #: Whether the application has set a tracer provider (it can be set only once).
 _provider_set = False
+#: When `active` last asked OpenTelemetry (monotonic seconds), and how often it asks.
+_asked_at = -math.inf
+RECHECK = 1.0
 
 
 def active() -> bool:
     """Whether spans can be recorded: the application set a tracer provider.
 
     Until it does, the API's default records nothing; a span would cost
-    several microseconds for nothing, so the callers make none. Once set, a
-    provider stays (OpenTelemetry allows one per process), and this is one
-    global read.
+    several microseconds for nothing, so the callers make none. Asking
+    OpenTelemetry costs about a microsecond, so until a provider is set the
+    answer is asked again at most every RECHECK seconds: set the provider
+    before the App runs (at import, as docs/howto/tracing.md shows). Once set,
+    a provider stays (OpenTelemetry allows one per process).
     """
-    global _provider_set
+    global _provider_set, _asked_at
     if _provider_set or not isinstance(_TRACER, _PROXY):
         return True
+    now = time.monotonic()
+    if now - _asked_at < RECHECK:
+        return False
+    _asked_at = now
     _provider_set = not isinstance(trace.get_tracer_provider(), _PROXY_PROVIDER)
     return _provider_set
 
