@@ -18,6 +18,9 @@ import pytest
 from shepherd import ProcessState
 from shepherd.dashboard import create_dashboard
 from shepherd.dashboard.auth import COOKIE
+from shepherd.dashboard.live import event_text, refreshes
+from shepherd.dashboard.pages import digest
+from shepherd.store.signals import task_channel
 from shepherd.testing import wait_until
 
 if TYPE_CHECKING:
@@ -230,3 +233,62 @@ async def test_the_overview_shows_counts_alerts_and_the_metrics(
         assert acknowledged.status_code == 303
         assert acknowledged.headers["location"] == "/"  # never a redirect elsewhere
     assert (await app.alerts())[0].acknowledged_by == "shared-token"
+
+
+async def test_without_a_token_everyone_is_local_and_actions_still_need_csrf(app: App) -> None:
+    _register(app)
+    async with app.running():
+        task_id = await _in_error(app, {"ok": False})
+    await app.open()
+    transport = httpx.ASGITransport(app=create_dashboard(app, token=None))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        page = await http.get(f"/tasks/{task_id}")
+        assert page.status_code == 200
+        assert 'id="operator">local<' in page.text
+        assert "Log out" not in page.text
+        assert COOKIE in http.cookies  # a session all the same: it keys the CSRF token
+        assert (await http.post(f"/tasks/{task_id}/cancel", data={})).status_code == 403
+        done = await http.post(f"/tasks/{task_id}/cancel", data={"csrf": _csrf(page.text)})
+        assert done.status_code == 303
+        login = await http.get("/login?next=/tasks")
+        assert (login.status_code, login.headers["location"]) == (303, "/tasks")
+    asked = [e.detail for e in await app.history(task_id) if e.kind == "cancel_requested"]
+    assert asked == [{"by": "local"}]
+
+
+async def test_a_removed_operator_loses_their_session(
+    app: App, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shepherd.dashboard.auth.OPERATORS_TTL", 0.0)
+    ben = await app.add_operator("ben")
+    await _log_in(client, ben)
+    assert (await client.get("/tasks")).status_code == 200
+    await app.remove_operator("ben")
+    assert (await client.get("/tasks")).status_code == 303
+    assert (
+        await client.get("/tasks", headers={"Authorization": f"Bearer {ben}"})
+    ).status_code == 401
+
+
+async def test_the_live_stream_sends_a_part_again_only_once_it_changed(app: App) -> None:
+    _register(app)
+    task_id = await app.submit("orders.check", {"ok": True})
+
+    rendered = asyncio.Event()
+
+    async def render() -> str:
+        html = f"<p>{(await app.get_task(task_id)).process_state}</p>"
+        rendered.set()
+        return html
+
+    events = refreshes(app, task_channel(task_id), render, since=digest("<p>pending</p>"))
+    first = asyncio.ensure_future(anext(events))
+    await asyncio.wait_for(rendered.wait(), PATIENCE)  # it has seen the task pending
+    await app.cancel(task_id, by="anna")
+    try:
+        # Not the part the page was loaded with: the one after the change.
+        assert await asyncio.wait_for(first, PATIENCE) == event_text(
+            "refresh", "<p>compensating</p>"
+        )
+    finally:
+        await events.aclose()

@@ -9,10 +9,13 @@ readiness line naming the URL, and runs uvicorn until SIGINT or SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import signal
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, final
 
 import uvicorn
@@ -98,6 +101,23 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             self._ready()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Stop gracefully on SIGINT or SIGTERM, then return (uvicorn would raise the signal again).
+
+        A signal is how the dashboard is meant to stop: the command then exits 0.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 async def serve(

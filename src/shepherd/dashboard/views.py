@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import final
-from urllib.parse import urlsplit, urlunsplit
 
 from shepherd.core.records import JsonValue
 
@@ -73,13 +72,13 @@ def duration(span: timedelta | None) -> str:
 
 
 def shown_store(url: str) -> str:
-    """The store URL without a password (and without query parameters, which may hold one)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url.partition("://")[0] + "://…"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """The store URL without its password, nor its query (which may hold one)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "…"
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        user, _, host = authority.rpartition("@")
+        name = user.partition(":")[0]
+        authority = f"{name}@{host}" if name else host
+    return f"{scheme}://{authority}{slash}{path.partition('?')[0]}"
