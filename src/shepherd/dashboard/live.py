@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from markupsafe import escape
@@ -49,7 +49,7 @@ def event_text(kind: str, data: str) -> str:
 
 async def refreshes(
     app: App, channel: str, render: Callable[[], Awaitable[str]], *, since: str | None = None
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The events of one stream: the fragment whenever its digest changed; a keep-alive now and then.
 
     `since` is the digest of the fragment the page was loaded with (not sent again).
