@@ -9,7 +9,10 @@ checks stores no context.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -198,3 +201,49 @@ async def test_without_a_provider_nothing_is_recorded_or_stored(app: App) -> Non
         await app.result(task_id, timeout=PATIENCE)
 
     assert (await app.get_task(task_id)).trace is None
+
+
+WITHOUT_OPENTELEMETRY = """
+import asyncio
+import sys
+
+sys.modules["opentelemetry"] = None  # as if not installed: importing it fails
+
+from shepherd import App, tracing
+
+app = App(sys.argv[1], alerts=())
+
+
+@app.agent("double")
+async def double(request):
+    return request.payload * 2
+
+
+@app.workflow("twice")
+async def twice(ctx, n):
+    return await ctx.call("double", await ctx.call("double", n))
+
+
+async def main():
+    async with app.running():
+        task_id = await app.submit("twice", 3)
+        result = await app.result(task_id, timeout=30)
+    task = await app.get_task(task_id)
+    print(tracing.ENABLED, result, task.trace, "opentelemetry.trace" in sys.modules)
+
+
+asyncio.run(main())
+"""
+
+
+def test_without_opentelemetry_shepherd_runs_as_before(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_OPENTELEMETRY, f"sqlite:///{tmp_path}/s.db"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "12", "None", "False"]
