@@ -292,3 +292,20 @@ async def test_the_live_stream_sends_a_part_again_only_once_it_changed(app: App)
         )
     finally:
         await events.aclose()
+
+
+async def test_a_post_from_another_sites_page_is_refused(
+    app: App, client: httpx.AsyncClient
+) -> None:
+    elsewhere = {"Origin": "https://evil.example"}
+    login = await client.post("/login", data={"token": TOKEN}, headers=elsewhere)
+    assert login.status_code == 403
+    assert COOKIE not in client.cookies
+    await _log_in(client, TOKEN)
+    page = await client.get("/")
+    logout = await client.post("/logout", data={"csrf": _csrf(page.text)}, headers=elsewhere)
+    assert logout.status_code == 403
+    same = {"Origin": "http://127.0.0.1"}
+    assert (
+        await client.post("/logout", data={"csrf": _csrf(page.text)}, headers=same)
+    ).status_code == 303

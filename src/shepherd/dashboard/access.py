@@ -4,7 +4,8 @@ A refused page (a GET) redirects to the login form; anything else refused is
 401 with `WWW-Authenticate: Bearer`. A POST from a browser session must carry
 the session's CSRF token in the form field `csrf` (or the `X-CSRF-Token`
 header); without it, or with another session's, it is refused with 403 and
-nothing is done. A Bearer request has no session to forge (browsers never add
+nothing is done; so is a browser's POST whose `Origin` is another site. A
+Bearer request has no session to forge (browsers never add
 that header on their own), so it needs no CSRF token.
 """
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     from shepherd.dashboard.auth import Guard, Identity
 
-__all__ = ["guarded", "local_path", "posted_form", "set_session"]
+__all__ = ["check_origin", "guarded", "local_path", "posted_form", "set_session"]
 
 Endpoint = Callable[["Request"], Awaitable[Response]]
 
@@ -70,6 +71,7 @@ async def posted_form(request: Request) -> FormData:
     who: Identity = request.state.who
     if who.session is None:  # a Bearer script
         return form
+    check_origin(request)
     guard: Guard = request.app.state.guard
     sent = form.get("csrf") or request.headers.get("x-csrf-token") or ""
     expected = guard.sessions.csrf(who.session)
@@ -78,6 +80,24 @@ async def posted_form(request: Request) -> FormData:
             403, "403 Forbidden: this form's CSRF token is missing or stale; reload the page"
         )
     return form
+
+
+def check_origin(request: Request) -> None:
+    """Refuse a browser's POST sent from a page of another site (its `Origin` names another host).
+
+    Browsers send `Origin` with every POST; a request without one (curl, an old
+    client) is left to the CSRF token. This also guards the login form, which
+    has no session yet to key a CSRF token on.
+
+    Raises:
+        HTTPException: 403 when `Origin` is present and is not this dashboard.
+    """
+    origin = request.headers.get("origin")
+    if origin is None:
+        return
+    host = request.headers.get("host", "")
+    if origin == "null" or origin.partition("://")[2] != host:
+        raise HTTPException(403, "403 Forbidden: this form was sent from another site")
 
 
 def set_session(response: Response, cookie: str) -> None:
