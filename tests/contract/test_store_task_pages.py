@@ -169,3 +169,42 @@ async def test_a_prefix_many_ids_share_lists_the_same(
         expected = [i for i in ids if i.startswith(prefix)]
         assert [t.id for t in await store.list_tasks(id_prefix=prefix)] == expected
         assert await _walk(store, 2, id_prefix=prefix) == expected
+
+
+async def test_every_combination_of_filters_lists_what_matches_all_of_them(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    # Each filter alone is served by an index; with a key or an id range, the others
+    # are checked on the rows found. Whatever the plan, the answer is the same.
+    ids = await _made(store, fake_clock, 9, same_instant=2)
+    await store.claim_tasks(owner="s1", limit=4)
+    every = await store.list_tasks(limit=100)
+    assert [t.id for t in every] == ids
+    middle = every[4]
+    options: dict[str, list[Any]] = {
+        "key": [None, middle.key],
+        "id_prefix": [None, middle.id[:12], middle.id],
+        "workflow": [None, middle.workflow],
+        "states": [[], [middle.process_state], [ProcessState.PENDING, ProcessState.PROCESSING]],
+        "created_from": [None, middle.created_at],
+        "before": [None, TaskCursor.of(every[2])],
+    }
+
+    def matches(task: Task, filters: dict[str, Any]) -> bool:
+        before = filters["before"]
+        return (
+            filters["key"] in (None, task.key)
+            and (filters["id_prefix"] is None or task.id.startswith(filters["id_prefix"]))
+            and filters["workflow"] in (None, task.workflow)
+            and (not filters["states"] or task.process_state in filters["states"])
+            and (filters["created_from"] is None or task.created_at >= filters["created_from"])
+            and (before is None or (task.created_at, task.id) < (before.created_at, before.task_id))
+        )
+
+    combos: list[dict[str, Any]] = [{}]
+    for name, values in options.items():
+        combos = [{**combo, name: value} for combo in combos for value in values]
+    for filters in combos:
+        expected = [t.id for t in every if matches(t, filters)]
+        given = {k: v for k, v in filters.items() if v not in (None, [])}
+        assert [t.id for t in await store.list_tasks(**given)] == expected, given

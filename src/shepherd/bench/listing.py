@@ -64,10 +64,15 @@ def filters(filled: Filled) -> dict[str, dict[str, Any]]:
         "workflow (rare)": {"workflow": "audit.rare"},
         "workflow+state=error": {"workflow": "orders.process", "states": [ProcessState.ERROR]},
         "key": {"key": filled.middle_key},
+        "key+state=processed": {"key": filled.middle_key, "states": [ProcessState.PROCESSED]},
         "id prefix (6)": {"id_prefix": filled.middle_id[:6]},
         "id prefix (8)": {"id_prefix": filled.middle_id[:8]},
         "id prefix (12)": {"id_prefix": filled.middle_id[:12]},
         "id (20)": {"id_prefix": filled.middle_id},
+        "id prefix (12)+workflow": {
+            "id_prefix": filled.middle_id[:12],
+            "workflow": "orders.process",
+        },
         "created in one day": {"created_from": day, "created_to": day + timedelta(days=1)},
         "one day+state=error": {
             "created_from": day,

@@ -47,6 +47,7 @@ def list_query(
     limit: object,
     instant: Callable[[datetime], object] = lambda at: at,
     prefix_range: bool = True,
+    pin: bool = False,
 ) -> tuple[str, list[object]]:
     """(statement, parameters) listing the tasks that match every filter `op` gives.
 
@@ -64,15 +65,27 @@ def list_query(
             primary key (False: only checked with `substr`, so that the
             listing walks an index in its order; for a prefix that many ids
             share, on a backend without statistics to tell).
+        pin: For a backend without statistics (SQLite): when a key or an id
+            range is given, find the tasks through its index alone and check
+            the other filters on them (`+column` keeps an index from being
+            used for a condition); otherwise such a planner may walk a state's
+            or the creation order's index past every task that does not match.
 
     Returns:
         The statement and its parameters, in order.
     """
-    where, params = _common(op, mark=mark, instant=instant, prefix_range=prefix_range)
+    narrow = op.key is not None or bool(op.id_prefix and prefix_range)
+    plus = "+" if pin and narrow else ""
+    where, params = _common(op, mark=mark, instant=instant, prefix_range=prefix_range, plus=plus)
     arms: Sequence[ProcessState] = list(dict.fromkeys(op.states))
+    order = _ORDER.format(mark=mark)
+    if plus:
+        if arms:
+            where = [f"+process_state IN ({', '.join([mark] * len(arms))})", *where]
+            params = [*(str(state) for state in arms), *params]
+        return f"SELECT {columns} FROM tasks{_where(where)}{order}", [*params, limit]
     if not arms and op.workflow is not None and op.key is None and op.id_prefix is None:
         arms = list(ProcessState)
-    order = _ORDER.format(mark=mark)
     if len(arms) <= 1:
         if arms:
             where = [f"process_state = {mark}", *where]
@@ -138,13 +151,21 @@ def prefix_end(prefix: str) -> str | None:
 
 
 def _common(
-    op: ListTasks, *, mark: str, instant: Callable[[datetime], object], prefix_range: bool
+    op: ListTasks,
+    *,
+    mark: str,
+    instant: Callable[[datetime], object],
+    prefix_range: bool,
+    plus: str,
 ) -> tuple[list[str], list[object]]:
-    """The conditions (and their parameters) of every filter but the states."""
+    """The conditions (and their parameters) of every filter but the states.
+
+    `plus` ("+" or "") goes before the columns whose index must not be used.
+    """
     conditions: list[str] = []
     params: list[object] = []
     for condition, value in (
-        (f"workflow = {mark}", op.workflow),
+        (f"{plus}workflow = {mark}", op.workflow),
         (f"key = {mark}", op.key),
     ):
         if value is not None:
@@ -163,15 +184,15 @@ def _common(
         conditions.append(f"substr(id, 1, {len(prefix)}) = {mark}")
         params.append(prefix)
     for condition, at in (
-        (f"updated_at >= {mark}", op.updated_since),
-        (f"created_at >= {mark}", op.created_from),
-        (f"created_at < {mark}", op.created_to),
+        (f"{plus}updated_at >= {mark}", op.updated_since),
+        (f"{plus}created_at >= {mark}", op.created_from),
+        (f"{plus}created_at < {mark}", op.created_to),
     ):
         if at is not None:
             conditions.append(condition)
             params.append(instant(at))
     if op.before is not None:
-        conditions.append(f"(created_at, id) < ({mark}, {mark})")
+        conditions.append(f"({plus}created_at, {plus}id) < ({mark}, {mark})")
         params.extend([instant(op.before.created_at), op.before.task_id])
     return conditions, params
 

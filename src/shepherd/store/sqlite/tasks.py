@@ -312,7 +312,13 @@ def list_tasks(at: Reading, op: ops.ListTasks) -> list[Task]:
     # with the time). A prefix many ids share is better found walking the order index.
     ranged = not op.id_prefix or _few_ids(conn, op.id_prefix)
     sql, params = list_query(
-        op, mark="?", columns=TASK_COLUMNS, limit=op.limit, instant=ts, prefix_range=ranged
+        op,
+        mark="?",
+        columns=TASK_COLUMNS,
+        limit=op.limit,
+        instant=ts,
+        prefix_range=ranged,
+        pin=True,
     )
     rows = conn.execute(sql, params).fetchall()
     return [task_from_row(r) for r in rows]
