@@ -133,6 +133,9 @@ async def test_id_prefix_is_exact_for_any_text(store: Store, fake_clock: FakeClo
         ({"before": "0.abc"}, "before"),
         ({"states": ["nope"]}, "states"),
         ({"key": "k" * 2000}, "key"),
+        ({"limit": "5"}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"limit": 2.5}, "limit"),
     ],
 )
 async def test_a_malformed_filter_is_refused_naming_it(
@@ -141,6 +144,13 @@ async def test_a_malformed_filter_is_refused_naming_it(
     with pytest.raises(ConfigError) as caught:
         await store.list_tasks(**filters)
     assert caught.value.field == field
+
+
+async def test_a_limit_past_what_a_store_holds_lists_everything(store: Store) -> None:
+    task_id = (await store.submit_task(new_task("wf"))).task_id
+    assert [t.id for t in await store.list_tasks(limit=10**30)] == [task_id]
+    both = [ProcessState.PENDING, ProcessState.ERROR]
+    assert [t.id for t in await store.list_tasks(limit=10**30, states=both)] == [task_id]
 
 
 async def test_states_may_be_given_as_their_names(store: Store) -> None:

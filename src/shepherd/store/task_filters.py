@@ -35,6 +35,8 @@ __all__ = ["MAX_FILTER_CHARS", "checked_listing", "list_query", "prefix_end"]
 
 #: The most characters a text filter (workflow, key, id prefix) may have.
 MAX_FILTER_CHARS = 1000
+#: The largest LIMIT both backends take (a signed 64-bit integer).
+_MAX_LIMIT = 2**63 - 1
 
 _ORDER = " ORDER BY created_at DESC, id DESC LIMIT {mark}"
 
@@ -108,7 +110,8 @@ def checked_listing(op: ListTasks) -> ListTasks:
     Raises:
         ConfigError: A text filter is not a str, is too long or holds a NUL or
             a lone surrogate; a time is not an aware datetime; `before` is not
-            a `TaskCursor`; a state is not a `ProcessState` (the field says which).
+            a `TaskCursor`; a state is not a `ProcessState`; `limit` is not a
+            whole number (the field says which).
     """
     for field, text in (("workflow", op.workflow), ("key", op.key), ("id_prefix", op.id_prefix)):
         if text is None:
@@ -130,13 +133,17 @@ def checked_listing(op: ListTasks) -> ListTasks:
             raise ConfigError(field, f"a time with its time zone is needed, not {at!r}")
     if op.before is not None and not isinstance(op.before, TaskCursor):
         raise ConfigError("before", f"a TaskCursor is needed, not {type(op.before).__name__}")
+    limit = op.limit
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise ConfigError("limit", f"must be a whole number, not {limit!r}")
     states = []
     for state in op.states:
         try:
             states.append(ProcessState(state))
         except ValueError:
             raise ConfigError("states", f"{state!r} is not a process_state") from None
-    return replace(op, states=tuple(states))
+    # Past what a store's LIMIT holds is as good as no limit (a negative one).
+    return replace(op, states=tuple(states), limit=-1 if limit > _MAX_LIMIT else limit)
 
 
 def prefix_end(prefix: str) -> str | None:
