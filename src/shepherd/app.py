@@ -805,10 +805,20 @@ class App:
         return await self.store.list_breakers()
 
     async def workers(self, *, since: timedelta = timedelta(hours=1)) -> list[Worker]:
-        """The worker registry: live processes, and those that stopped or died within `since`."""
+        """The worker registry: live processes, and those that stopped or died within `since`.
+
+        Raises:
+            ConfigError: `since` is not a timedelta.
+        """
+        if not isinstance(since, timedelta):
+            raise ConfigError("since", f"must be a timedelta, not {since!r}")
         await self.open()
-        now = self.store.now()
-        start = now - max(since, timedelta(seconds=self.settings.worker_ttl))
+        try:  # never less than the ttl: every live process has beaten since then
+            start: datetime | None = self.store.now() - max(
+                since, timedelta(seconds=self.settings.worker_ttl)
+            )
+        except OverflowError:  # further back than datetime goes: everything
+            start = None
         return await self.store.list_workers(since=start)
 
     def raise_alert(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:

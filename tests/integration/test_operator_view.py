@@ -152,3 +152,9 @@ async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App)
 async def test_a_bad_throughput_window_is_refused(app: App, window: Any, bucket: Any) -> None:
     with pytest.raises(ConfigError):
         await app.throughput(window=window, bucket=bucket)
+
+
+async def test_workers_since_is_checked(app: App) -> None:
+    with pytest.raises(ConfigError, match="since"):
+        await app.workers(since=3600)  # type: ignore[arg-type]
+    assert await app.workers(since=timedelta.max) == []
