@@ -20,6 +20,7 @@ from shepherd.dashboard import create_dashboard
 from shepherd.dashboard.auth import COOKIE
 from shepherd.dashboard.live import event_text, refreshes
 from shepherd.dashboard.pages import digest
+from shepherd.errors import StoreUnavailableError
 from shepherd.store.signals import task_channel
 from shepherd.testing import wait_until
 
@@ -309,3 +310,19 @@ async def test_a_post_from_another_sites_page_is_refused(
     assert (
         await client.post("/logout", data={"csrf": _csrf(page.text)}, headers=same)
     ).status_code == 303
+
+
+async def test_a_store_that_fails_is_a_message_not_a_traceback(
+    app: App, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _log_in(client, TOKEN)
+
+    async def unavailable() -> None:
+        raise StoreUnavailableError("the store cannot be reached: connection refused")
+
+    monkeypatch.setattr(app, "count_tasks", unavailable)
+    page = await client.get("/")
+    assert (page.status_code, page.text) == (
+        503,
+        "503: the store cannot be reached: connection refused\n",
+    )

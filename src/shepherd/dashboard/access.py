@@ -43,7 +43,7 @@ def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
         request.state.who = who
         response = await endpoint(request)
         if who.cookie is not None:
-            set_session(response, who.cookie)
+            set_session(response, who.cookie, secure=request.url.scheme == "https")
         return response
 
     return door
@@ -100,8 +100,8 @@ def check_origin(request: Request) -> None:
         raise HTTPException(403, "403 Forbidden: this form was sent from another site")
 
 
-def set_session(response: Response, cookie: str) -> None:
-    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard."""
+def set_session(response: Response, cookie: str, *, secure: bool) -> None:
+    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard; `secure` over HTTPS."""
     response.set_cookie(
         COOKIE,
         cookie,
@@ -109,7 +109,7 @@ def set_session(response: Response, cookie: str) -> None:
         path="/",
         httponly=True,
         samesite="strict",
-        secure=False,  # plain HTTP on loopback; behind TLS the proxy may add Secure
+        secure=secure,
     )
 
 

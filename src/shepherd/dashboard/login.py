@@ -51,7 +51,7 @@ async def log_in(request: Request) -> Response:
         )
     cookie, _ = guard.sessions.issue(operator)
     response = RedirectResponse(target, status_code=303)
-    set_session(response, cookie)
+    set_session(response, cookie, secure=request.url.scheme == "https")
     return response
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,6 +34,12 @@ from shepherd.dashboard.auth import Guard, Sessions
 from shepherd.dashboard.listing import task_list
 from shepherd.dashboard.overview import overview
 from shepherd.dashboard.task_page import task_page
+from shepherd.errors import (
+    ShepherdError,
+    StoreDamagedError,
+    StoreUnavailableError,
+    UnknownTaskError,
+)
 from shepherd.exposition import CONTENT_TYPE, metrics_text
 
 if TYPE_CHECKING:
@@ -86,9 +92,22 @@ def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None =
         Route("/logout", guarded(login.log_out), methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("shepherd.dashboard", "static")]), name="static"),
     ]
-    site = Starlette(routes=routes, lifespan=lifespan)
+    site = Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={ShepherdError: _shepherd_error}
+    )
     site.state.guard = Guard(app, token=token, sessions=sessions)
     return _SecurityHeaders(site)
+
+
+async def _shepherd_error(_: Request, exc: Exception) -> Response:
+    """A ShepherdError no page handled (the store went away...): its message, never a traceback."""
+    status = 400
+    if isinstance(exc, StoreUnavailableError | StoreDamagedError):
+        status = 503
+    elif isinstance(exc, UnknownTaskError):
+        status = 404
+    message = exc.message if isinstance(exc, ShepherdError) else type(exc).__name__
+    return PlainTextResponse(f"{status}: {message}\n", status_code=status)
 
 
 class _SecurityHeaders:
