@@ -65,6 +65,8 @@ def filters(filled: Filled) -> dict[str, dict[str, Any]]:
         "workflow+state=error": {"workflow": "orders.process", "states": [ProcessState.ERROR]},
         "key": {"key": filled.middle_key},
         "key+state=processed": {"key": filled.middle_key, "states": [ProcessState.PROCESSED]},
+        "id prefix (3)": {"id_prefix": filled.middle_id[:3]},
+        "id prefix (3)+workflow": {"id_prefix": filled.middle_id[:3], "workflow": "orders.process"},
         "id prefix (6)": {"id_prefix": filled.middle_id[:6]},
         "id prefix (8)": {"id_prefix": filled.middle_id[:8]},
         "id prefix (12)": {"id_prefix": filled.middle_id[:12]},

@@ -10,6 +10,10 @@ about one page of rows, however many tasks match and however deep the page.
   workflow, `tasks_workflow_state`), each cut at the page's size, merged.
   A workflow without states takes every state's range, so that a rare state
   of a busy workflow is not found by scanning the others.
+* A key, or an id range, finds few tasks: on SQLite, which keeps no
+  statistics to tell, they are found through that index alone and the other
+  filters checked on them (`pin`), rather than by walking an ordered index
+  past every task that does not match.
 * An id prefix is a range of the primary key, `id >= prefix AND id < next`
   (where `next` follows every id that starts with the prefix), checked
   exactly with `substr` too: a range finds it through the index, whatever
@@ -86,7 +90,7 @@ def list_query(
             where = [f"+process_state IN ({', '.join([mark] * len(arms))})", *where]
             params = [*(str(state) for state in arms), *params]
         return f"SELECT {columns} FROM tasks{_where(where)}{order}", [*params, limit]
-    if not arms and op.workflow is not None and op.key is None and op.id_prefix is None:
+    if not arms and op.workflow is not None and not narrow:
         arms = list(ProcessState)
     if len(arms) <= 1:
         if arms:
