@@ -168,7 +168,7 @@ def test_an_operator_retries_a_failed_task_from_the_browser(
             expect(page.locator('[data-state="error"]')).to_have_text("1", timeout=PATIENCE)
             _shot(page, cli_dir, "dashboard-overview.png")
 
-            page.click("text=Errors")
+            page.click("nav >> text=Errors")
             page.click(f'a[href="/tasks/{task_id}"]')
             expect(page.locator("#state")).to_have_text("error")
             expect(page.get_by_text(SCRIPT).first).to_be_visible()  # shown as text
