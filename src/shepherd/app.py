@@ -924,8 +924,11 @@ class App:
             built.append(scheduler)
         if "agent" in roles:
             worker = self.build_agent_worker(agents=agents)
-            # Replies to this process's scheduler are recorded where they are made.
+            # Steps go straight to this process's agent worker when it has room, and
+            # replies to this process's scheduler are recorded where they are made.
             worker.recorder = scheduler
+            if scheduler is not None:
+                scheduler.taker = worker
             built.append(worker)
             plain = {n: a for n, a in worker.agents.items() if a.exclusive_by is None}
             exclusive = {n: a for n, a in worker.agents.items() if a.exclusive_by is not None}

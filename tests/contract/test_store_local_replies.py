@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import pytest
+
 from shepherd.core.records import Reply
 from shepherd.core.states import StepKind, StepState
+from shepherd.errors import StaleEpochError
 from support.factories import claimed_task, step_start, taken_request
 
 if TYPE_CHECKING:
@@ -154,3 +157,45 @@ async def test_a_reply_for_an_older_claim_of_the_same_holder_is_not_recorded(
     assert [s.state for s in after.steps] == [StepState.RUNNING]
     assert "step_completed" not in [e.kind for e in await store.task_events(first.id)]
     assert await store.record_replies(owner="s1", limit=10) == []
+
+
+async def test_a_step_taken_as_it_is_queued_is_leased_to_that_worker_alone(
+    store: Store,
+) -> None:
+    task = await claimed_task(store, owner="s1")
+
+    request = await store.start_step_taken(
+        step_start(task, seq=1, agent="a", payload={"amount": 5}, within=4.0), worker="w1"
+    )
+
+    assert (request.task_id, request.seq, request.attempt, request.lock_epoch) == (
+        task.id,
+        1,
+        1,
+        task.lock_epoch,
+    )
+    assert (request.agent, request.payload, request.within) == ("a", {"amount": 5}, 4.0)
+    after = await store.get_task(task.id)
+    assert after is not None
+    (step,) = after.steps
+    assert (step.state, step.complete_by) == (StepState.RUNNING, request.complete_by)
+    # No other worker sees it: it is leased until its complete_by, as a take leases it.
+    assert await store.take_requests(agents=["a"], worker="w2", limit=10) == []
+    assert not await store.reply_and_ack(request, worker="w2", ok=True, body=1)
+    answered = await store.reply_and_ack(request, worker="w1", ok=True, body=7, recorder="s1")
+    assert isinstance(answered, Reply)
+    assert answered.body == 7
+
+
+async def test_a_step_taken_as_it_is_queued_is_fenced_like_any_start(store: Store) -> None:
+    zombie = await claimed_task(store, owner="s1")
+    await store.release_tasks([zombie.id], owner="s1")
+    await store.claim_tasks(owner="s2", limit=10)
+
+    with pytest.raises(StaleEpochError):
+        await store.start_step_taken(step_start(zombie, seq=1, agent="a"), worker="w1")
+
+    after = await store.get_task(zombie.id)
+    assert after is not None
+    assert after.steps == ()
+    assert await store.take_requests(agents=["a"], worker="w1", limit=10) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from shepherd.core.states import ProcessState, StepKind, StepState
@@ -196,3 +197,24 @@ async def test_an_ended_task_withdraws_its_requests(store: Store) -> None:
     )
 
     assert await store.take_requests(agents=["a"], worker="w1", limit=10) == []
+
+
+async def test_a_late_reply_never_acknowledges_a_newer_request_given_the_same_id(
+    store: Store,
+) -> None:
+    # SQLite gives a deleted request's id to the next one queued: the same worker may
+    # hold that newer request while a retry of its older reply is still on its way.
+    task = await claimed_task(store, owner="s1")
+    await store.start_step(step_start(task, seq=1, agent="a"))
+    old = await taken_request(store, agent="a", worker="w1")
+    assert await store.reply_and_ack(old, worker="w1", ok=True, body=1)
+    await store.record_replies(owner="s1", limit=10)
+    await store.start_step(step_start(task, seq=2, agent="a"))
+    new = await taken_request(store, agent="a", worker="w1")
+
+    late = replace(old, id=new.id)  # what a retry of the first reply looks like then
+    assert not await store.reply_and_ack(late, worker="w1", ok=True, body=1)
+
+    assert await store.reply_and_ack(new, worker="w1", ok=True, body=2)
+    taken = await store.record_replies(owner="s1", limit=10)
+    assert [(r.seq, r.body, ok) for r, ok in taken] == [(2, 2, True)]

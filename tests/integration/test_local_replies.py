@@ -1,8 +1,9 @@
-"""A process that runs a scheduler and agents records each reply in the reply's own
-transaction: no reply waits in the queue for the scheduler's reply loop.
+"""A process that runs a scheduler and agents hands each step's request straight to
+its agent worker (taken in the transaction that starts the step) and records each
+reply in the reply's own transaction: no request or reply waits in a queue.
 
-Where the scheduler runs elsewhere (an agent-only process) replies are queued
-for it as before, and the task still ends.
+Where the scheduler runs elsewhere (an agent-only process) requests and replies
+are queued as before, and the task still ends.
 """
 
 from __future__ import annotations
@@ -44,9 +45,24 @@ def _spy_on_queued_replies(app: App) -> list[int]:
     return found
 
 
-async def test_replies_to_the_local_scheduler_are_never_queued(app: App) -> None:
+def _spy_on_taken_requests(app: App) -> list[int]:
+    """Count the requests agent workers take from the queue."""
+    found: list[int] = []
+    take_requests = app.store.take_requests
+
+    async def spy(**kwargs: Any) -> Any:
+        taken = await take_requests(**kwargs)
+        found.extend(request.seq for request in taken)
+        return taken
+
+    app.store.take_requests = spy  # type: ignore[method-assign]
+    return found
+
+
+async def test_requests_and_replies_within_one_process_are_never_queued(app: App) -> None:
     _three_steps(app)
     queued = _spy_on_queued_replies(app)
+    taken = _spy_on_taken_requests(app)
 
     async with app.running():
         ids = [await app.submit("three", {"n": n}) for n in range(5)]
@@ -54,18 +70,18 @@ async def test_replies_to_the_local_scheduler_are_never_queued(app: App) -> None
 
     assert results == [3] * 5
     assert queued == [], "a reply went through the queue although its scheduler is local"
+    assert taken == [], "a request went through the queue although its agent is local"
     for task_id in ids:
         kinds = [e.kind for e in await app.history(task_id)]
         assert kinds.count("step_completed") == 3
 
 
-async def test_replies_to_a_scheduler_in_another_role_set_are_queued(
-    app: App, store_url: str
-) -> None:
+async def test_requests_and_replies_between_processes_are_queued(app: App, store_url: str) -> None:
     _three_steps(app)
     queued = _spy_on_queued_replies(app)
     agents = App(store_url, poll_interval=0.05, sqlite_synchronous="NORMAL")
     _three_steps(agents)
+    taken = _spy_on_taken_requests(agents)
     try:
         async with app.running(["scheduler", "supervisor"]), agents.running(["agent"]):
             task_id = await app.submit("three", {})
@@ -74,5 +90,6 @@ async def test_replies_to_a_scheduler_in_another_role_set_are_queued(
         await agents.close()
 
     assert sorted(queued) == [1, 2, 3]
+    assert sorted(taken) == [1, 2, 3]
     task = await app.get_task(task_id)
     assert task.process_state is ProcessState.PROCESSED

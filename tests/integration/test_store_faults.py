@@ -10,6 +10,7 @@ by re-reading, and finish every task with `failure_count` 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -83,26 +84,41 @@ async def finished(app: App, task_id: str) -> Any:
     return await app.get_task(task_id)
 
 
+#: Roles in one process: steps go straight to its agent worker (start_step_taken)
+#: and replies are recorded where they are made (reply_and_ack). Apart (the
+#: scheduler's process runs no agent role): start_step queues, record_replies records.
+TOGETHER = ("scheduler", "agent", "supervisor")
+APART = ("scheduler", "supervisor")
+
+
 @pytest.mark.parametrize(
-    ("method", "plan"),
+    ("method", "plan", "roles"),
     [
-        ("start_step", ["before"]),
-        ("start_step", ["after"]),
-        ("start_step", ["before", "before", "before", "before"]),
-        ("finish_task", ["after"]),
-        ("finish_task", ["before"]),
-        ("record_replies", ["after"]),
-        ("record_replies", ["before", "after", "before"]),
+        ("start_step", ["before"], APART),
+        ("start_step", ["after"], APART),
+        ("start_step", ["before", "before", "before", "before"], APART),
+        ("start_step_taken", ["before"], TOGETHER),
+        ("start_step_taken", ["after"], TOGETHER),
+        ("start_step_taken", ["before", "before", "before", "before"], TOGETHER),
+        ("finish_task", ["after"], TOGETHER),
+        ("finish_task", ["before"], TOGETHER),
+        ("record_replies", ["after"], APART),
+        ("record_replies", ["before", "after", "before"], APART),
+        ("reply_and_ack", ["after"], TOGETHER),
+        ("reply_and_ack", ["before", "after", "before"], TOGETHER),
     ],
 )
 async def test_a_store_fault_under_a_workflow_is_not_the_tasks_failure(
-    app: App, alerts: list[Alert], method: str, plan: list[str]
+    app: App, alerts: list[Alert], method: str, plan: list[str], roles: tuple[str, ...]
 ) -> None:
     three_steps(app)
     store = await flaky(app)
     task_id = await app.submit("three", None)
     store.faults[method] = list(plan)
-    async with app.running():
+    async with contextlib.AsyncExitStack() as running:
+        await running.enter_async_context(app.running(roles))
+        if roles == APART:
+            await running.enter_async_context(app.running(["agent"]))
         task = await finished(app, task_id)
     assert task.result == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert task.failure_count == 0

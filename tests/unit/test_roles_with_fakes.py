@@ -125,6 +125,9 @@ class FakeSchedulerStore:
         self.signals.ring(ch.REPLIES)
         return self.clock.now() + timedelta(seconds=start.within)
 
+    async def start_step_taken(self, start: StepStart, *, worker: str) -> Request:
+        raise AssertionError("this scheduler runs with no agent worker of its own")
+
     async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
         taken, self._replies = self._replies[:limit], self._replies[limit:]
         return [(reply, True) for reply in taken]

@@ -33,6 +33,7 @@ from shepherd.core.events import EventKind
 from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.retry import RetryPolicy, next_retry
 from shepherd.errors import (
+    CommitUnknownError,
     OutcomeUnknownError,
     PayloadError,
     StepSupersededError,
@@ -107,6 +108,10 @@ class Recorder(Protocol):
         """Hand over a reply recorded on its step."""
         ...
 
+    def recheck(self, task_id: str, seq: int) -> None:
+        """Have the step waiting for `(task_id, seq)` read its outcome from the store."""
+        ...
+
 
 @final
 class AgentWorker:
@@ -166,6 +171,10 @@ class AgentWorker:
         self.replied = 0
         #: Requests of suspect tasks being handled (at most one at a time).
         self._suspects = 0
+        #: Slots held for requests the scheduler of this process is handing over.
+        self._reserved = 0
+        #: Whether the take loop runs (only then are requests handed over).
+        self._serving = False
         self.takes_outage = Outage("agent requests", log=log, clock=clock)
         self.replies_outage = Outage("agent replies", log=log, clock=clock)
 
@@ -209,9 +218,10 @@ class AgentWorker:
         threaded = self.threaded
         plain = any(not a.threads for a in self.agents.values())
         backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        self._serving = True
         try:
             while True:
-                free = self.concurrency - len(self._running)
+                free = self.concurrency - len(self._running) - self._reserved
                 if free <= 0 or (threaded.free <= 0 and not plain):
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
@@ -226,33 +236,75 @@ class AgentWorker:
                 if requests:
                     self._took(requests, self.store.now())
                 for request in requests:
-                    if request.suspect:
-                        self._suspects += 1
-                    spec = self.agents[request.agent]
-                    handling: Coroutine[None, None, None] = (
-                        _traced(self._handle(request), request)
-                        if tracing.ENABLED
-                        else self._handle(request)
-                    )
-                    if spec.threads:
-                        handling = threaded.hold(handling, request)
-                    if CapacityGate.resource_of(spec, request) is not None:
-                        handling = self._giving_back(handling, request)
-                    task = asyncio.create_task(handling)
-                    if spec.threads:
-                        threaded.holding.add(task)
-                    self._running.add(task)
-                    if request.suspect:
-                        task.add_done_callback(self._suspect_done)
-                    task.add_done_callback(self._done)
+                    self._start(request)
                 wait = backoff.next(found=bool(requests))
                 if not more:
                     await self.clock.wait_event(wake, wait)
         finally:
+            self._serving = False
             for task in list(self._running):
                 task.cancel()
             await asyncio.gather(*self._running, return_exceptions=True)
             threaded.close()
+
+    def _start(self, request: Request) -> None:
+        """Handle a request leased to this worker, in a task of its own."""
+        if request.suspect:
+            self._suspects += 1
+        spec = self.agents[request.agent]
+        handling: Coroutine[None, None, None] = (
+            _traced(self._handle(request), request) if tracing.ENABLED else self._handle(request)
+        )
+        if spec.threads:
+            handling = self.threaded.hold(handling, request)
+        if CapacityGate.resource_of(spec, request) is not None:
+            handling = self._giving_back(handling, request)
+        task = asyncio.create_task(handling)
+        if spec.threads:
+            self.threaded.holding.add(task)
+        self._running.add(task)
+        if request.suspect:
+            task.add_done_callback(self._suspect_done)
+        task.add_done_callback(self._done)
+
+    # -- requests the scheduler of this process hands over ---------------------
+    def reserve(self, agent: str) -> str | None:
+        """Hold a free handling slot for a request of `agent`; this worker's name, or None.
+
+        None when this worker is not serving, does not host `agent` (or hosts it
+        as an exclusive owner or on threads), or has no free slot: the request
+        is then queued for any worker. A held slot ends with `hand` or `unreserve`.
+        """
+        spec = self.agents.get(agent)
+        if (
+            not self._serving
+            or spec is None
+            or spec.threads
+            or spec.exclusive_by is not None
+            or self.concurrency - len(self._running) - self._reserved <= 0
+        ):
+            return None
+        self._reserved += 1
+        return self.worker
+
+    def unreserve(self) -> None:
+        """Give back a slot `reserve` held: its request was not queued."""
+        self._reserved -= 1
+        self._slot_freed.set()
+
+    def hand(self, request: Request) -> None:
+        """Handle `request`, which the store leased to this worker as it was queued.
+
+        The slot `reserve` held becomes its handling. A worker that has stopped
+        meanwhile leaves it: the lease ends at its complete_by, as any taken
+        request's does when its worker goes.
+        """
+        self._reserved -= 1
+        if not self._serving:
+            self._slot_freed.set()
+            return
+        self._took([request], self.store.now())
+        self._start(request)
 
     async def _take(self, free: int) -> tuple[list[Request], bool]:
         """Lease up to `free` requests, at most `threaded.free` of them for threaded agents.
@@ -588,6 +640,10 @@ class AgentWorker:
                     trace=trace,
                 )
             except StoreUnavailableError as exc:
+                if recorder is not None and isinstance(exc, CommitUnknownError):
+                    # It may have been recorded for the scheduler here, which would
+                    # then never hear of it: that step looks at the store again.
+                    recorder.recheck(request.task_id, request.seq)
                 if self.store.now() >= request.complete_by:
                     # Too late to count: the supervisor sees complete_by pass.
                     log.warning(

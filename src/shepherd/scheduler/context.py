@@ -237,28 +237,27 @@ class WorkflowContext:
         step_within = within if within is not None else scheduler.default_step_within(agent)
         suspect = crashed_at(self.task.crashes, seq)
         future = scheduler.expect_reply(self.task_id, seq)
+        start = StepStart(
+            task_id=self.task_id,
+            owner=scheduler.owner,
+            epoch=self.epoch,
+            seq=seq,
+            agent=agent,
+            payload=payload,
+            within=step_within,
+            attempt=attempt,
+            kind=kind,
+            undo=undo,
+            compensates=compensates,
+            retry=retry,
+            suspect=suspect,
+            queue_allowance=SUSPECT_QUEUE_WINDOWS * step_within if suspect else 0.0,
+            resolution=resolution,
+            trace=None if self.traced is None else self.traced.context,
+        )
         try:
             try:
-                complete_by = await scheduler.store.start_step(
-                    StepStart(
-                        task_id=self.task_id,
-                        owner=scheduler.owner,
-                        epoch=self.epoch,
-                        seq=seq,
-                        agent=agent,
-                        payload=payload,
-                        within=step_within,
-                        attempt=attempt,
-                        kind=kind,
-                        undo=undo,
-                        compensates=compensates,
-                        retry=retry,
-                        suspect=suspect,
-                        queue_allowance=SUSPECT_QUEUE_WINDOWS * step_within if suspect else 0.0,
-                        resolution=resolution,
-                        trace=None if self.traced is None else self.traced.context,
-                    )
-                )
+                complete_by = await self._send(start)
             except StaleEpochError as exc:
                 raise Abandoned from exc
             except StoreUnavailableError as exc:
@@ -319,6 +318,26 @@ class WorkflowContext:
             raise failure
         self._step_event(seq, agent, attempt, "completed", compensates)
         return body
+
+    async def _send(self, start: StepStart) -> datetime:
+        """Start the step: its request goes to this process's agent worker when it has
+        room (taken in the same transaction, no other worker woken), else to the queue.
+
+        Returns the step's complete_by.
+        """
+        scheduler = self._scheduler
+        taker = scheduler.taker
+        worker = None if taker is None or start.suspect else taker.reserve(start.agent)
+        if worker is None:
+            return await scheduler.store.start_step(start)
+        assert taker is not None
+        try:
+            request = await scheduler.store.start_step_taken(start, worker=worker)
+        except BaseException:
+            taker.unreserve()
+            raise
+        taker.hand(request)
+        return request.complete_by
 
     def _step_event(
         self,

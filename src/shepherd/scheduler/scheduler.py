@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 from shepherd import tracing
 from shepherd.core import compensation, replay
 from shepherd.core.alerts import fail_reason
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Reply, Task
+from shepherd.core.records import JsonValue, Reply, Request, Task
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import (
     CommitUnknownError,
@@ -53,6 +53,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("shepherd.scheduler")
 
 
+class Taker(Protocol):
+    """The agent worker of a scheduler's own process, as the scheduler hands it requests."""
+
+    def reserve(self, agent: str) -> str | None:
+        """Hold a free slot for a request of `agent`: the worker's name, or None."""
+        ...
+
+    def unreserve(self) -> None:
+        """Give back a held slot: its request was not queued."""
+        ...
+
+    def hand(self, request: Request) -> None:
+        """Handle a request the store leased to this worker as it was queued."""
+        ...
+
+
 @final
 class Scheduler:
     """Claims tasks atomically and drives their workflows, step by step.
@@ -86,6 +102,9 @@ class Scheduler:
     ) -> None:
         self.store = store
         self.owner = owner
+        #: The agent worker of this process, if one runs here: steps of the agents
+        #: it hosts go straight to it (`WorkflowContext._send`).
+        self.taker: Taker | None = None
         self.counters = WorkflowCounters(Metrics() if metrics is None else metrics)
         self.settings = settings
         self.workflows = workflows
@@ -130,6 +149,16 @@ class Scheduler:
         # A later claim of the same task may wait on the same seq: drop only our own.
         if self.waits_with(task_id, seq, future):
             del self._waiting[(task_id, seq)]
+
+    def recheck(self, task_id: str, seq: int) -> None:
+        """Wake the step waiting for `(task_id, seq)` to read it from the store again.
+
+        For an agent worker of this process whose recorded reply's commit was lost
+        with the connection: it may have been recorded, and no reply follows.
+        """
+        future = self._waiting.get((task_id, seq))
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def recheck_waiting(self) -> None:
         """Wake every waiting step to read its step from the store again."""

@@ -131,6 +131,10 @@ class StepStart:
     #: The trace context of the task run sending it (`shepherd.tracing`), written on
     #: its request, or None when not traced.
     trace: str | None = None
+    #: The agent worker of the scheduler's own process that takes the request as it
+    #: is queued (`start_step_taken`): leased to it until complete_by, as
+    #: `take_requests` would lease it, and never seen by other workers. None queues it.
+    taken_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

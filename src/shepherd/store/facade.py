@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, Unpack
 
 from shepherd.core.calls import NO_STATE, NoState
+from shepherd.core.records import Request
 from shepherd.core.resources import KEEP, Keep, ResourceChange
 from shepherd.errors import ConfigError
 from shepherd.store import ops
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
         Lease,
         QueueDepth,
         Reply,
-        Request,
         Task,
     )
     from shepherd.core.resources import Partition, Resolution, Resource, Slot, SlotLease
@@ -162,7 +163,14 @@ class Facade(OperatorMethods, ABC):
         return await self.write(ops.ClaimTasks(owner=owner, limit=limit))
 
     async def start_step(self, start: StepStart) -> datetime:
-        return await self.write(ops.StartStep(start=start))
+        started = await self.write(ops.StartStep(start=start))
+        assert isinstance(started, datetime), "start_step with taken_by: use start_step_taken"
+        return started
+
+    async def start_step_taken(self, start: StepStart, *, worker: str) -> Request:
+        started = await self.write(ops.StartStep(start=replace(start, taken_by=worker)))
+        assert isinstance(started, Request)
+        return started
 
     async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
         return await self.write(ops.RecordReplies(owner=owner, limit=limit))

@@ -273,7 +273,9 @@ class ClaimTasks(Write[list[Task]]):
 
 
 @_op
-class StartStep(Write[datetime]):
+class StartStep(Write[datetime | Request]):
+    """Its complete_by; the `Request` itself when `start.taken_by` took it as it was queued."""
+
     start: StepStart
 
 

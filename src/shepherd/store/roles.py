@@ -106,6 +106,14 @@ class SchedulerStore(Signalled, Clocked, TaskLookup, Protocol):
     async def start_step(self, start: StepStart) -> datetime:
         """Mark the step running and enqueue its request; return its complete_by."""
 
+    async def start_step_taken(self, start: StepStart, *, worker: str) -> Request:
+        """As `start_step`, its request leased to `worker` as it is queued; return it.
+
+        For the agent worker of the scheduler's own process: the request is
+        hidden until its complete_by, exactly as if `worker` had taken it with
+        `take_requests`, and no other worker is woken for it.
+        """
+
     async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
         """Take up to `limit` replies for tasks `owner` holds and record them.
 

@@ -32,6 +32,7 @@ __all__ = [
     "Replies",
     "ReplyCol",
     "Starts",
+    "handed_request",
     "plan_answers",
     "plan_starts",
     "reply_body",
@@ -83,6 +84,10 @@ class Starts(Generic[T]):
         claims: task id -> (lock_epoch, locked_by, the claim's new complete_by):
             the last step's wins, as if applied one by one.
         superseded: (task_id, seq) of steps started again: their old requests go.
+        handed: Requests taken as they are queued (`StepStart.taken_by`): the
+            operation's position in `out`, its request row (as in `requests`), and
+            its step. The backend inserts each, leased and hidden until its
+            complete_by, and puts the `Request` (`handed_request`) in `out`.
     """
 
     out: list[T | Exception] = field(default_factory=list)
@@ -90,6 +95,7 @@ class Starts(Generic[T]):
     requests: list[tuple[Any, ...]] = field(default_factory=list)
     claims: dict[str, tuple[int, str, T]] = field(default_factory=dict)
     superseded: list[tuple[str, int]] = field(default_factory=list)
+    handed: list[tuple[int, tuple[Any, ...], StepStart]] = field(default_factory=list)
 
     def outcomes(self, instant: Callable[[T], datetime]) -> list[object]:
         """`out` with each complete_by as an aware datetime."""
@@ -147,25 +153,59 @@ def plan_starts(
             )
         )
         retry = None if s.retry is None else dumps_detail(s.retry)
-        plan.requests.append(
-            (
-                s.agent,
-                s.task_id,
-                s.seq,
-                s.attempt,
-                s.epoch,
-                kind,
-                payload,
-                complete_by,
-                float(s.within),
-                retry,
-                int(s.suspect),
-                resolution,
-                s.trace,
-            )
+        row = (
+            s.agent,
+            s.task_id,
+            s.seq,
+            s.attempt,
+            s.epoch,
+            kind,
+            payload,
+            complete_by,
+            float(s.within),
+            retry,
+            int(s.suspect),
+            resolution,
+            s.trace,
         )
+        if s.taken_by is None:
+            plan.requests.append(row)
+        else:
+            plan.handed.append((len(plan.out), row, s))
         plan.out.append(complete_by)
     return plan
+
+
+def handed_request(
+    start: StepStart,
+    request_id: int,
+    *,
+    complete_by: datetime,
+    payload: str,
+    created_at: datetime,
+) -> Request:
+    """The request of `start`, queued as `request_id` and taken at once by `start.taken_by`.
+
+    Its payload is the stored JSON read back, so the handler sees what a worker
+    taking it from the queue would see.
+    """
+    return Request(
+        id=request_id,
+        agent=start.agent,
+        task_id=start.task_id,
+        seq=start.seq,
+        attempt=start.attempt,
+        lock_epoch=start.epoch,
+        payload=load_stored(payload),
+        complete_by=complete_by,
+        kind=start.kind,
+        within=float(start.within),
+        retry=start.retry,
+        suspect=start.suspect,
+        resolution=start.resolution,
+        created_at=created_at,
+        trace=start.trace,
+    )
 
 
 def reply_body(

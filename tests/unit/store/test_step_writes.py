@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +15,13 @@ from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.store.encoding import Encoding
 from shepherd.store.rows import unix_instant
-from shepherd.store.step_writes import ReplyCol, plan_starts, reply_body, sort_replies
+from shepherd.store.step_writes import (
+    ReplyCol,
+    handed_request,
+    plan_starts,
+    reply_body,
+    sort_replies,
+)
 
 NOW = 1000.0
 
@@ -55,6 +62,7 @@ def reply_row(**columns: Any) -> tuple[Any, ...]:
         "agent": "pay",
         "kind": "forward",
         "compensates": None,
+        "trace": None,
     }
     values.update(columns)
     assert set(values) == set(ReplyCol.names())
@@ -72,10 +80,49 @@ def test_a_start_writes_its_step_its_request_and_its_claim() -> None:
     assert plan.out == [NOW + 6.0]
     assert plan.steps == [("t1", 0, "forward", "pay", 1, NOW + 6.0, '{"n":1}', None, None, None)]
     assert plan.requests == [
-        ("pay", "t1", 0, 1, 2, "forward", '{"n":1}', NOW + 6.0, 5.0, '{"attempts":2}', 1, None)
+        (
+            "pay",
+            "t1",
+            0,
+            1,
+            2,
+            "forward",
+            '{"n":1}',
+            NOW + 6.0,
+            5.0,
+            '{"attempts":2}',
+            1,
+            None,
+            None,
+        )
     ]
     assert plan.claims == {"t1": (2, "s/1", NOW + 6.0 + REPLY_GRACE)}
     assert plan.superseded == []
+    assert plan.handed == []
+
+
+def test_a_start_taken_as_it_is_queued_is_handed_not_queued() -> None:
+    taken = replace(start(within=5.0), taken_by="w/a")
+    plan = plan_starts(
+        [start("t2"), taken],
+        {"t1": (2, "s/1"), "t2": (2, "s/1")},
+        encode=Encoding().encode,
+        later=later,
+    )
+
+    assert [row[1] for row in plan.requests] == ["t2"]
+    ((index, row, handed),) = plan.handed
+    assert (index, row[1], handed) == (1, "t1", taken)
+    assert plan.out[1] == NOW + 5.0
+    request = handed_request(
+        taken, 41, complete_by=unix_instant(NOW + 5.0), payload=row[6], created_at=unix_instant(NOW)
+    )
+    assert (request.id, request.task_id, request.payload, request.lock_epoch) == (
+        41,
+        "t1",
+        {"n": 1},
+        2,
+    )
 
 
 def test_a_fenced_off_or_unencodable_start_fails_alone_and_a_retry_supersedes() -> None:

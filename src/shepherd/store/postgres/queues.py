@@ -43,10 +43,13 @@ _TAKE = (
     f"RETURNING {REQUEST_COLUMNS_R}"
 )
 # By `= ANY(...)`, and coalesce(): see KEYED and UNINDEXED_OWNER in postgres/rows.py.
+# The request replied to, by its id, its lease, and its step and attempt.
 _ACK = (
-    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::bigint[], %b::text[]) AS v(id, taken_by)) "
+    "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], "
+    "%b::int[], %b::int[]) AS v(id, taken_by, task_id, seq, attempt)) "
     "DELETE FROM requests r USING v WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id "
-    "AND coalesce(r.taken_by, '') = v.taken_by AND r.complete_by > %b "
+    "AND coalesce(r.taken_by, '') = v.taken_by AND r.task_id = v.task_id AND r.seq = v.seq "
+    "AND r.attempt = v.attempt AND r.complete_by > %b "
     "RETURNING r.id, r.taken_by"
 )
 # The tasks (locked FOR UPDATE, in id order, before their requests are removed)
@@ -98,7 +101,15 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     local = [(op.request.task_id, op.request.seq) for op in ops if op.recorder is not None]
     owners = await batch.send(_LOCK_STEP_OWNERS, columns(local)) if local else None
     cursor = await batch.send(
-        _ACK, ([op.request.id for op in ops], [op.worker for op in ops], batch.now)
+        _ACK,
+        (
+            [op.request.id for op in ops],
+            [op.worker for op in ops],
+            [op.request.task_id for op in ops],
+            [op.request.seq for op in ops],
+            [op.request.attempt for op in ops],
+            batch.now,
+        ),
     )
     steps = {}
     if owners is not None:

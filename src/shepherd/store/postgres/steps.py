@@ -18,7 +18,7 @@ from shepherd.store import signals as ch
 from shepherd.store.ops import RecordReplies, StartStep
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
-from shepherd.store.step_writes import REPLY_COLUMNS, plan_starts, sort_replies
+from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
@@ -77,6 +77,17 @@ _INSERT_REQUESTS = (
 )
 
 
+# A request taken as it is queued: leased to its worker and hidden until complete_by.
+_INSERT_TAKEN = (
+    "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
+    "complete_by, within, retry, suspect, resolution, trace, taken_by, visible_at, "
+    "created_at) VALUES (%b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b) "
+    "RETURNING id"
+)
+_PAYLOAD = 6
+_COMPLETE_BY = 7
+
+
 @WRITES.handles(StartStep)
 async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
@@ -100,9 +111,21 @@ async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
             # One INSERT may not upsert a row twice: apply duplicates in order.
             params = [(*row, now) for row in plan.steps]
             await batch.conn.cursor().executemany(_UPSERT_STEP, params)
+    if plan.requests:
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
-    return [*plan.out]
+    out: list[object] = [*plan.out]
+    handed = []
+    for index, row, start in plan.handed:
+        taken = (*row, start.taken_by, row[_COMPLETE_BY], now)
+        handed.append((index, row, start, await batch.send(_INSERT_TAKEN, taken)))
+    for index, row, start, cursor in handed:
+        inserted = await cursor.fetchone()
+        assert inserted is not None, "INSERT ... RETURNING returned no row"
+        out[index] = handed_request(
+            start, inserted[0], complete_by=row[_COMPLETE_BY], payload=row[_PAYLOAD], created_at=now
+        )
+    return out
 
 
 # -- replies -------------------------------------------------------------------

@@ -39,7 +39,13 @@ _TAKE = (
     "ORDER BY id LIMIT ?) "
     f"RETURNING {REQUEST_COLUMNS}"
 )
-_LIVE = "SELECT id, taken_by FROM requests WHERE id IN ({marks}) AND complete_by > ?"
+# A request is the worker's by its id and lease, and is the one replied to by its
+# step and attempt: SQLite gives a deleted request's id to the next one queued, which
+# the same worker may hold while an older reply of its own is being retried.
+_LIVE = (
+    "SELECT id, taken_by, task_id, seq, attempt FROM requests "
+    "WHERE id IN ({marks}) AND complete_by > ?"
+)
 _ACK = "DELETE FROM requests WHERE id = ?"
 _INSERT_REPLY = (
     "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, trace, created_at) "
@@ -85,11 +91,14 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     held are given back in the same transaction.
     """
     conn, now = batch.conn, batch.now
-    live: set[tuple[int, str]] = set()
+    live: set[tuple[int, str, str, int, int]] = set()
     for chunk in chunks([op.request.id for op in ops]):
         marks = ",".join("?" * len(chunk))
         live.update(tuples(conn).execute(_LIVE.format(marks=marks), (*chunk, now)).fetchall())
-    acked = [(op.request.id, op.worker) in live for op in ops]
+    acked = [
+        (op.request.id, op.worker, op.request.task_id, op.request.seq, op.request.attempt) in live
+        for op in ops
+    ]
     steps = {}
     reader = tuples(conn)
     for op, ok in zip(ops, acked, strict=True):

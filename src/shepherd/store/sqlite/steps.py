@@ -17,7 +17,7 @@ from shepherd.store.ops import RecordReplies, StartStep
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import WRITES
 from shepherd.store.sqlite.rows import owners, tuples
-from shepherd.store.step_writes import REPLY_COLUMNS, plan_starts, sort_replies
+from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
     from shepherd.store.sqlite.batch import Batch
@@ -42,6 +42,14 @@ _ENQUEUE = (
     "complete_by, within, retry, suspect, resolution, trace, visible_at, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# A request taken as it is queued: leased to its worker and hidden until complete_by.
+_ENQUEUE_TAKEN = (
+    "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
+    "complete_by, within, retry, suspect, resolution, trace, taken_by, visible_at, "
+    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+_PAYLOAD = 6
+_COMPLETE_BY = 7
 _REPLIES = (
     f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
     "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
@@ -71,9 +79,23 @@ def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     conn.executemany(_TOUCH, [(at, now, task_id) for task_id, (_, _, at) in plan.claims.items()])
     if plan.steps:
         conn.executemany(_UPSERT_STEP, [(*row, now) for row in plan.steps])
+    if plan.requests:
         conn.executemany(_ENQUEUE, [(*row, now, now) for row in plan.requests])
         batch.rings.add(ch.REQUESTS)
-    return plan.outcomes(unix_instant)
+    out = plan.outcomes(unix_instant)
+    cursor = tuples(conn)
+    for index, row, start in plan.handed:
+        complete_by = row[_COMPLETE_BY]
+        params = (*row, start.taken_by, complete_by, now)
+        (request_id,) = cursor.execute(_ENQUEUE_TAKEN, params).fetchone()
+        out[index] = handed_request(
+            start,
+            request_id,
+            complete_by=unix_instant(complete_by),
+            payload=row[_PAYLOAD],
+            created_at=unix_instant(now),
+        )
+    return out
 
 
 @WRITES.handles(RecordReplies)
