@@ -9,8 +9,8 @@ import pytest
 
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError
+from shepherd.store import task_filters
 from shepherd.store.cursor import TaskCursor
-from shepherd.store.sqlite import tasks as sqlite_tasks
 from support.factories import new_task
 
 if TYPE_CHECKING:
@@ -171,8 +171,8 @@ async def test_a_cursor_far_in_the_past_or_future_lists_accordingly(store: Store
 async def test_a_prefix_many_ids_share_lists_the_same(
     store: Store, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SQLite walks the order index instead of the id range once "many" ids share a prefix.
-    monkeypatch.setattr(sqlite_tasks, "MANY_IDS", 2)
+    # The list walks the order index instead of the id range once "many" ids share a prefix.
+    monkeypatch.setattr(task_filters, "MANY_IDS", 2)
     ids = await _made(store, fake_clock, 7)
 
     for prefix in (ids[0][:2], ids[3], ids[0][:12], "f"):
@@ -187,8 +187,8 @@ async def test_every_combination_of_filters_lists_what_matches_all_of_them(
 ) -> None:
     # Each filter alone is served by an index; with a key or an id range, the others
     # are checked on the rows found. Whatever the plan, the answer is the same.
-    if many_ids:  # SQLite takes an id prefix as "shared by many ids": no range
-        monkeypatch.setattr(sqlite_tasks, "MANY_IDS", 1)
+    if many_ids:  # an id prefix is "shared by many ids": no range
+        monkeypatch.setattr(task_filters, "MANY_IDS", 1)
     ids = await _made(store, fake_clock, 9, same_instant=2)
     await store.claim_tasks(owner="s1", limit=4)
     every = await store.list_tasks(limit=100)

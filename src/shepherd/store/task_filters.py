@@ -35,7 +35,21 @@ from shepherd.store.cursor import TaskCursor
 if TYPE_CHECKING:
     from shepherd.store.ops import ListTasks
 
-__all__ = ["MAX_FILTER_CHARS", "checked_listing", "list_query", "prefix_end"]
+__all__ = [
+    "MANY_IDS",
+    "MAX_FILTER_CHARS",
+    "checked_listing",
+    "few_ids",
+    "ids_probe",
+    "list_query",
+    "prefix_end",
+]
+
+#: How many ids sharing a prefix make it "many": the list then walks the order
+#: index and checks the prefix on each task, instead of sorting every id found
+#: in the primary key's range (ids start with the time: a prefix of 3
+#: characters is every task of two years).
+MANY_IDS = 20_000
 
 #: The most characters a text filter (workflow, key, id prefix) may have.
 MAX_FILTER_CHARS = 1000
@@ -148,6 +162,32 @@ def checked_listing(op: ListTasks) -> ListTasks:
             raise ConfigError("states", f"{state!r} is not a process_state") from None
     # Past what a store's LIMIT holds is as good as no limit (a negative one).
     return replace(op, states=tuple(states), limit=-1 if limit > _MAX_LIMIT else limit)
+
+
+def ids_probe(prefix: str, *, mark: str) -> tuple[str, list[object]]:
+    """(statement, parameters) counting the ids in `prefix`'s range, up to MANY_IDS.
+
+    The count reads at most MANY_IDS entries of the primary key: whether fewer
+    share the prefix tells `list_tasks` which plan to ask for (`prefix_range`).
+    A planner cannot tell from a prepared statement's parameters, and SQLite
+    keeps no statistics at all.
+    """
+    end = prefix_end(prefix)
+    bounds, params = (
+        (f"id >= {mark}", [prefix])
+        if end is None
+        else (
+            f"id >= {mark} AND id < {mark}",
+            [prefix, end],
+        )
+    )
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM tasks WHERE {bounds} LIMIT {mark}) AS ids"
+    return sql, [*params, MANY_IDS]
+
+
+def few_ids(found: int) -> bool:
+    """Whether `found`, the count `ids_probe` read, is fewer than MANY_IDS."""
+    return found < MANY_IDS
 
 
 def prefix_end(prefix: str) -> str | None:

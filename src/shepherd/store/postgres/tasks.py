@@ -48,7 +48,7 @@ from shepherd.store.postgres.rows import (
 )
 from shepherd.store.rows import Owners
 from shepherd.store.submits import Plan
-from shepherd.store.task_filters import list_query
+from shepherd.store.task_filters import few_ids, ids_probe, list_query
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -405,9 +405,20 @@ async def get_task(reader: Reader, op: ops.GetTask) -> Task | None:
 @READS.handles(ops.ListTasks)
 async def list_tasks(reader: Reader, op: ops.ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
-    sql, params = list_query(op, mark="%s", columns=TASK_COLUMNS, limit=limit_of(op.limit))
+    # A prepared statement's generic plan takes the primary key's range for any id
+    # prefix, then sorts what it found: all the tasks, for a prefix of a few characters.
+    ranged = not op.id_prefix or await _few_ids_of(reader, op.id_prefix)
+    sql, params = list_query(
+        op, mark="%s", columns=TASK_COLUMNS, limit=limit_of(op.limit), prefix_range=ranged
+    )
     rows = await reader.fetch(sql, params)
     return [task_from_row(r) for r in rows]
+
+
+async def _few_ids_of(reader: Reader, prefix: str) -> bool:
+    """Whether fewer than MANY_IDS task ids start with `prefix` (read in the primary key)."""
+    ((found,),) = await reader.fetch(*ids_probe(prefix, mark="%s"))
+    return few_ids(found)
 
 
 @READS.handles(ops.CountTasks)

@@ -43,7 +43,7 @@ from shepherd.store.sqlite.rows import (
     tuples,
 )
 from shepherd.store.submits import Plan
-from shepherd.store.task_filters import list_query, prefix_end
+from shepherd.store.task_filters import few_ids, ids_probe, list_query
 
 if TYPE_CHECKING:
     import sqlite3
@@ -94,10 +94,6 @@ _GET_TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
 _STEPS_OF_TASK = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ? ORDER BY seq"
 _STEPS_OF = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id IN ({{marks}}) ORDER BY seq"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
-#: How many ids sharing a prefix make it "many" (`list_tasks`).
-MANY_IDS = 20_000
-_IDS_BETWEEN = "SELECT count(*) FROM (SELECT 1 FROM tasks WHERE id >= ? AND id < ? LIMIT ?)"
-_IDS_FROM = "SELECT count(*) FROM (SELECT 1 FROM tasks WHERE id >= ? LIMIT ?)"
 _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP BY process_state"
 
 
@@ -307,10 +303,9 @@ def get_task(at: Reading, op: ops.GetTask) -> Task | None:
 def list_tasks(at: Reading, op: ops.ListTasks) -> list[Task]:
     """Tasks matching the operation's filters, newest first."""
     conn = at.conn
-    # Without statistics SQLite takes the primary key's range for any id prefix, then
-    # sorts what it found: all the tasks, for a prefix of a few characters (ids start
-    # with the time). A prefix many ids share is better found walking the order index.
-    ranged = not op.id_prefix or _few_ids(conn, op.id_prefix)
+    # Without statistics SQLite would take the primary key's range for any id prefix,
+    # then sort what it found: all the tasks, for a prefix of a few characters.
+    ranged = not op.id_prefix or _few_ids_of(conn, op.id_prefix)
     sql, params = list_query(
         op,
         mark="?",
@@ -324,12 +319,10 @@ def list_tasks(at: Reading, op: ops.ListTasks) -> list[Task]:
     return [task_from_row(r) for r in rows]
 
 
-def _few_ids(conn: sqlite3.Connection, prefix: str) -> bool:
+def _few_ids_of(conn: sqlite3.Connection, prefix: str) -> bool:
     """Whether fewer than MANY_IDS task ids start with `prefix` (read in the primary key)."""
-    end = prefix_end(prefix)
-    sql, params = (_IDS_FROM, (prefix,)) if end is None else (_IDS_BETWEEN, (prefix, end))
-    (found,) = conn.execute(sql, (*params, MANY_IDS)).fetchone()
-    return bool(found < MANY_IDS)
+    (found,) = conn.execute(*ids_probe(prefix, mark="?")).fetchone()
+    return few_ids(found)
 
 
 @READS.handles(ops.CountTasks)
