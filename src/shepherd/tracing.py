@@ -5,7 +5,8 @@ On when `opentelemetry-api` can be imported (`pip install 'shepherd[otel]'`):
 else here, so without OpenTelemetry a submit, a task and a step cost one
 branch each. The spans go to the TracerProvider the application set
 (`opentelemetry.trace.set_tracer_provider`, the standard way). Until one is
-set, `active()` is False: the callers make no span, and no context is stored.
+set, `active()` is False: the callers make no span, and no context is stored
+(a scheduler then sends its task's own context on with each request).
 
 The spans, and how they chain across processes through the store:
 

@@ -123,3 +123,43 @@ async def test_every_step_span_reaches_its_submitters_span_across_processes(
         "email.spans",
         "scheduler.spans",
     }
+
+
+async def test_a_scheduler_that_does_not_trace_passes_the_submitters_context_on(
+    shared_store: str,
+    shepherd_cli: Cli,
+    shepherd_process: Any,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    files = {name: tmp_path / f"{name}.spans" for name in ("submitter", "email")}
+    env = {name: traced_env(cli_env, shared_store, path) for name, path in files.items()}
+    untraced = {k: v for k, v in env["email"].items() if k != "TRACE_FILE"}
+    worker = ("worker", "--app", APP)
+    scheduler_roles = ("--roles", "scheduler,supervisor,agent", "--agents", "payments.*")
+    with (
+        shepherd_process(*worker, *scheduler_roles, env=untraced) as scheduler,
+        shepherd_process(
+            *worker, "--roles", "agent", "--agents", "email.*", env=env["email"]
+        ) as email,
+    ):
+        for order in range(ORDERS):
+            done = shepherd_cli(
+                "submit", "--app", APP, "--wait", str(PATIENCE), "checkout",
+                json.dumps({"order": order}), env=env["submitter"],
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        for process in (scheduler, email):
+            assert process.terminate() == 0, process.stderr()
+
+    # Both workers stopped: every span they made is written (each as it ended).
+    spans = read_spans(list(files.values()))
+    by_id = {span_id(s): s for s in spans}
+    submits = {s["attributes"]["shepherd.task_id"]: s for s in named(spans, "shepherd.submit")}
+    steps = named(spans, "shepherd.step ")
+    assert len(submits) == len(steps) == ORDERS
+    assert named(spans, "shepherd.task ") == []
+    for step in steps:
+        assert step["name"] == "shepherd.step email.send"
+        parents = chain(step, by_id)
+        assert parents[1:] == [submits[step["attributes"]["shepherd.task_id"]]]

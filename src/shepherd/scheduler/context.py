@@ -253,7 +253,8 @@ class WorkflowContext:
             suspect=suspect,
             queue_allowance=SUSPECT_QUEUE_WINDOWS * step_within if suspect else 0.0,
             resolution=resolution,
-            trace=None if self.traced is None else self.traced.context,
+            # Untraced here, the run passes its submitter's context on unchanged.
+            trace=self.task.trace if self.traced is None else self.traced.context,
         )
         try:
             try:
