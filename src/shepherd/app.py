@@ -714,8 +714,11 @@ class App:
                 await Signals.wait(wake, self.settings.poll_interval)
 
     # -- alerts ------------------------------------------------------------
-    async def alerts(self, *, open_only: bool = False, limit: int = 100) -> list[StoredAlert]:
-        """The stored operator alerts, newest first: only those not acknowledged if `open_only`.
+    async def alerts(
+        self, *, open_only: bool = False, limit: int = 100, task_id: str | None = None
+    ) -> list[StoredAlert]:
+        """The stored operator alerts, newest first: only those not acknowledged if
+        `open_only`, only those of the task `task_id` if given.
 
         An alert is stored in the transaction that moves its task into `error`,
         so it is listed even when its process died before the sinks were told.
@@ -724,7 +727,7 @@ class App:
             ConfigError: `limit` is not a whole number of at least 1.
         """
         await self.open()
-        return await self.store.list_alerts(open_only=open_only, limit=limit)
+        return await self.store.list_alerts(open_only=open_only, limit=limit, task_id=task_id)
 
     async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
         """Acknowledge a stored alert by `by` (who handles it); the alert as stored.

@@ -78,6 +78,8 @@ def task_event(
         step: The step the event comes from, if one does (the step whose
             failure sends the task to compensation or to `error`).
     """
+    if not log.isEnabledFor(logging.INFO):
+        return
     extra = task_fields(
         task_id,
         workflow,

@@ -283,6 +283,17 @@ async def test_alerts_are_listed_newest_first_all_or_the_open_ones_up_to_a_limit
     assert await store.list_alerts(open_only=True, limit=1) == [third]
 
 
+async def test_a_tasks_own_alerts_are_listed_by_its_id(store: Store) -> None:
+    first = await _alerted(store, key="B-1")
+    second = await _alerted(store, key="B-2")
+    acknowledged = await store.acknowledge_alert(first.id, by="anna")
+
+    assert await store.list_alerts(task_id=first.task_id) == [acknowledged]
+    assert await store.list_alerts(task_id=first.task_id, open_only=True) == []
+    assert await store.list_alerts(task_id=second.task_id, open_only=True) == [second]
+    assert await store.list_alerts(task_id="no-such-task") == []
+
+
 # -- acknowledging ---------------------------------------------------------------
 async def test_acknowledging_records_who_and_when_and_closes_the_alert(
     stores: Stores, store: Store, fake_clock: FakeClock

@@ -96,6 +96,14 @@ class Agent:
         return self.service or self.name
 
 
+#: Requests are handed over by the scheduler of this process only while fewer than
+#: this many are being handled here. When work trickles in, handing a request over
+#: saves a transaction and a wake-up per step (the lone latency); under load, one
+#: take leases hundreds of queued requests in one statement, which costs less
+#: Python per request than handing each over (W1: about 10 % more workflows/s).
+HAND_OVER_BELOW = 16
+
+
 class Recorder(Protocol):
     """The scheduler of an agent worker's own process, as the worker hands it replies."""
 
@@ -253,7 +261,9 @@ class AgentWorker:
             self._suspects += 1
         spec = self.agents[request.agent]
         handling: Coroutine[None, None, None] = (
-            _traced(self._handle(request), request) if tracing.ENABLED else self._handle(request)
+            _traced(self._handle(request), request)
+            if tracing.ENABLED and tracing.active()
+            else self._handle(request)
         )
         if spec.threads:
             handling = self.threaded.hold(handling, request)
@@ -272,16 +282,19 @@ class AgentWorker:
         """Hold a free handling slot for a request of `agent`; this worker's name, or None.
 
         None when this worker is not serving, does not host `agent` (or hosts it
-        as an exclusive owner or on threads), or has no free slot: the request
-        is then queued for any worker. A held slot ends with `hand` or `unreserve`.
+        as an exclusive owner or on threads), has no free slot, or is busy (see
+        HAND_OVER_BELOW): the request is then queued for any worker. A held slot
+        ends with `hand` or `unreserve`.
         """
         spec = self.agents.get(agent)
+        busy = len(self._running) + self._reserved
         if (
             not self._serving
             or spec is None
             or spec.threads
             or spec.exclusive_by is not None
-            or self.concurrency - len(self._running) - self._reserved <= 0
+            or busy >= HAND_OVER_BELOW
+            or busy >= self.concurrency
         ):
             return None
         self._reserved += 1
@@ -759,11 +772,7 @@ _HELD_BACK = {
 
 
 async def _traced(handling: Awaitable[None], request: Request) -> None:
-    """Run `handling` inside the request's step span (`shepherd.tracing`), if spans
-    can be recorded."""
-    if not tracing.active():
-        await handling
-        return
+    """Run `handling` inside the request's step span (`shepherd.tracing`)."""
     with tracing.step_span(request):
         await handling
 

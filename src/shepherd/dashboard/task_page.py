@@ -32,8 +32,6 @@ __all__ = ["StepRow", "task_context", "task_page", "timeline"]
 
 #: The template of the page's live part.
 LIVE = "task_live.html"
-#: How many of the newest alerts are searched for the task's own.
-ALERTS_SEARCHED = 500
 _REPLIES = frozenset(
     {
         EventKind.STEP_COMPLETED,
@@ -87,9 +85,7 @@ async def task_context(app: App, task_id: str) -> dict[str, Any]:
     """
     task = await app.get_task(task_id)
     history = await app.history(task_id)
-    alert: StoredAlert | None = next(
-        (a for a in await app.alerts(limit=ALERTS_SEARCHED) if a.task_id == task_id), None
-    )
+    alert: StoredAlert | None = next(iter(await app.alerts(task_id=task_id, limit=1)), None)
     actions = [
         (event, str(event.detail["by"]))
         for event in history

@@ -533,8 +533,12 @@ class Facade(OperatorMethods, ABC):
         return await self.read(ops.ResolverVersion())
 
     # -- operator alerts (inputs checked before anything is queued) ---------
-    async def list_alerts(self, *, open_only: bool = False, limit: int = 100) -> list[StoredAlert]:
-        return await self.read(ops.ListAlerts(open_only=open_only, limit=checked_limit(limit)))
+    async def list_alerts(
+        self, *, open_only: bool = False, limit: int = 100, task_id: str | None = None
+    ) -> list[StoredAlert]:
+        return await self.read(
+            ops.ListAlerts(open_only=open_only, limit=checked_limit(limit), task_id=task_id)
+        )
 
     async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
         return await self.write(

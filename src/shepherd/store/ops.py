@@ -826,10 +826,12 @@ class TakeTokens(Write[tuple[int, float | None, float]]):
 # (ApplySupervision, ApplyCrash, FailTask), in its transaction.
 @_op
 class ListAlerts(Read[list[StoredAlert]]):
-    """The stored alerts (only the unacknowledged ones if `open_only`), newest first."""
+    """The stored alerts (only the unacknowledged ones if `open_only`, only those of
+    `task_id` if given), newest first."""
 
     open_only: bool = False
     limit: int = 100
+    task_id: str | None = None
 
 
 @_op

@@ -475,8 +475,11 @@ class OperatorStore(RetentionStore, Clocked, TaskLookup, TaskHistory, Protocol):
     ) -> list[BreakerEvent]:
         """The latest breaker state changes (of one service, or all), newest first."""
 
-    async def list_alerts(self, *, open_only: bool = False, limit: int = 100) -> list[StoredAlert]:
-        """At most `limit` stored alerts (only those not acknowledged, if `open_only`), newest first.
+    async def list_alerts(
+        self, *, open_only: bool = False, limit: int = 100, task_id: str | None = None
+    ) -> list[StoredAlert]:
+        """At most `limit` stored alerts (only those not acknowledged, if `open_only`; only
+        those of `task_id`, if given), newest first.
 
         An alert is stored by the write that moves its task into `error` (a
         supervisor's escalation, a crash verdict's quarantine, an owner's

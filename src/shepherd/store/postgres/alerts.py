@@ -36,6 +36,11 @@ _LIST = f"SELECT {ALERT_COLUMNS} FROM alerts ORDER BY id DESC LIMIT %s"
 _LIST_OPEN = (
     f"SELECT {ALERT_COLUMNS} FROM alerts WHERE acknowledged_at IS NULL ORDER BY id DESC LIMIT %s"
 )
+_OF_TASK = f"SELECT {ALERT_COLUMNS} FROM alerts WHERE task_id = %s ORDER BY id DESC LIMIT %s"
+_OPEN_OF_TASK = (
+    f"SELECT {ALERT_COLUMNS} FROM alerts WHERE task_id = %s AND acknowledged_at IS NULL "
+    "ORDER BY id DESC LIMIT %s"
+)
 
 
 async def store_alert(
@@ -63,6 +68,10 @@ async def acknowledge(batch: Batch, ops: Sequence[AcknowledgeAlert]) -> list[obj
 # -- reads ---------------------------------------------------------------------
 @READS.handles(ListAlerts)
 async def list_alerts(reader: Reader, op: ListAlerts) -> list[StoredAlert]:
-    """The stored alerts (the open ones only, if asked), newest first."""
-    rows = await reader.fetch(_LIST_OPEN if op.open_only else _LIST, (op.limit,))
+    """The stored alerts (the open ones only, those of one task only, if asked), newest first."""
+    if op.task_id is None:
+        rows = await reader.fetch(_LIST_OPEN if op.open_only else _LIST, (op.limit,))
+    else:
+        query = _OPEN_OF_TASK if op.open_only else _OF_TASK
+        rows = await reader.fetch(query, (op.task_id, op.limit))
     return [alert_from_row(row, utc) for row in rows]

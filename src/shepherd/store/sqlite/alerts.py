@@ -33,6 +33,11 @@ _LIST = f"SELECT {ALERT_COLUMNS} FROM alerts ORDER BY id DESC LIMIT ?"
 _LIST_OPEN = (
     f"SELECT {ALERT_COLUMNS} FROM alerts WHERE acknowledged_at IS NULL ORDER BY id DESC LIMIT ?"
 )
+_OF_TASK = f"SELECT {ALERT_COLUMNS} FROM alerts WHERE task_id = ? ORDER BY id DESC LIMIT ?"
+_OPEN_OF_TASK = (
+    f"SELECT {ALERT_COLUMNS} FROM alerts WHERE task_id = ? AND acknowledged_at IS NULL "
+    "ORDER BY id DESC LIMIT ?"
+)
 
 
 def store_alert(batch: Batch, task_id: str, workflow: str, key: str | None, raised: Raised) -> None:
@@ -58,6 +63,10 @@ def acknowledge(batch: Batch, ops: Sequence[AcknowledgeAlert]) -> list[object]:
 # -- reads ---------------------------------------------------------------------
 @READS.handles(ListAlerts)
 def list_alerts(at: Reading, op: ListAlerts) -> list[StoredAlert]:
-    """The stored alerts (the open ones only, if asked), newest first."""
-    rows = at.conn.execute(_LIST_OPEN if op.open_only else _LIST, (op.limit,)).fetchall()
+    """The stored alerts (the open ones only, those of one task only, if asked), newest first."""
+    if op.task_id is None:
+        rows = at.conn.execute(_LIST_OPEN if op.open_only else _LIST, (op.limit,)).fetchall()
+    else:
+        query = _OPEN_OF_TASK if op.open_only else _OF_TASK
+        rows = at.conn.execute(query, (op.task_id, op.limit)).fetchall()
     return [alert_from_row(row, unix_instant) for row in rows]
