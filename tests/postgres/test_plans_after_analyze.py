@@ -98,8 +98,18 @@ async def test_a_steps_round_trip_touches_rows_in_proportion(
     assert await work(postgres_url, queues._TAKE, take) <= PER_ROW * N
 
     requests = await store.take_requests(agents=["a"], worker="w1", limit=N)
-    ack = ([r.id for r in requests], ["w1"] * N, now)
+    ack = (
+        [r.id for r in requests],
+        ["w1"] * N,
+        [r.task_id for r in requests],
+        [r.seq for r in requests],
+        [r.attempt for r in requests],
+        now,
+    )
     assert await work(postgres_url, queues._ACK, ack) <= PER_ROW * N
+    # Recording where the reply is made locks the replies' tasks and reads their steps.
+    owners = ([r.task_id for r in requests], [r.seq for r in requests])
+    assert await work(postgres_url, queues._LOCK_STEP_OWNERS, owners) <= PER_ROW * N
 
     for request in requests:
         assert await store.reply_and_ack(request, worker="w1", ok=True, body=None)
