@@ -31,6 +31,7 @@ from shepherd import (
 from shepherd.core.states import StepKind
 from shepherd.errors import InvalidStateError
 from shepherd.testing import wait_until
+from support.spies import spy_on_replies
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable
@@ -100,26 +101,7 @@ async def test_transient_errors_are_retried_with_the_same_idempotency_key(app: A
 async def test_a_hung_agent_is_cancelled_at_complete_by_and_the_step_runs_again(app: App) -> None:
     executions: list[int] = []
     cancelled: list[str] = []
-    replies: list[tuple[int, bool]] = []
-    reply_and_ack = app.store.reply_and_ack
-
-    async def spy(
-        request: Any,
-        *,
-        worker: str,
-        ok: bool,
-        body: JsonValue,
-        slot: Any = None,
-        recorder: Any = None,
-        trace: Any = None,
-    ) -> Any:
-        written = await reply_and_ack(
-            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder, trace=trace
-        )
-        replies.append((request.attempt, bool(written)))
-        return written
-
-    app.store.reply_and_ack = spy  # type: ignore[method-assign]
+    replies = spy_on_replies(app)
 
     @app.agent("slow")
     async def slow(request: AgentRequest) -> JsonValue:

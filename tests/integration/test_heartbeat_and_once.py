@@ -27,6 +27,7 @@ from shepherd import (
     WorkflowContext,
 )
 from shepherd.testing import wait_until
+from support.spies import spy_on_replies
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -144,25 +145,7 @@ async def test_a_heartbeat_after_the_step_was_superseded_raises(app: App) -> Non
     started = asyncio.Event()
     proceed = asyncio.Event()
     superseded: list[StepSupersededError] = []
-    replies: list[int] = []
-    reply_and_ack = app.store.reply_and_ack
-
-    async def spy(
-        request: Any,
-        *,
-        worker: str,
-        ok: bool,
-        body: JsonValue,
-        slot: Any = None,
-        recorder: Any = None,
-        trace: Any = None,
-    ) -> Any:
-        replies.append(request.attempt)
-        return await reply_and_ack(
-            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder, trace=trace
-        )
-
-    app.store.reply_and_ack = spy  # type: ignore[method-assign]
+    replies = spy_on_replies(app)
 
     @app.agent("slow")
     async def slow(request: AgentRequest) -> JsonValue:

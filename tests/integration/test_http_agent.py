@@ -37,6 +37,7 @@ from shepherd.agents.http import (
 from shepherd.errors import TaskFailedError
 from shepherd.testing import wait_until
 from support.http_service import serve
+from support.spies import spy_on_replies
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -201,26 +202,7 @@ async def test_a_hung_call_is_cancelled_at_complete_by_and_replies_nothing(
     app: App, service: Service
 ) -> None:
     service.script = ["hang", "ok"]
-    replies: list[tuple[int, bool]] = []
-    reply_and_ack = app.store.reply_and_ack
-
-    async def spy(
-        request: Any,
-        *,
-        worker: str,
-        ok: bool,
-        body: JsonValue,
-        slot: Any = None,
-        recorder: Any = None,
-        trace: Any = None,
-    ) -> Any:
-        written = await reply_and_ack(
-            request, worker=worker, ok=ok, body=body, slot=slot, recorder=recorder, trace=trace
-        )
-        replies.append((request.attempt, bool(written)))
-        return written
-
-    app.store.reply_and_ack = spy  # type: ignore[method-assign]
+    replies = spy_on_replies(app)
     http_agent(app, "payments.charge", "POST", service.url, retry=QUICK)
     pay_workflow(app, within=0.3)
 
