@@ -19,7 +19,12 @@ from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import chunks, event_from_row, owners, request_from_row, tuples
 from shepherd.store.sqlite.steps import write_recorded
-from shepherd.store.step_writes import STEP_OWNER_COLUMNS, plan_answers, reply_body
+from shepherd.store.step_writes import (
+    STEP_OWNER_COLUMNS,
+    StepOwnerCol,
+    plan_answers,
+    reply_body,
+)
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event
@@ -51,9 +56,10 @@ _INSERT_REPLY = (
     "INSERT INTO replies (task_id, seq, attempt, lock_epoch, ok, body, trace, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_STEP_OWNER = (
+# The steps of the replied tasks (a task has a few), for replies recorded where made.
+_STEP_OWNERS = (
     f"SELECT {STEP_OWNER_COLUMNS} FROM tasks t JOIN steps s ON s.task_id = t.id "
-    "WHERE t.id = ? AND s.seq = ?"
+    "WHERE t.id IN ({marks})"
 )
 _TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ? ORDER BY id"
 _ALL_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?"
@@ -99,14 +105,12 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
         (op.request.id, op.worker, op.request.task_id, op.request.seq, op.request.attempt) in live
         for op in ops
     ]
+    local = [op.request.task_id for op, ok in zip(ops, acked, strict=True) if ok and op.recorder]
     steps = {}
-    reader = tuples(conn)
-    for op, ok in zip(ops, acked, strict=True):
-        if ok and op.recorder is not None:
-            request = op.request
-            row = reader.execute(_STEP_OWNER, (request.task_id, request.seq)).fetchone()
-            if row is not None:
-                steps[request.task_id, request.seq] = row
+    for tasks in chunks(list(dict.fromkeys(local))):
+        query = _STEP_OWNERS.format(marks=",".join("?" * len(tasks)))
+        for row in tuples(conn).execute(query, tasks):
+            steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
     answers = [
         (
             op.request,
