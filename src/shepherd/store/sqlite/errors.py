@@ -23,7 +23,7 @@ import sqlite3
 
 from shepherd.errors import ShepherdError, StoreDamagedError, StoreFullError, StoreUnavailableError
 
-__all__ = ["classify", "is_store_wide", "translate"]
+__all__ = ["classify", "is_busy", "is_store_wide", "translate"]
 
 _FULL = "full"
 _DAMAGED = "damaged"
@@ -120,6 +120,11 @@ def is_store_wide(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.Error):
         return _kind(exc) in _STORE_WIDE
     return isinstance(exc, StoreUnavailableError | StoreDamagedError)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether `exc` says another connection holds the lock (SQLITE_BUSY)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _kind(exc: sqlite3.Error) -> str:

@@ -23,16 +23,23 @@ from shepherd.store.signals import Signals
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import Reading
 from shepherd.store.sqlite.connection import connect, path_from_url
-from shepherd.store.sqlite.errors import translate
+from shepherd.store.sqlite.errors import is_busy, translate
 from shepherd.store.sqlite.handlers import READS
 from shepherd.store.sqlite.thread import ConnectionThread
 from shepherd.store.sqlite.wakeups import Wakeups
+from shepherd.store.sqlite.write_lock import WriteLock
 from shepherd.store.sqlite.writer import Writer
 
 if TYPE_CHECKING:
     from shepherd.store.contract import NewTask, Submitted
 
-__all__ = ["SQLiteStore"]
+__all__ = ["LONE_KINDS", "SQLiteStore"]
+
+#: Writes that may commit on the event loop when they are lone: a client's
+#: submits. A role's writes always go to the thread: a worker's loop has the
+#: next step to run while the thread commits, and a loop that committed
+#: itself would serialise the two.
+LONE_KINDS = (ops.SubmitTask, ops.SubmitTasks)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,6 +69,9 @@ class SQLiteStore(Facade):
         self._executor: ConnectionThread | None = None
         self._conn: sqlite3.Connection | None = None
         self._writer = Writer(url, self.clock, payload_limit=max_payload_bytes)
+        self._turn = WriteLock(self.path, warn_after=busy_timeout)
+        # The connection's busy timeout now (ms); -1 before it is known.
+        self._busy_ms = -1
 
     # -- life cycle --------------------------------------------------------
     async def open(self) -> None:
@@ -73,7 +83,14 @@ class SQLiteStore(Facade):
                 f"cannot open SQLite store {self.url!r}: directory {directory!r} does not exist"
             )
         self._executor = ConnectionThread(
-            self._run_batch, self._after_commit, closed=self.closed_error, name="shepherd-sqlite"
+            self._run_batch,
+            self._after_commit,
+            closed=self.closed_error,
+            name="shepherd-sqlite",
+            turn=self._turn,
+            run_lone=self._run_lone,
+            lone_kinds=LONE_KINDS,
+            before_job=self._wait_when_busy,
         )
         try:
             await self._call(self._connect)
@@ -90,6 +107,8 @@ class SQLiteStore(Facade):
             synchronous=self.synchronous,
             applied_at=self.clock.now().timestamp(),
         )
+        self._busy_ms = int(self.busy_timeout * 1000)
+        self._turn.open()
 
     async def close(self) -> None:
         if self._executor is None:
@@ -103,6 +122,7 @@ class SQLiteStore(Facade):
             self._executor.shutdown(wait=True)
             self._executor = None
             self._conn = None
+            self._turn.close()
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run `fn` on the connection's thread; a `sqlite3` error leaves as a ShepherdError."""
@@ -119,6 +139,7 @@ class SQLiteStore(Facade):
 
     def statistics(self) -> dict[str, float]:
         stats = self._writer.statistics()
+        stats["lone_writes"] = 0 if self._executor is None else self._executor.lone
         stats.update(self.wakeups.statistics())
         return stats
 
@@ -136,6 +157,36 @@ class SQLiteStore(Facade):
             return self._writer.run(conn, batch)
         except sqlite3.Error as exc:
             raise translate(exc, self.url) from exc
+
+    def _run_lone(self, batch: Sequence[ops.Write[Any]]) -> tuple[list[object], set[str]] | None:
+        """Run `batch` on the event loop if the store is free at once; None if it is not.
+
+        Neither the writers' turn nor SQLite's lock is waited for (the busy
+        timeout is 0 for the BEGIN), so the loop blocks for one commit at most.
+        """
+        conn = self._conn
+        if conn is None or not self._turn.acquire(wait=False):
+            return None
+        try:
+            self._set_busy_timeout(conn, 0)
+            return self._writer.run(conn, batch)
+        except sqlite3.Error as exc:
+            if is_busy(exc):  # rolled back: nothing was written
+                return None
+            raise translate(exc, self.url) from exc
+        finally:
+            self._turn.release()
+
+    def _wait_when_busy(self) -> None:
+        """Before each job on the thread: the busy timeout, which lone writes set to 0."""
+        conn = self._conn
+        if conn is not None:
+            self._set_busy_timeout(conn, int(self.busy_timeout * 1000))
+
+    def _set_busy_timeout(self, conn: sqlite3.Connection, ms: int) -> None:
+        if self._busy_ms != ms:  # a PRAGMA only when it changes
+            conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._busy_ms = ms
 
     def _after_commit(self, rings: set[str]) -> None:
         """On the event loop, once a batch has committed: wake who waits for what it changed."""

@@ -7,6 +7,17 @@ the next one gathers, and the thread starts it without waiting for the event
 loop. The loop hands work over through a queue and is woken once per call or
 batch (`call_soon_threadsafe`) to settle its callers' futures; a caller that
 gave up meanwhile is skipped, its write committed all the same.
+
+Two exceptions to "off the event loop":
+
+- The thread takes a batch only once it holds the writers' turn among
+  processes (`write_lock`), so writes made while another process writes join
+  that batch rather than the next.
+- A lone write of the kinds the store names (a client's submit), awaited when
+  nothing else is ready on the loop and the thread is idle, commits on the loop
+  itself if the store is free at once: the two thread hops it saves cost about
+  as much as the commit. It never waits for a lock there; if the store is busy,
+  the write goes to the thread after all.
 """
 
 from __future__ import annotations
@@ -16,19 +27,43 @@ import contextlib
 import functools
 import queue
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, final
+import time
+from collections.abc import Awaitable, Callable, Collection, Generator, Sequence
+from typing import Any, Generic, Protocol, TypeVar, final
 
 from shepherd.store.group_commit import Pending
 from shepherd.store.ops import Write
 
-__all__ = ["AfterCommit", "BatchRunner", "ConnectionThread"]
+__all__ = ["AfterCommit", "BatchRunner", "ConnectionThread", "Turn"]
+
+#: A lone write on the loop slower than this (s)...
+LONE_SLOW = 0.005
+#: ...sends lone writes to the thread for this long (s).
+LONE_PAUSE = 1.0
+
+#: What a job on the thread leaves to be done once the thread is free: tell the loop.
+Posting = Callable[[], None] | None
+
+# The most callbacks looked through to see that none but cancelled ones are ready.
+_READY_SCAN = 8
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: Runs writes in one transaction, on the thread: one outcome per write, and the channels to ring.
 BatchRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]]]
+
+
+class Turn(Protocol):
+    """The writers' turn among processes (`write_lock.WriteLock`)."""
+
+    def acquire(self, *, wait: bool = True) -> bool: ...
+    def release(self) -> None: ...
+
+
+#: Runs one lone write on the event loop if the store is free at once: its outcomes
+#: and rings, or None (another writer holds the store; nothing was written).
+LoneRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]] | None]
 #: Called on the event loop once a batch has committed, with the channels it rings.
 AfterCommit = Callable[[set[str]], None]
 
@@ -46,6 +81,11 @@ class ConnectionThread:
         closed: The error a caller gets once the thread has stopped.
         name: The thread's name.
         max_batch: The most writes in one transaction.
+        turn: The writers' turn among processes: the thread takes its batch
+            once it holds it, so writes made while another process writes join it.
+        run_lone: Commits a lone write on the loop if the store is free at once.
+        lone_kinds: The writes that may be run by `run_lone`.
+        before_job: Called on the thread before each call or batch.
     """
 
     def __init__(
@@ -56,13 +96,29 @@ class ConnectionThread:
         closed: Callable[[], Exception],
         name: str,
         max_batch: int = 4096,
+        turn: Turn | None = None,
+        run_lone: LoneRunner | None = None,
+        lone_kinds: Collection[type[Write[Any]]] = (),
+        before_job: Callable[[], None] | None = None,
     ) -> None:
         self._run_batch = run_batch
+        self._turn = turn
+        self._run_lone = run_lone
+        self._lone_kinds = frozenset(lone_kinds)
+        self._before_job = before_job
+        # Held by the thread while it runs a job, and by a lone write run on the loop.
+        self._busy = threading.Lock()
+        # No lone write runs on the loop before this instant (monotonic s): one was slow.
+        self._lone_after = 0.0
+        # The dispatch of the waiting writes, if it is yet to run.
+        self._dispatching: asyncio.Handle | None = None
+        #: Writes run on the loop.
+        self.lone = 0
         self._after_commit = after_commit
         self._closed = closed
         self._max_batch = max_batch
         # Jobs in order; None stops the thread.
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[], Posting] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._writes: list[Pending] = []
         # True from the first waiting write until the thread finds none left.
@@ -81,7 +137,7 @@ class ConnectionThread:
                 self._jobs.put(functools.partial(_settle_call, fn, future))
         return future
 
-    def write(self, op: Write[R]) -> asyncio.Future[R]:
+    def write(self, op: Write[R]) -> Awaitable[R]:
         """Queue `op` for the next batch; its outcome once that batch has committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
@@ -95,8 +151,10 @@ class ConnectionThread:
             self._draining = True
         # Not at once: the writes of every coroutine ready in this turn of the
         # loop go into the same batch.
-        loop.call_soon(self._jobs.put, self._drain)
-        return future
+        self._dispatching = loop.call_soon(self._dispatch, loop)
+        if self._run_lone is None or type(op) not in self._lone_kinds:
+            return future
+        return _MaybeLone(self, future)
 
     def shutdown(self, *, wait: bool) -> None:
         """Stop after the work already queued; later calls and writes fail with `closed`."""
@@ -108,36 +166,142 @@ class ConnectionThread:
         if wait and threading.current_thread() is not self._thread:
             self._thread.join()
 
+    # -- on the loop: a lone write ------------------------------------------------
+    def _awaited(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A write is awaited: if it is the only thing left to do, run it now, on the loop.
+
+        Every write of this turn of the loop has been made by then, and nothing
+        else is ready: no write could join its batch, so the turn it would
+        wait for to gather them is skipped as well.
+        """
+        handle = self._dispatching
+        if handle is not None and self._free(loop, handle):
+            handle.cancel()
+            self._dispatching = None
+            self._lone_or_thread()
+
+    def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One turn after the first waiting write: run it here if it is lone, else on the thread."""
+        self._dispatching = None
+        if self._free(loop, None):
+            self._lone_or_thread()
+        else:
+            self._jobs.put(self._drain)
+
+    def _free(self, loop: asyncio.AbstractEventLoop, handle: asyncio.Handle | None) -> bool:
+        """Whether nothing but `handle` is ready on the loop, and lone writes are not paused."""
+        if self._run_lone is None or time.monotonic() < self._lone_after:
+            return False
+        # Only asyncio's own loop shows what is ready; with another, the thread writes.
+        ready = getattr(loop, "_ready", None)
+        if ready is None:
+            return False
+        # Dispatches of lone writes already run stay there, cancelled, until the next turn.
+        return len(ready) <= _READY_SCAN and all(h is handle or h.cancelled() for h in ready)
+
+    def _lone_or_thread(self) -> None:
+        """Commit the waiting write on the loop if it is lone and nothing else uses the store.
+
+        A lone write that finds no other write waiting, no call queued, the
+        thread idle and the store free at once commits on the loop: two thread
+        hops cost about as much as the commit itself. It blocks the loop for
+        that one commit; one slower than `LONE_SLOW` (a slow disk, a
+        checkpoint) sends lone writes to the thread for the next `LONE_PAUSE` s.
+        """
+        done = None
+        if self._busy.acquire(blocking=False):
+            try:
+                with self._lock:
+                    lone = (
+                        len(self._writes) == 1
+                        and type(self._writes[0].op) in self._lone_kinds
+                        and self._jobs.empty()
+                    )
+                    batch = self._writes[:] if lone else []
+                done = self._lone(batch) if lone else None
+            finally:
+                self._busy.release()
+        if done is None:  # not lone after all, or the store was busy: the thread's
+            self._jobs.put(self._drain)
+
+    def _lone(self, batch: list[Pending]) -> bool | None:
+        """Run `batch` (one write) on the loop; None if the store was busy (nothing written)."""
+        assert self._run_lone is not None
+        began = time.monotonic()
+        done: tuple[list[object], set[str]] | Exception | None
+        try:
+            done = self._run_lone([p.op for p in batch])
+        except Exception as exc:  # the caller's to see, as from the thread
+            done = exc
+        if time.monotonic() - began > LONE_SLOW:
+            self._lone_after = time.monotonic() + LONE_PAUSE
+        if done is None:
+            return None
+        self.lone += 1
+        with self._lock:
+            del self._writes[: len(batch)]
+            if self._writes:
+                self._jobs.put(self._drain)
+            else:
+                self._draining = False
+        if isinstance(done, Exception):
+            self._fail(batch, done)
+            return True
+        try:
+            self._settle(batch, *done)
+        except Exception as exc:  # committed: the caller must not see a failed wake-up
+            batch[0].future.get_loop().call_exception_handler(
+                {"message": "announcing a lone write's commit failed", "exception": exc}
+            )
+        return True
+
     # -- on the thread -------------------------------------------------------
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job()
+            with self._busy:
+                if self._before_job is not None:
+                    self._before_job()
+                post = job()
+            # The loop hears of it once the thread is free (and the turn let go):
+            # its next write may then commit on the loop.
+            if post is not None:
+                post()
         # Stopped: no call can be queued any more; writes still waiting cannot run.
         with self._lock:
             left, self._writes = self._writes, []
         if left:
             _post(left, self._fail, left, self._closed())
 
-    def _drain(self) -> None:
-        """Run one batch of the waiting writes; the next one queues behind calls asked meanwhile."""
-        with self._lock:
-            batch = self._writes[: self._max_batch]
-            del self._writes[: self._max_batch]
-        if batch:
-            self._run(batch)
+    def _drain(self) -> Posting:
+        """Run one batch of the waiting writes; the next one queues behind calls asked meanwhile.
+
+        The batch is taken once the writers' turn is this process's: writes
+        that arrive while another process writes join it.
+        """
+        turn = self._turn
+        if turn is not None:
+            turn.acquire()
+        try:
+            with self._lock:
+                batch = self._writes[: self._max_batch]
+                del self._writes[: self._max_batch]
+            post = self._run(batch) if batch else None
+        finally:
+            if turn is not None:
+                turn.release()
         with self._lock:
             if self._writes:
                 self._jobs.put(self._drain)
             else:
                 self._draining = False
+        return post
 
-    def _run(self, batch: list[Pending]) -> None:
+    def _run(self, batch: list[Pending]) -> Posting:
         try:
             outcomes, rings = self._run_batch([p.op for p in batch])
         except BaseException as exc:  # the whole batch failed: tell every caller
-            _post(batch, self._fail, batch, exc)
-            return
-        _post(batch, self._settle, batch, outcomes, rings)
+            return functools.partial(_post, batch, self._fail, batch, exc)
+        return functools.partial(_post, batch, self._settle, batch, outcomes, rings)
 
     # -- on the loop -----------------------------------------------------------
     def _settle(self, batch: list[Pending], outcomes: list[object], rings: set[str]) -> None:
@@ -159,14 +323,29 @@ class ConnectionThread:
                 pending.future.set_exception(error)
 
 
-def _settle_call(fn: Callable[[], Any], future: asyncio.Future[Any]) -> None:
-    """Run a call on the thread; settle its future on the loop."""
+@final
+class _MaybeLone(Generic[R]):
+    """A write's outcome; awaited while it is the only thing to do, it commits on the loop."""
+
+    __slots__ = ("_future", "_thread")
+
+    def __init__(self, thread: ConnectionThread, future: asyncio.Future[R]) -> None:
+        self._thread = thread
+        self._future = future
+
+    def __await__(self) -> Generator[Any, None, R]:
+        if not self._future.done():
+            self._thread._awaited(self._future.get_loop())
+        return (yield from self._future.__await__())
+
+
+def _settle_call(fn: Callable[[], Any], future: asyncio.Future[Any]) -> Posting:
+    """Run a call on the thread; what settles its future on the loop."""
     try:
         result = fn()
     except BaseException as exc:  # the caller's to see, as with an executor
-        _post_to(future.get_loop(), _set_exception, future, exc)
-    else:
-        _post_to(future.get_loop(), _set_result, future, result)
+        return functools.partial(_post_to, future.get_loop(), _set_exception, future, exc)
+    return functools.partial(_post_to, future.get_loop(), _set_result, future, result)
 
 
 def _post(batch: list[Pending], fn: Callable[..., None], *args: Any) -> None:

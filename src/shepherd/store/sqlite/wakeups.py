@@ -202,8 +202,9 @@ class Wakeups:
         """Send `rings` (just committed and rung here) to every other store on the file."""
         if self._sock is None or not rings:
             return
-        grams = datagrams(rings)
-        for peer in list(self._list_peers()):
+        peers = list(self._list_peers())
+        grams = datagrams(rings) if peers else []
+        for peer in peers:
             owed = self._owed.pop(peer, None)
             if owed is None:
                 self._send(peer, grams, rings)
