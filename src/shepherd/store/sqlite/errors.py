@@ -123,8 +123,8 @@ def is_store_wide(exc: BaseException) -> bool:
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
-    """Whether `exc` says another connection holds the lock (SQLITE_BUSY)."""
-    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+    """Whether `exc` says another connection holds the lock (busy or locked)."""
+    return _kind(exc) == _BUSY
 
 
 def _kind(exc: sqlite3.Error) -> str:

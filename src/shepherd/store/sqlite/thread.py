@@ -208,24 +208,20 @@ class ConnectionThread:
         that one commit; one slower than `LONE_SLOW` (a slow disk, a
         checkpoint) sends lone writes to the thread for the next `LONE_PAUSE` s.
         """
-        done = None
+        done = False
         if self._busy.acquire(blocking=False):
             try:
                 with self._lock:
-                    lone = (
-                        len(self._writes) == 1
-                        and type(self._writes[0].op) in self._lone_kinds
-                        and self._jobs.empty()
-                    )
-                    batch = self._writes[:] if lone else []
-                done = self._lone(batch) if lone else None
+                    batch = self._writes[:] if len(self._writes) == 1 else []
+                lone = bool(batch) and type(batch[0].op) in self._lone_kinds and self._jobs.empty()
+                done = lone and self._lone(batch)
             finally:
                 self._busy.release()
-        if done is None:  # not lone after all, or the store was busy: the thread's
+        if not done:  # not lone after all, or the store was busy: the thread's
             self._jobs.put(self._drain)
 
-    def _lone(self, batch: list[Pending]) -> bool | None:
-        """Run `batch` (one write) on the loop; None if the store was busy (nothing written)."""
+    def _lone(self, batch: list[Pending]) -> bool:
+        """Run `batch` (one write) on the loop; False if the store was busy (nothing written)."""
         assert self._run_lone is not None
         began = time.monotonic()
         done: tuple[list[object], set[str]] | Exception | None
@@ -236,7 +232,7 @@ class ConnectionThread:
         if time.monotonic() - began > LONE_SLOW:
             self._lone_after = time.monotonic() + LONE_PAUSE
         if done is None:
-            return None
+            return False
         self.lone += 1
         with self._lock:
             del self._writes[: len(batch)]

@@ -156,8 +156,11 @@ class WriteLock:
                 if self._closed.wait(self.warn_after / 2):
                     return
                 since = self._since
-                late = since is not None and time.monotonic() - since >= self.warn_after
-                if late and since is not None and not self._warned:
+                if (
+                    since is not None
+                    and not self._warned
+                    and time.monotonic() - since >= self.warn_after
+                ):
                     self._warned = True
                     self._tell(since)
                 if since is None and self.waits == seen:  # no wait since the last look
