@@ -693,13 +693,27 @@ async def test_the_store_survives_its_connections_being_cut(
     store = await open_store()
     first = await submit(store, 1)
     dbname = postgres_url.rsplit("/", 1)[1]
-    await admin_rows(
+    cut = await admin_rows(
         postgres_server,
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
         "WHERE datname = %s AND pid <> pg_backend_pid()",
         (dbname,),
     )
-    second = await submit(store, 2)  # the writer reconnects; the batch is retried
+    assert cut
+
+    async def ended() -> bool:
+        left = await admin_rows(
+            postgres_server,
+            "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)",
+            ([pid for pid, _ in cut],),
+        )
+        return not left
+
+    # Once the sessions have ended, the writer finds its own gone before it
+    # sends (a lone submit is one statement: cut off in flight, its outcome
+    # would be unknown).
+    await wait_until(ended, timeout=WAKE_DEADLINE)
+    second = await submit(store, 2)  # the writer reconnects first
     assert await store.get_task(first) is not None  # the pool replaces its connections
     assert {t.id for t in await store.claim_tasks(owner="s1", limit=10)} == {first, second}
     await wait_until(lambda: store.listener.reconnects == 1, timeout=WAKE_DEADLINE)

@@ -3,7 +3,9 @@
 A batch of submits alone does not ask the database for the time: its statements
 take the transaction's `now()` themselves. These tests check that such rows
 carry exactly the instant a batch that does ask would have read, and that a
-batch whose statements run up to one Sync is still all or nothing.
+batch whose statements run up to one Sync is still all or nothing. A lone
+submit without a key is one statement (`batch.ALONE`): it must write what the
+batch writes, and a connection lost while it runs leaves its outcome unknown.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from shepherd.errors import ShepherdError, StoreUnavailableError
+from shepherd.errors import CommitUnknownError, ShepherdError, StoreUnavailableError
 from shepherd.store.contract import NewTask
+from shepherd.store.encoding import Encoding
+from shepherd.store.ops import SubmitTask
 from shepherd.store.postgres import PostgresStore
 from shepherd.store.postgres import tasks as pg_tasks
+from shepherd.store.postgres import writer as pg_writer
+from shepherd.testing import wait_until
 from support.postgres import OpenStore
 
 pytestmark = pytest.mark.postgres
@@ -89,7 +95,8 @@ async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_on_the_same_
     writer_pid = store._writer.pid
     monkeypatch.setattr(pg_tasks, "_insert", insert_then_fail)
     with pytest.raises(ShepherdError, match=r"refused a write \(22012\)"):
-        await store.submit_task(NewTask(workflow="wf", input=1))
+        # With a key: a batch (a lone submit without one is a single statement).
+        await store.submit_task(NewTask(workflow="wf", input=1, key="k"))
     monkeypatch.undo()
 
     assert await _rows(postgres_url, "SELECT id FROM tasks") == []
@@ -109,3 +116,85 @@ async def test_a_new_tasks_id_drawn_twice_is_refused_and_nothing_is_written(
         await store.submit_task(NewTask(workflow="wf", input=2))
 
     assert await _rows(postgres_url, "SELECT id, input FROM tasks") == [(first.task_id, "1")]
+
+
+_TASK_ROW = (
+    "SELECT workflow, input, process_state, lock_epoch, complete_within, failure_count, "
+    "reply_to, trace, not_before = created_at AND updated_at = created_at FROM tasks WHERE id = %s"
+)
+_EVENT_ROWS = "SELECT reply_to, kind, detail, at FROM events WHERE task_id = %s ORDER BY id"
+
+
+async def test_a_lone_submit_without_a_key_writes_in_one_statement_what_a_batch_writes(
+    store: PostgresStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = NewTask(
+        workflow="wf", input={"n": [1, "two"]}, reply_to="r", complete_within=7, trace="t"
+    )
+    alone = await store.submit_task(task)
+
+    def no_batch(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a batch was built")
+
+    keyed = await store.submit_task(NewTask(**{**_fields(task), "key": "k"}))  # a batch
+    monkeypatch.setattr(pg_writer, "Batch", no_batch)
+    commits = store._writer.commits
+    again = await store.submit_task(task)  # alone: no batch
+    assert store._writer.commits == commits + 1
+
+    rows = [
+        (
+            await _rows(postgres_url, _TASK_ROW, (t.task_id,)),
+            await _rows(postgres_url, _EVENT_ROWS, (t.task_id,)),
+        )
+        for t in (alone, keyed, again)
+    ]
+    assert rows[0] == rows[1] == rows[2]
+    ((task_row,), (event,)) = rows[0]
+    assert task_row == ("wf", '{"n":[1,"two"]}', "pending", 0, 7.0, 0, "r", "t", True)
+    assert event[:3] == ("r", "received", '{"workflow":"wf"}')
+
+
+def _fields(task: NewTask) -> dict[str, Any]:
+    return {name: getattr(task, name) for name in NewTask.__dataclass_fields__}
+
+
+def test_a_submit_with_a_key_or_an_input_that_does_not_encode_needs_a_batch() -> None:
+    encoding = Encoding(payload_limit=64)
+    alone = pg_tasks.submit_alone
+
+    assert alone(SubmitTask(task=NewTask(workflow="wf", input=1)), encoding, None) is not None
+    assert alone(SubmitTask(task=NewTask(workflow="wf", input=1, key="k")), encoding, None) is None
+    too_big = NewTask(workflow="wf", input="x" * 100)
+    assert alone(SubmitTask(task=too_big), encoding, None) is None
+
+
+async def test_a_lone_submit_cut_off_while_it_runs_is_reported_as_unknown(
+    open_store: OpenStore, postgres_server: str, postgres_url: str
+) -> None:
+    store = await open_store()
+    await store.submit_task(NewTask(workflow="wf", input=1))
+    pid = store._writer.pid
+
+    async def waits_for_the_lock() -> bool:
+        found = await _rows(
+            postgres_server,
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+            (pid,),
+        )
+        return bool(found)
+
+    async with await psycopg.AsyncConnection.connect(postgres_url) as blocker:
+        await blocker.execute("LOCK TABLE tasks IN EXCLUSIVE MODE")
+        cut_off = asyncio.create_task(store.submit_task(NewTask(workflow="wf", input=2)))
+        await wait_until(waits_for_the_lock, timeout=10.0)
+        await _rows(postgres_server, "SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(CommitUnknownError, match="the outcome is unknown"):
+            await cut_off
+        await blocker.rollback()
+
+    # Here it had not committed; the writer reconnects for the next write.
+    assert await _rows(postgres_url, "SELECT input FROM tasks ORDER BY input") == [("1",)]
+    third = await store.submit_task(NewTask(workflow="wf", input=3))
+    assert third.created
+    assert store._writer.pid != pid

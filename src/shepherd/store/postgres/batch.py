@@ -12,7 +12,8 @@ a transaction or a pipeline of its own.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, final
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["INSTANT_IN_SQL", "WRITES", "Batch"]
+__all__ = ["ALONE", "INSTANT_IN_SQL", "WRITES", "Alone", "Batch"]
 
 #: Operations whose handlers give the batch's instant only to statements, as
 #: `Batch.instant`: a batch of these alone need not wait to read the database's clock.
@@ -155,3 +156,33 @@ class Batch(Encoding):
 
 #: Operation type -> the handler that runs every operation of that type in a batch.
 WRITES: WriteTable[Batch, Awaitable[list[object]]] = WriteTable()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """One operation written whole by ONE statement that carries its own commit.
+
+    The writer sends it alone, outside pipeline mode, as an implicit
+    transaction: one round trip, where a batch takes two (its statements, then
+    the commit). The statement returns one row whose first column is the
+    transaction's `now()`.
+
+    Attributes:
+        query: The statement: the rows, the events and the NOTIFYs together.
+        params: Its parameters.
+        outcome: The operation's outcome once the statement has succeeded.
+        rings: The local channels to ring after it.
+    """
+
+    query: str
+    params: tuple[object, ...]
+    outcome: object
+    rings: frozenset[str]
+
+
+#: Operation type -> how one operation of it, alone in its batch, is written by
+#: one statement (`Alone`), or None when that operation needs a batch after all
+#: (a key to look up, an input that does not encode). Only for operations a
+#: busy client sends one at a time: a lone `submit`.
+ALONE: dict[type[Write[Any]], Callable[[Any, Encoding, datetime | None], Alone | None]] = {}

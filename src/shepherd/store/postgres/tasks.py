@@ -30,8 +30,9 @@ from shepherd.store.effect_rows import effect_row, owner_alert, owner_effect, pl
 from shepherd.store.ids import new_task_id
 from shepherd.store.postgres import retention
 from shepherd.store.postgres.alerts import store_alert
-from shepherd.store.postgres.batch import INSTANT, WRITES
+from shepherd.store.postgres.batch import ALONE, INSTANT, WRITES, Alone
 from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
+from shepherd.store.postgres.listener import notifications
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
     OWNER_COLUMNS,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.store.effect_rows import EffectRow
+    from shepherd.store.encoding import Encoding
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -87,6 +89,20 @@ _INSERT_TASKS = (
 # Tasks without a key: each is new, so nothing is read back (an id already taken
 # fails the batch, which then runs operation by operation).
 _INSERT_KEYLESS = _INSERT_NEW + "ORDER BY v.n"
+#: What a submit rings locally (and NOTIFYs): new work, and the `received` event.
+_SUBMIT_RINGS = frozenset({ch.TASKS, ch.EVENTS})
+_SUBMIT_NOTIFY = notifications(_SUBMIT_RINGS)
+# A lone submit without a key, whole in one statement with scalar parameters:
+# the task, its `received` event, the NOTIFYs, and the transaction's now().
+_SUBMIT_ALONE = (
+    "WITH task AS (INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
+    "complete_within, failure_count, not_before, reply_to, created_at, updated_at, trace) "
+    "VALUES (%b::text, %b::text, NULL, %b::text, 'pending', 0, %b::float8, 0, "
+    f"{INSTANT}, %b::text, {INSTANT}, {INSTANT}, %b::text) RETURNING id), "
+    "received AS (INSERT INTO events (task_id, key, reply_to, kind, detail, at) "
+    f"SELECT id, NULL, %b::text, %b::text, %b::text, {INSTANT} FROM task) "
+    "SELECT now()" + ", pg_notify(%b::text, %b::text)" * len(_SUBMIT_NOTIFY)
+)
 # A live task, else the tombstone of the purged one: one statement sees one or the other.
 _EXISTING = (
     "SELECT k.workflow, k.key, coalesce(t.id, d.task_id) "
@@ -158,6 +174,42 @@ async def submit(batch: Batch, ops: Sequence[ops.SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     tasks = [op.task for op in ops]
     return await _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
+
+
+def submit_alone(op: ops.SubmitTask, encoding: Encoding, instant: datetime | None) -> Alone | None:
+    """A lone keyless submit as one statement (`ALONE`); None for one with a key.
+
+    A key needs the batch's reads (the task the key already names, a purged
+    key's tombstone); an input that does not encode fails in the batch as usual.
+    """
+    task = op.task
+    if task.key is not None:
+        return None
+    encoded = encoding.encode(task.input)
+    if isinstance(encoded, Exception):
+        return None
+    task_id = new_task_id()
+    detail = dumps_detail({"workflow": task.workflow})
+    params = (
+        task_id,
+        task.workflow,
+        encoded,
+        float(task.complete_within),
+        instant,
+        task.reply_to,
+        instant,
+        instant,
+        task.trace,
+        task.reply_to,
+        str(EventKind.RECEIVED),
+        detail,
+        instant,
+        *(part for pair in _SUBMIT_NOTIFY for part in pair),
+    )
+    return Alone(_SUBMIT_ALONE, params, Submitted(task_id=task_id, created=True), _SUBMIT_RINGS)
+
+
+ALONE[ops.SubmitTask] = submit_alone
 
 
 @WRITES.handles(ops.SubmitTasks)

@@ -33,13 +33,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from shepherd.clock import Clock
 from shepherd.errors import CommitUnknownError, ShepherdError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
+from shepherd.store.encoding import Encoding
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
-from shepherd.store.postgres.batch import INSTANT_IN_SQL, Batch
+from shepherd.store.postgres.batch import ALONE, INSTANT_IN_SQL, Alone, Batch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
@@ -141,6 +143,7 @@ class Writer:
         payload_limit: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         self.payload_limit = payload_limit
+        self._encoding = Encoding(payload_limit=payload_limit)
         self._conninfo = conninfo
         self._url = url
         self._where = describe(url)
@@ -300,6 +303,8 @@ class Writer:
         conn = await self._connection()
         committing = False
         local = self._clock.now()
+        if len(ops) == 1 and (alone := self._alone(ops[0], local)) is not None:
+            return await self._statement(conn, alone, local)
         try:
             # One transaction: everything up to the Sync that leaving the pipeline sends.
             async with conn.pipeline():
@@ -337,6 +342,39 @@ class Writer:
         if self._database_clock:
             self.skew = database_now - local
         return outcomes, batch.rings
+
+    def _alone(self, op: Write[Any], local: datetime) -> Alone | None:
+        """`op` as one statement (`ALONE`), when its kind and its values allow."""
+        plan = ALONE.get(type(op))
+        if plan is None:
+            return None
+        return plan(op, self._encoding, None if self._database_clock else utc(local))
+
+    async def _statement(
+        self, conn: Connection, alone: Alone, local: datetime
+    ) -> tuple[list[object], set[str]]:
+        """Run one operation's statement, its own transaction: one round trip.
+
+        Nothing is read before its commit, so a connection lost once it was
+        sent leaves the outcome unknown (a session ended while idle is found
+        before, by `_connection`).
+        """
+        try:
+            cursor = await conn.cursor(row_factory=tuple_row).execute(alone.query, alone.params)
+            row = await cursor.fetchone()
+        except psycopg.Error as exc:
+            if _is_lost(exc, conn):
+                raise _ConnectionLostError(exc, committing=True) from exc
+            await self._end_failed(conn)
+            raise
+        except BaseException:
+            if not _idle(conn):
+                await self._drop()
+            raise
+        self.commits += 1
+        if self._database_clock and row is not None:
+            self.skew = utc(row[0]) - local
+        return [alone.outcome], set(alone.rings)
 
     async def _end_failed(self, conn: Connection) -> None:
         """Roll back what a failed statement left open (the Sync ended the pipeline)."""
