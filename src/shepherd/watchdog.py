@@ -7,16 +7,20 @@ a tiny callback every `interval` seconds; when one has waited longer than
 `threshold`, it reads the loop thread's stack and logs one warning naming the
 agent or workflow, its task and the line that blocks (see `shepherd.culprit`),
 while the loop is still blocked; when the loop answers again, one INFO line
-says for how long it was blocked.
+says for how long it was blocked. A loop found waiting in its selector for I/O
+is idle, not blocked: it is not asked (so an idle process is not woken ten
+times a second).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import selectors
 import sys
 import threading
 import time
+from asyncio import base_events
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
@@ -35,6 +39,11 @@ log = logging.getLogger("shepherd.watchdog")
 
 #: Most seconds between two heartbeats of the loop.
 MAX_INTERVAL = 0.1
+
+#: Where an asyncio loop waits for I/O: a `selectors` method called by its `_run_once`
+#: (None where that method is gone: every look then asks the loop).
+_SELECTORS = selectors.__file__
+_RUN_ONCE = getattr(getattr(base_events.BaseEventLoop, "_run_once", None), "__code__", None)
 
 
 @final
@@ -180,9 +189,26 @@ class Watchdog:
             self._sent = None
             if self._episode is not None:
                 self._unblocked(ran[1] - sent)
+        if self._idle():
+            return True  # waiting for I/O: nothing to ask, and no reason to wake it
         self._sent = now
         loop.call_soon_threadsafe(self._beat, now)
         return True
+
+    def _idle(self) -> bool:
+        """Whether the loop's thread waits in the loop's own selector call (it is idle).
+
+        Only that call qualifies: the selector's method, called by `_run_once`.
+        Code that blocks in a selector of its own is called by a callback.
+        """
+        frame = sys._current_frames().get(self._loop_thread)
+        try:
+            if frame is None or _RUN_ONCE is None or frame.f_code.co_filename != _SELECTORS:
+                return False
+            caller = frame.f_back
+            return caller is not None and caller.f_code is _RUN_ONCE
+        finally:
+            del frame  # a frame holds its locals: do not keep it past this look
 
     def _waiting(self, sent: float, now: float) -> None:
         """The heartbeat sent at `sent` has not run yet."""

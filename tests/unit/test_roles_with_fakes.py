@@ -8,6 +8,7 @@ the point: a role that reached for more would not type-check, nor run, here.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,7 +38,7 @@ from shepherd.store.contract import StepStart
 from shepherd.store.signals import Signals
 from shepherd.supervisor import Supervisor
 from shepherd.supervisor.retention import purge
-from shepherd.testing import FakeClock
+from shepherd.testing import FakeClock, wait_until
 
 #: Seconds a test waits for what it expects before failing (a backstop, not a timing claim).
 PATIENCE = 10.0
@@ -362,11 +363,14 @@ class FakeSupervisorStore:
     expired: list[Task]
     applied: dict[str, Decision] = field(default_factory=dict)
     purged: int = 0
+    #: The monotonic instant of every lease renewal.
+    renewals: list[float] = field(default_factory=list)
 
     def now(self) -> datetime:
         return self.clock.now()
 
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
+        self.renewals.append(self.clock.monotonic())
         expires_at = self.clock.now() + timedelta(seconds=ttl)
         return Lease(name=name, holder=holder, epoch=1, expires_at=expires_at)
 
@@ -458,6 +462,38 @@ async def test_the_supervisor_applies_its_scan_decisions_through_its_store_slice
     assert isinstance(escalated, Escalate)
     assert alerts.raised == [("strict", escalated.reason, 1)]
     assert (supervisor.resets, supervisor.escalations) == (1, 1)
+
+
+async def test_an_idle_leader_renews_its_lease_every_third_of_its_ttl_and_no_more(
+    fake_clock: FakeClock,
+) -> None:
+    store = FakeSupervisorStore(clock=fake_clock, expired=[])
+    settings = Settings(lease_ttl=1.5, supervisor_interval=1.0)
+    supervisor = Supervisor(
+        store,
+        holder="v1",
+        instance="here:1:ab",
+        settings=settings,
+        clock=fake_clock,
+        workflows={},
+        raise_alert=Alerts(),
+    )
+    running = asyncio.create_task(supervisor.run())
+    try:
+        await wait_until(lambda: supervisor.scans == 1)
+        for _ in range(60):  # 6 s of scans (every 1 s) and renewals, 0.1 s at a time
+            fake_clock.advance(0.1)
+            for _ in range(5):
+                await asyncio.sleep(0)
+        # Scans and the lease's holder both renew a stale lease; neither renews a
+        # fresh one, so the renewals stay 0.5 s apart (they were three a second).
+        assert supervisor.scans >= 6
+        gaps = [round(b - a, 6) for a, b in itertools.pairwise(store.renewals)]
+        assert gaps and all(gap >= 0.5 for gap in gaps), gaps
+        assert len(store.renewals) <= 13
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
 
 
 # -- a retention pass --------------------------------------------------------------

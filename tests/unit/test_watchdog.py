@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -147,27 +148,64 @@ def poll(predicate: Callable[[], bool]) -> bool:
     return predicate()
 
 
-def test_a_loop_that_keeps_answering_gets_no_warning(
+def counting(watchdog: Watchdog, name: str) -> threading.Semaphore:
+    """A semaphore released each time the watchdog's method `name` runs."""
+    calls = threading.Semaphore(0)
+    original = getattr(watchdog, name)
+
+    def counted(*args: object) -> object:
+        outcome = original(*args)
+        calls.release()
+        return outcome
+
+    setattr(watchdog, name, counted)
+    return calls
+
+
+def test_a_busy_loop_that_keeps_answering_gets_no_warning(
     loop: asyncio.AbstractEventLoop, watch: LogWatch
 ) -> None:
     watchdog = Watchdog(threshold=THRESHOLD)
     start(watchdog, loop)
-    beats = threading.Semaphore(0)
-    original = watchdog._beat
+    beats = counting(watchdog, "_beat")
+    done = threading.Event()
 
-    def counted(sent: float) -> None:
-        original(sent)
-        beats.release()
+    async def busy() -> None:
+        # Never waiting for I/O, never blocked for long: it is asked, and answers.
+        while not done.is_set():
+            time.sleep(0.002)  # noqa: ASYNC251 - the loop kept busy on purpose
+            await asyncio.sleep(0)
 
-    watchdog._beat = counted  # type: ignore[method-assign]
+    running = asyncio.run_coroutine_threadsafe(busy(), loop)
     try:
-        # Several heartbeats answered in a row: the watchdog is watching, and calm.
         for _ in range(5):
             assert beats.acquire(timeout=PATIENCE)
     finally:
+        done.set()
+        running.result(PATIENCE)
         watchdog.stop()
     assert watch.matching(is_warning) == []
     assert watchdog.statistics().episodes == 0
+
+
+def test_an_idle_loop_is_looked_at_but_not_woken(
+    loop: asyncio.AbstractEventLoop, watch: LogWatch
+) -> None:
+    watchdog = Watchdog(threshold=THRESHOLD)
+    beats = counting(watchdog, "_beat")
+    looks = counting(watchdog, "_tick")
+    start(watchdog, loop)
+    try:
+        for _ in range(10):
+            assert looks.acquire(timeout=PATIENCE)
+    finally:
+        watchdog.stop()
+    # At most the first look, while `start` was still running on it, asked the loop.
+    answered = 0
+    while beats.acquire(blocking=False):
+        answered += 1
+    assert answered <= 1
+    assert watch.matching(is_warning) == []
 
 
 def test_the_watchdog_survives_its_own_failure_and_says_so(

@@ -229,14 +229,25 @@ class Supervisor:
         return done.tasks
 
     async def _hold_lease(self) -> None:
+        """Renew the lease every `ttl/3`, counted from its last renewal (a scan's too)."""
         while True:
-            try:
-                await self.renew()
-            except StoreUnavailableError as exc:  # our writes are fenced anyway
-                self.lease_outage.failed(exc)
-            else:
-                self.lease_outage.over()
-            await self.clock.sleep(self.ttl / 3)
+            if self._fresh_lease() is None:  # else a scan renewed it meanwhile
+                try:
+                    await self.renew()
+                except StoreUnavailableError as exc:  # our writes are fenced anyway
+                    self.lease_outage.failed(exc)
+                else:
+                    self.lease_outage.over()
+            await self.clock.sleep(self._until_stale())
+
+    def _until_stale(self) -> float:
+        """Seconds until the lease held is `ttl/3` old; `ttl/3` if none is, or it already is."""
+        period = self.ttl / 3
+        at = self._renewed_at
+        if self.lease is None or at is None:
+            return period
+        left = period - (self.clock.monotonic() - at)
+        return left if left > 0 else period
 
     def _fresh_lease(self) -> Lease | None:
         """The lease held, if renewed less than `ttl/3` ago: a scan need not renew it again.
