@@ -32,6 +32,7 @@ from shepherd.store.ops import (
 )
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.sqlite.rows import chunks
 from shepherd.store.step_writes import reply_body
 
 if TYPE_CHECKING:
@@ -85,9 +86,10 @@ _OWNS = (
     "AND lease_until > ?"
 )
 _SET_STATE = "UPDATE owner_keys SET state = ?, updated_at = ? WHERE agent = ? AND key = ?"
+# (taker, now, now, call ids...): every call of one take in one statement.
 _TAKE = (
     "UPDATE calls SET attempts = attempts + 1, taken_by = ?, complete_by = ? + within, "
-    f"visible_at = ? + within WHERE call_id = ? RETURNING {_COLUMNS}"
+    f"visible_at = ? + within WHERE call_id IN ({{ids}}) RETURNING {_COLUMNS}"
 )
 _GIVE_UP = (
     "UPDATE calls SET ok = 0, body = ?, answered_at = ?, taken_by = NULL WHERE call_id = ? "
@@ -169,16 +171,21 @@ def _take(
 ) -> tuple[list[CallRequest], list[CallRequest]]:
     """Take `waiting` calls for `taker`, giving up those out of handlings."""
     conn, now = batch.conn, batch.now
-    taken: list[CallRequest] = []
+    takes: list[str] = []
     given_up: list[CallRequest] = []
     for call_id, agent, attempts, max_attempts, within in waiting:
         if may_take(int(str(attempts)), int(str(max_attempts))):
-            taken.append(_call(conn.execute(_TAKE, (taker, now, now, call_id)).fetchone()))
+            takes.append(str(call_id))
             continue
         body = batch.dumps_error(gave_up_body(str(agent), int(str(attempts)), float(str(within))))
         given_up.append(_call(conn.execute(_GIVE_UP, (body, now, call_id)).fetchone()))
         batch.rings.add(ch.ANSWERS)
-    return taken, given_up
+    rows: dict[str, Sequence[object]] = {}
+    for ids in chunks(takes):
+        query = _TAKE.format(ids=", ".join("?" * len(ids)))
+        rows.update((str(row[0]), row) for row in conn.execute(query, (taker, now, now, *ids)))
+    # In the order they were sent (RETURNING's order is not promised).
+    return [_call(rows[call_id]) for call_id in takes], given_up
 
 
 def _owns(batch: Batch, agent: str, key: str, owner: str, epoch: int) -> bool:
@@ -212,13 +219,14 @@ def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
         if not _owns(batch, op.agent, op.key, op.owner, op.epoch):
             out.append(False)
             continue
+        rows = []
         for call_id, attempt, ok, body in op.answers:
             stored_ok, stored = reply_body(
                 ok, body, dumps=batch.dumps, dumps_error=batch.dumps_error
             )
-            params = (int(stored_ok), stored, now, call_id, op.owner, attempt)
-            if conn.execute(_ANSWER, params).rowcount == 1:
-                batch.rings.add(ch.ANSWERS)
+            rows.append((int(stored_ok), stored, now, call_id, op.owner, attempt))
+        if rows and conn.executemany(_ANSWER, rows).rowcount > 0:  # rows changed, in all
+            batch.rings.add(ch.ANSWERS)
         if op.set_state:
             conn.execute(_SET_STATE, (state, now, op.agent, op.key))
         out.append(True)
