@@ -15,12 +15,14 @@ from psycopg.rows import TupleRow
 
 from shepherd.errors import StoreUnavailableError
 from shepherd.store.migrations import migrations, pending
+from shepherd.store.postgres import arrays
 
 __all__ = [
     "MIGRATION_LOCK",
     "SESSION_SETTINGS",
     "Connection",
     "build_conninfo",
+    "configure",
     "connect",
     "describe",
     "migrate",
@@ -135,11 +137,18 @@ async def connect(conninfo: str, url: str, *, autocommit: bool = True) -> Connec
             message is one line naming the server, without the password.
     """
     try:
-        return await psycopg.AsyncConnection.connect(conninfo, autocommit=autocommit)
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=autocommit)
     except psycopg.Error as exc:
         raise StoreUnavailableError(
             f"cannot reach PostgreSQL store {describe(url)}: {reason(exc, url)}"
         ) from None
+    arrays.register(conn)
+    return conn
+
+
+async def configure(conn: Connection) -> None:
+    """Set up a connection of the read pool as `connect` sets up its own."""
+    arrays.register(conn)
 
 
 async def migrate(conn: Connection) -> list[int]:

@@ -31,6 +31,7 @@ from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
     Connection,
     build_conninfo,
+    configure,
     connect,
     describe,
     migrate,
@@ -155,6 +156,7 @@ class PostgresStore(Facade):
                 min_size=self.min_connections,
                 max_size=self.max_connections,
                 kwargs={"autocommit": True},
+                configure=configure,
                 open=False,
                 name="shepherd",
                 timeout=max(self.connect_timeout, 5.0) * 2,
