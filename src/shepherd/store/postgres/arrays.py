@@ -31,8 +31,6 @@ __all__ = ["ArrayDumper", "register"]
 _HEAD = struct.Struct("!iiIii").pack  # dimensions, has NULLs, element oid, length, lower bound
 _EMPTY = struct.Struct("!iiI").pack  # no dimension
 _LENGTH = struct.Struct("!i").pack
-_INT8 = struct.Struct("!iq").pack  # its length (8), then the value
-_FLOAT8 = struct.Struct("!id").pack
 _NULL = b"\xff\xff\xff\xff"  # length -1
 
 _TEXT, _TEXT_ARRAY = 25, 1009
@@ -87,36 +85,36 @@ class _TextArray(_Array):
         return nulls
 
 
-class _Int8Array(_Array):
+class _Packed(_Array):
+    """An array of fixed-size elements: each packed with its length."""
+
+    #: Each element: its length (8), then its value.
+    layout: ClassVar[struct.Struct]
+
+    def _items(self, obj: list[Any], append: Callable[[bytes], None]) -> int:
+        nulls = 0
+        pack = self.layout.pack
+        for item in obj:
+            if item is None:
+                nulls = 1
+                append(_NULL)
+            else:
+                append(pack(8, item))
+        return nulls
+
+
+class _Int8Array(_Packed):
     oid = _INT8_ARRAY
     element = _INT8_OID
     name = "int8"
-
-    def _items(self, obj: list[Any], append: Callable[[bytes], None]) -> int:
-        nulls = 0
-        for item in obj:
-            if item is None:
-                nulls = 1
-                append(_NULL)
-            else:
-                append(_INT8(8, item))
-        return nulls
+    layout = struct.Struct("!iq")
 
 
-class _Float8Array(_Array):
+class _Float8Array(_Packed):
     oid = _FLOAT8_ARRAY
     element = _FLOAT8_OID
     name = "float8"
-
-    def _items(self, obj: list[Any], append: Callable[[bytes], None]) -> int:
-        nulls = 0
-        for item in obj:
-            if item is None:
-                nulls = 1
-                append(_NULL)
-            else:
-                append(_FLOAT8(8, item))
-        return nulls
+    layout = struct.Struct("!id")
 
 
 class _Nulls(BaseListDumper):

@@ -325,18 +325,10 @@ class Writer:
                 # the batch certainly rolled back and can be retried.
                 database_now = read or await self._now(clock)
                 committing = True
-        except psycopg.Error as exc:
-            if _is_lost(exc, conn):
-                raise _ConnectionLostError(exc, committing=committing) from exc
-            await self._end_failed(conn)
-            raise
-        except Exception:
-            await self._end_failed(conn)
-            raise
-        except BaseException:
-            # Cancelled mid-transaction: the next batch starts on a clean connection.
-            if not _idle(conn):
-                await self._drop()
+        except BaseException as exc:
+            lost = await self._failed(conn, exc, committing=committing)
+            if lost is not None:
+                raise lost from exc
             raise
         self.commits += 1
         if self._database_clock:
@@ -362,19 +354,28 @@ class Writer:
         try:
             cursor = await conn.cursor(row_factory=tuple_row).execute(alone.query, alone.params)
             row = await cursor.fetchone()
-        except psycopg.Error as exc:
-            if _is_lost(exc, conn):
-                raise _ConnectionLostError(exc, committing=True) from exc
-            await self._end_failed(conn)
-            raise
-        except BaseException:
-            if not _idle(conn):
-                await self._drop()
+        except BaseException as exc:
+            lost = await self._failed(conn, exc, committing=True)
+            if lost is not None:
+                raise lost from exc
             raise
         self.commits += 1
         if self._database_clock and row is not None:
             self.skew = utc(row[0]) - local
         return [alone.outcome], set(alone.rings)
+
+    async def _failed(
+        self, conn: Connection, exc: BaseException, *, committing: bool
+    ) -> _ConnectionLostError | None:
+        """Leave `conn` clean after a failed transaction; what to raise if it was lost."""
+        if isinstance(exc, psycopg.Error) and _is_lost(exc, conn):
+            return _ConnectionLostError(exc, committing=committing)
+        if isinstance(exc, Exception):
+            await self._end_failed(conn)
+        elif not _idle(conn):
+            # Cancelled mid-transaction: the next batch starts on a clean connection.
+            await self._drop()
+        return None
 
     async def _end_failed(self, conn: Connection) -> None:
         """Roll back what a failed statement left open (the Sync ended the pipeline)."""
