@@ -1,9 +1,10 @@
 """The PostgreSQL writer: one instant per batch, one transaction per Sync, clear refusals.
 
-A batch of submits alone does not ask the database for the time: its statements
-take the transaction's `now()` themselves. These tests check that such rows
-carry exactly the instant a batch that does ask would have read, and that a
-batch whose statements run up to one Sync is still all or nothing. A lone
+A batch asks the database for the time first and reads the answer only when a
+handler needs the instant as a value (`Batch.clock`): by then it came back with
+the handler's first read. Statements that take the transaction's `now()`
+themselves (a submit's, a claim's) store exactly the instant a handler reads.
+A batch whose statements run up to one Sync is still all or nothing. A lone
 submit without a key is one statement (`batch.ALONE`): it must write what the
 batch writes, and a connection lost while it runs leaves its outcome unknown.
 """
@@ -24,6 +25,7 @@ from shepherd.store.ops import SubmitTask
 from shepherd.store.postgres import PostgresStore
 from shepherd.store.postgres import tasks as pg_tasks
 from shepherd.store.postgres import writer as pg_writer
+from shepherd.store.postgres.batch import Batch
 from shepherd.testing import wait_until
 from support.postgres import OpenStore
 
@@ -59,14 +61,14 @@ async def test_a_lone_submit_stores_its_transactions_instant_everywhere(
     assert abs((instant - store.now()).total_seconds()) < 60
 
 
-async def test_a_submit_in_sql_and_a_claim_reading_the_clock_share_the_batchs_instant(
+async def test_a_submit_and_a_claim_in_one_batch_store_the_same_instant(
     open_store: OpenStore, postgres_url: str
 ) -> None:
     store = await open_store()
     waiting = await store.submit_task(NewTask(workflow="wf", input="first"))
     before = store.statistics()
 
-    # Started in one turn of the loop: one batch, whose claim reads the instant.
+    # Started in one turn of the loop: one batch; both take the instant in SQL.
     new, (claimed,) = await asyncio.gather(
         store.submit_task(NewTask(workflow="wf", input="second")),
         store.claim_tasks(owner="s1", limit=1),
@@ -80,6 +82,26 @@ async def test_a_submit_in_sql_and_a_claim_reading_the_clock_share_the_batchs_in
         (claimed.id,),
     )
     assert await _instants(postgres_url, new.task_id) == {claimed_at}
+
+
+async def test_a_handler_reads_the_batchs_clock_with_its_first_read(postgres_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        async with conn.pipeline():
+            clock = await conn.cursor().execute("SELECT now()")
+            batch = Batch(conn, clock)
+            assert batch.instant is None  # statements take now() themselves meanwhile
+            with pytest.raises(ShepherdError, match=r"await Batch\.clock\(\) first"):
+                _ = batch.now
+
+            cursor = await batch.send("SELECT now(), 1")
+            row = await cursor.fetchone()
+            assert clock.pgresult is not None  # the clock's answer came back with it
+
+            now = await batch.clock()
+        assert row is not None
+        assert now == row[0]
+        assert batch.now == now
+        assert batch.instant == now
 
 
 async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_on_the_same_connection(

@@ -24,8 +24,21 @@ from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import signals as ch
 from shepherd.store.dispatch import WriteTable
 from shepherd.store.encoding import Encoding
-from shepherd.store.ops import SubmitTask, SubmitTasks, Write
+from shepherd.store.ops import (
+    AcquireLease,
+    BeatWorker,
+    ClaimTasks,
+    FinishTask,
+    RecordReplies,
+    ReplyAndAck,
+    StartStep,
+    SubmitTask,
+    SubmitTasks,
+    TakeRequests,
+    Write,
+)
 from shepherd.store.postgres.listener import notifications
+from shepherd.store.postgres.rows import utc
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
@@ -33,11 +46,27 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["ALONE", "INSTANT_IN_SQL", "WRITES", "Alone", "Batch"]
+__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Batch"]
 
-#: Operations whose handlers give the batch's instant only to statements, as
-#: `Batch.instant`: a batch of these alone need not wait to read the database's clock.
-INSTANT_IN_SQL: frozenset[type[Write[Any]]] = frozenset({SubmitTask, SubmitTasks})
+#: Operations whose handlers read the batch's instant as a value only through
+#: `await Batch.clock()`, after their first read (or give it only to statements,
+#: as `Batch.instant`): a batch of these alone does not wait for the database's
+#: clock in a round trip of its own. Other handlers may read `Batch.now` at
+#: once, so the writer reads the clock before it runs them.
+CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
+    {
+        SubmitTask,
+        SubmitTasks,
+        AcquireLease,
+        BeatWorker,
+        ClaimTasks,
+        StartStep,
+        ReplyAndAck,
+        RecordReplies,
+        FinishTask,
+        TakeRequests,
+    }
+)
 
 #: `coalesce(%b::timestamptz, now())` of `Batch.instant`: the batch's instant in SQL.
 INSTANT = "coalesce(%b::timestamptz, now())"
@@ -63,34 +92,58 @@ class Batch(Encoding):
         rings: Local channels to ring after commit (and to NOTIFY).
 
     Args:
-        now: The batch's instant, or None for the transaction's own `now()`
-            not read back (a batch of `INSTANT_IN_SQL` operations only).
+        now: The batch's instant (the injected test clock), or the cursor of the
+            transaction's `SELECT now()`, sent first and read when a handler
+            first needs the instant (`clock`).
     """
 
     def __init__(
-        self, conn: Connection, now: datetime | None, *, payload_limit: int = MAX_PAYLOAD_BYTES
+        self,
+        conn: Connection,
+        now: datetime | AsyncCursor[TupleRow],
+        *,
+        payload_limit: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         super().__init__(payload_limit=payload_limit)
         self.conn = conn
-        self._now = now
+        self._now: datetime | None = None
+        self._clock: AsyncCursor[TupleRow] | None = None
+        if isinstance(now, datetime):
+            self._now = now
+        else:
+            self._clock = now
         self.rings: set[str] = set()
         self._events: list[tuple[str, str | None, str | None, str, str]] = []
 
+    async def clock(self) -> datetime:
+        """The instant of the whole batch, read from the database the first time.
+
+        Like SQLite's one `now` per transaction; on the database's clock it is
+        the transaction's `now()`. Its `SELECT now()` went out first, so its
+        answer comes back with the first statement a handler reads: awaited
+        after that, it costs no round trip of its own.
+        """
+        if self._now is None:
+            assert self._clock is not None, "a batch has its instant or its clock's cursor"
+            row = await self._clock.fetchone()
+            if row is None:  # pragma: no cover - SELECT now() returns one row
+                raise ShepherdError("PostgreSQL did not tell the time")
+            (database_now,) = row
+            self._now, self._clock = utc(database_now), None
+        return self._now
+
     @property
     def now(self) -> datetime:
-        """The instant of the whole batch (the database's clock, or the injected test clock).
-
-        Like SQLite's one `now` per transaction. On the database's clock it is
-        the transaction's `now()`.
+        """The batch's instant, once read (`clock`).
 
         Raises:
-            ShepherdError: The writer did not read it: this batch holds only
-                `INSTANT_IN_SQL` operations, whose handlers must use `instant`.
+            ShepherdError: Not read yet: a handler of an operation in
+                `CLOCK_ON_DEMAND` must await `clock()` before it reads `now`.
         """
         if self._now is None:
             raise ShepherdError(
-                "a PostgreSQL batch handler read the batch's instant, which its operation "
-                "(in INSTANT_IN_SQL) promised to pass only to statements, as Batch.instant"
+                "a PostgreSQL batch handler read the batch's instant before it was read: "
+                "handlers of CLOCK_ON_DEMAND operations await Batch.clock() first"
             )
         return self._now
 
@@ -98,8 +151,8 @@ class Batch(Encoding):
     def instant(self) -> datetime | None:
         """The batch's instant as a statement parameter, read in SQL as `INSTANT`.
 
-        None stands for the transaction's `now()`, the same instant `now` holds
-        when it was read.
+        None stands for the transaction's `now()` while it is not read yet: the
+        same instant.
         """
         return self._now
 

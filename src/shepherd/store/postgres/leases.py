@@ -12,7 +12,6 @@ and stores the alert an escalation raises (`core.alerts`) with it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shepherd.core.alerts import on_decision
@@ -21,7 +20,7 @@ from shepherd.core.records import Task
 from shepherd.store.effect_rows import effect_row
 from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, ReleaseLease
 from shepherd.store.postgres.alerts import store_alert
-from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.effects import UPDATE, params, written
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import TASK_COLUMNS, lease_from_row, task_from_row
@@ -36,12 +35,14 @@ if TYPE_CHECKING:
 
 __all__ = ["acquire", "apply_effects", "release", "supervise"]
 
+# The batch's instant in SQL (`INSTANT`): a renewal need not wait for the clock.
 _ACQUIRE = (
-    "INSERT INTO leases AS l (name, holder, epoch, expires_at) VALUES (%s, %s, 1, %s) "
+    "INSERT INTO leases AS l (name, holder, epoch, expires_at) "
+    f"VALUES (%s, %s, 1, {INSTANT} + %s::float8 * interval '1 second') "
     "ON CONFLICT (name) DO UPDATE SET "
     "epoch = CASE WHEN l.holder = excluded.holder THEN l.epoch ELSE l.epoch + 1 END, "
     "holder = excluded.holder, expires_at = excluded.expires_at "
-    "WHERE l.holder = excluded.holder OR l.expires_at <= %s "
+    f"WHERE l.holder = excluded.holder OR l.expires_at <= {INSTANT} "
     "RETURNING name, holder, epoch, expires_at"
 )
 _RELEASE = "UPDATE leases SET expires_at = %s WHERE name = %s AND holder = %s"
@@ -67,10 +68,8 @@ _DROP_REQUESTS = (
 @WRITES.handles(AcquireLease)
 async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases; None where someone else holds an unexpired one."""
-    now = batch.now
-    rows = await batch.first_rows(
-        _ACQUIRE, [(op.name, op.holder, now + timedelta(seconds=op.ttl), now) for op in ops]
-    )
+    now = batch.instant
+    rows = await batch.first_rows(_ACQUIRE, [(op.name, op.holder, now, op.ttl, now) for op in ops])
     return [None if row is None else lease_from_row(row) for row in rows]
 
 

@@ -15,7 +15,7 @@ from shepherd.core.records import Event
 from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
 from shepherd.store.postgres import slots
-from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, event_from_row, request_from_row
 from shepherd.store.postgres.steps import write_recorded
@@ -34,12 +34,14 @@ __all__ = ["reply", "take"]
 # The ids are locked in an ARRAY(...) sub-select, run once: as a join, a
 # planner trusting statistics taken while the queue was empty would run the
 # locking sub-select again for every row (seconds for a few thousand requests).
+# The batch's instant in SQL (`INSTANT`): a take need not wait for the clock.
 _TAKE = (
     "UPDATE requests r SET taken_by = %b, visible_at = r.complete_by "
     "WHERE r.id = ANY(ARRAY(SELECT id FROM requests WHERE agent = ANY(%b::text[]) "
-    "AND visible_at <= %b AND complete_by > %b AND (suspect = 0 OR id IN (SELECT id "
-    "FROM requests WHERE agent = ANY(%b::text[]) AND suspect = 1 AND visible_at <= %b "
-    "AND complete_by > %b ORDER BY id LIMIT %b)) ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED)) "
+    f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} AND (suspect = 0 OR id IN "
+    "(SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND suspect = 1 "
+    f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} ORDER BY id LIMIT %b)) "
+    "ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED)) "
     f"RETURNING {REQUEST_COLUMNS_R}"
 )
 # By `= ANY(...)`, and coalesce(): see KEYED and UNINDEXED_OWNER in postgres/rows.py.
@@ -49,7 +51,7 @@ _ACK = (
     "%b::int[], %b::int[]) AS v(id, taken_by, task_id, seq, attempt)) "
     "DELETE FROM requests r USING v WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id "
     "AND coalesce(r.taken_by, '') = v.taken_by AND r.task_id = v.task_id AND r.seq = v.seq "
-    "AND r.attempt = v.attempt AND r.complete_by > %b "
+    f"AND r.attempt = v.attempt AND r.complete_by > {INSTANT} "
     "RETURNING r.id, r.taken_by"
 )
 # The tasks (locked FOR UPDATE, in id order, before their requests are removed)
@@ -76,7 +78,7 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     At most `suspects` of each take are requests of suspect tasks, so that an
     agent worker runs a suspect only apart from other suspects.
     """
-    now = batch.now
+    now = batch.instant
     cursors = []
     for op in ops:
         agents, worker, limit, suspects = op.agents, op.worker, op.limit, op.suspects
@@ -108,7 +110,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
             [op.request.task_id for op in ops],
             [op.request.seq for op in ops],
             [op.request.attempt for op in ops],
-            batch.now,
+            batch.instant,
         ),
     )
     steps = {}
@@ -117,6 +119,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
             steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
     # (request id, taken_by) of the requests removed.
     removed = set(await cursor.fetchall())
+    now = await batch.clock()  # came back with the removed requests
     acked = [(op.request.id, op.worker) in removed for op in ops]
     answers = [
         (
@@ -130,7 +133,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     plan = plan_answers(answers, acked, steps)
     await slots.release(batch, [op.slot for op in ops if op.slot is not None])
     if plan.queued:
-        await batch.send(_INSERT_REPLIES, (batch.now, *columns(plan.queued)))
+        await batch.send(_INSERT_REPLIES, (now, *columns(plan.queued)))
         batch.rings.add(ch.REPLIES)
     await write_recorded(batch, plan.recorded)
     return list(plan.out)

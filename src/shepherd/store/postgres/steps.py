@@ -91,8 +91,8 @@ _COMPLETE_BY = 7
 @WRITES.handles(StartStep)
 async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
-    now = batch.now
     owners = await lock_owners(batch, [op.start.task_id for op in ops])
+    now = await batch.clock()  # came back with the owners
     plan = plan_starts(
         (op.start for op in ops),
         owners,
@@ -170,6 +170,7 @@ async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[obj
     for op in ops:
         cursor = await batch.send(_TAKE_REPLIES, (op.owner, limit_of(op.limit)))
         replies = sort_replies(await cursor.fetchall())
+        await batch.clock()  # came back with the replies
         await write_recorded(batch, replies)
         if replies.ids:
             await batch.send(_DROP_REPLIES, (replies.ids,))

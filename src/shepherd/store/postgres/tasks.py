@@ -112,13 +112,15 @@ _EXISTING = (
 )
 _UNDO_INSERT = "DELETE FROM tasks WHERE id = ANY(%b::text[])"
 # The ids are locked in an ARRAY(...) sub-select, run once (see queues._TAKE).
+# The batch's instant in SQL (`INSTANT`): a claim need not wait for the clock.
 _CLAIM = (
     "UPDATE tasks t SET locked_by = %b, lock_epoch = t.lock_epoch + 1, "
-    "complete_by = %b + t.complete_within * interval '1 second', updated_at = %b, "
+    f"complete_by = {INSTANT} + t.complete_within * interval '1 second', "
+    f"updated_at = {INSTANT}, "
     "process_state = CASE t.process_state WHEN 'pending' THEN 'processing' "
     "ELSE t.process_state END "
     "WHERE t.id = ANY(ARRAY(SELECT id FROM tasks WHERE locked_by IS NULL "
-    "AND process_state IN ('pending', 'compensating') AND not_before <= %b "
+    f"AND process_state IN ('pending', 'compensating') AND not_before <= {INSTANT} "
     "ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED)) "
     f"RETURNING {TASK_COLUMNS_T}"
 )
@@ -321,7 +323,7 @@ def _insert_params(
 async def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
     out: list[object] = []
-    now = batch.now
+    now = batch.instant
     for op in ops:
         owner, limit = op.owner, op.limit
         cursor = await batch.send(_CLAIM, (owner, now, now, now, limit_of(limit)))
@@ -347,13 +349,14 @@ async def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
 async def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     owners = await lock_owners(batch, [op.task_id for op in ops])
+    now = await batch.clock()  # came back with the owners
     out, writes = plan_finishes(ops, owners, batch)
     done: dict[str, tuple[EffectRow, int, str]] = {}
     for row, epoch, owner in writes:
         written(batch, row, *owners.meta[row.task_id])
         done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
     if done:
-        await batch.send(UPDATE_EACH, params_each(done.values(), batch.now))
+        await batch.send(UPDATE_EACH, params_each(done.values(), now))
     return out
 
 

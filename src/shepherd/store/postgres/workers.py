@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from shepherd.store.contract import WORKER_RETENTION
 from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
-from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
 from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
@@ -35,7 +35,7 @@ _REGISTER = (
     f"stopped_at = NULL, died_at = NULL, reaped_at = NULL RETURNING {WORKER_COLUMNS}"
 )
 _FORGET = "DELETE FROM workers WHERE coalesce(stopped_at, beat_at) < %s"
-_BEAT = "UPDATE workers SET beat_at = %s, died_at = NULL, reaped_at = NULL WHERE instance = %s AND stopped_at IS NULL RETURNING instance"
+_BEAT = f"UPDATE workers SET beat_at = {INSTANT}, died_at = NULL, reaped_at = NULL WHERE instance = %s AND stopped_at IS NULL RETURNING instance"
 _STOP = "UPDATE workers SET stopped_at = %s WHERE instance = %s AND stopped_at IS NULL"
 
 
@@ -59,7 +59,7 @@ async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
 @WRITES.handles(BeatWorker)
 async def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    return [*await batch.found(_BEAT, [(batch.now, op.instance) for op in ops])]
+    return [*await batch.found(_BEAT, [(batch.instant, op.instance) for op in ops])]
 
 
 @WRITES.handles(StopWorker)

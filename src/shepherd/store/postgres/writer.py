@@ -6,11 +6,12 @@ in pipeline mode, then rings the local channels. Statements go out as they are
 sent and their results are read when a handler needs them; the one Sync at the
 end commits them all (PostgreSQL runs the statements before a Sync as one
 implicit transaction, rolled back whole if one fails). The batch's first
-statement asks for the database's clock; its answer is waited for at once only
-if a handler needs the instant as a value (not for `batch.INSTANT_IN_SQL`
-operations, whose statements take it themselves), and always before the Sync,
-so that a session found gone then has certainly rolled back. A lone submit
-without a key thus waits twice: for its statements, then for the commit.
+statement asks for the database's clock; its answer comes back with the first
+statement a handler reads (`Batch.clock`: handlers of `batch.CLOCK_ON_DEMAND`
+operations read first, then the clock, so that one round trip brings both), or
+at once for handlers that may read `Batch.now` straight away, and always before
+the Sync, so that a session found gone then has certainly rolled back. A claim,
+a finish or a reply thus waits twice: for its read, then for the commit.
 
 What certainly rolled back is retried: a deadlock or serialization failure, or
 a connection lost before the Sync was sent. A connection lost after it leaves
@@ -30,7 +31,7 @@ import select
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, final
+from typing import Any, TypeVar, final
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -41,15 +42,11 @@ from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.encoding import Encoding
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
-from shepherd.store.postgres.batch import ALONE, INSTANT_IN_SQL, Alone, Batch
+from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Batch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
 from shepherd.store.signals import Signals
-
-if TYPE_CHECKING:
-    from psycopg import AsyncCursor
-    from psycopg.rows import TupleRow
 
 __all__ = ["Writer"]
 
@@ -308,22 +305,22 @@ class Writer:
         try:
             # One transaction: everything up to the Sync that leaving the pipeline sends.
             async with conn.pipeline():
-                clock = await conn.execute(_NOW)
-                read: datetime | None = None
-                if self._database_clock and not INSTANT_IN_SQL.issuperset(grouped):
-                    read = await self._now(clock)  # a handler needs it as a value
-                # Else the statements take their transaction's now() themselves.
-                now = read if self._database_clock else utc(local)
-                batch = Batch(conn, now, payload_limit=self.payload_limit)
+                if self._database_clock:
+                    clock = await conn.cursor(row_factory=tuple_row).execute(_NOW)
+                    batch = Batch(conn, clock, payload_limit=self.payload_limit)
+                    if not CLOCK_ON_DEMAND.issuperset(grouped):
+                        await batch.clock()  # a handler may read `now` at once
+                else:
+                    batch = Batch(conn, utc(local), payload_limit=self.payload_limit)
                 for kind, indexes in grouped.items():
                     results = await WRITES[kind](batch, [ops[i] for i in indexes])
                     for i, result in zip(indexes, results, strict=True):
                         outcomes[i] = result
                 await batch.finish()
-                # The server answers before the commit is asked for (at once if a
+                # The server answers before the commit is asked for (it has if a
                 # handler read anything): a session that is gone fails here, when
                 # the batch certainly rolled back and can be retried.
-                database_now = read or await self._now(clock)
+                database_now = await batch.clock()
                 committing = True
         except BaseException as exc:
             lost = await self._failed(conn, exc, committing=committing)
@@ -388,11 +385,3 @@ class Writer:
             return
         if not _idle(conn):
             await self._drop()
-
-    async def _now(self, cursor: AsyncCursor[TupleRow]) -> datetime:
-        """The transaction's `now()`, from the cursor of `_NOW`."""
-        row = await cursor.fetchone()
-        if row is None:  # pragma: no cover - SELECT now() returns one row
-            raise StoreUnavailableError(f"PostgreSQL store {self._where} did not tell the time")
-        (database_now,) = row
-        return utc(database_now)
