@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Batch"]
+__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Batch", "Later"]
 
 #: Operations whose handlers read the batch's instant as a value only through
 #: `await Batch.clock()`, after their first read (or give it only to statements,
@@ -205,6 +205,20 @@ class Batch(Encoding):
             await self.send(_INSERT_EVENTS, events)
         elif pairs:
             await self.send(_NOTIFY, notify)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Later:
+    """An outcome a handler builds only after the commit, from rows its statements returned.
+
+    The Sync that commits the batch brings every statement's results back, so
+    a handler that needs rows only for its caller's outcome (not to decide what
+    else to write) returns one of these instead of reading them in a round
+    trip of its own; the writer awaits `read` once the batch has committed.
+    """
+
+    read: Callable[[], Awaitable[object]]
 
 
 #: Operation type -> the handler that runs every operation of that type in a batch.

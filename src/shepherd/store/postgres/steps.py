@@ -11,16 +11,22 @@ supervisor's reset cannot slip between reading a reply and recording it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from shepherd.store import signals as ch
 from shepherd.store.ops import RecordReplies, StartStep
-from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.batch import WRITES, Later
 from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
+    from psycopg import AsyncCursor
+    from psycopg.rows import TupleRow
+
+    from shepherd.core.records import Request
+    from shepherd.store.contract import StepStart
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.step_writes import Replies
 
@@ -115,17 +121,24 @@ async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
     out: list[object] = [*plan.out]
-    handed = []
     for index, row, start in plan.handed:
         taken = (*row, start.taken_by, row[_COMPLETE_BY], now)
-        handed.append((index, row, start, await batch.send(_INSERT_TAKEN, taken)))
-    for index, row, start, cursor in handed:
-        inserted = await cursor.fetchone()
-        assert inserted is not None, "INSERT ... RETURNING returned no row"
-        out[index] = handed_request(
-            start, inserted[0], complete_by=row[_COMPLETE_BY], payload=row[_PAYLOAD], created_at=now
+        # Its id is read after the commit, which brings it back: no round trip of its own.
+        out[index] = Later(
+            partial(_handed, await batch.send(_INSERT_TAKEN, taken), start, row, now)
         )
     return out
+
+
+async def _handed(
+    cursor: AsyncCursor[TupleRow], start: StepStart, row: tuple[Any, ...], now: datetime
+) -> Request:
+    """The request `_INSERT_TAKEN` queued (taken at once by `start.taken_by`), from its id."""
+    inserted = await cursor.fetchone()
+    assert inserted is not None, "INSERT ... RETURNING returned no row"
+    return handed_request(
+        start, inserted[0], complete_by=row[_COMPLETE_BY], payload=row[_PAYLOAD], created_at=now
+    )
 
 
 # -- replies -------------------------------------------------------------------

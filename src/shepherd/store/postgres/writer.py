@@ -42,7 +42,7 @@ from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.encoding import Encoding
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
-from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Batch
+from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Batch, Later
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
@@ -330,6 +330,9 @@ class Writer:
         self.commits += 1
         if self._database_clock:
             self.skew = database_now - local
+        for i, outcome in enumerate(outcomes):
+            if isinstance(outcome, Later):  # its rows came back with the commit
+                outcomes[i] = await outcome.read()
         return outcomes, batch.rings
 
     def _alone(self, op: Write[Any], local: datetime) -> Alone | None:
