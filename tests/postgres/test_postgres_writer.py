@@ -12,6 +12,7 @@ batch writes, and a connection lost while it runs leaves its outcome unknown.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,7 +26,7 @@ from shepherd.store.ops import SubmitTask
 from shepherd.store.postgres import PostgresStore
 from shepherd.store.postgres import tasks as pg_tasks
 from shepherd.store.postgres import writer as pg_writer
-from shepherd.store.postgres.batch import Batch
+from shepherd.store.postgres.batch import WRITES, Batch, Later
 from shepherd.testing import wait_until
 from support.postgres import OpenStore
 
@@ -102,6 +103,40 @@ async def test_a_handler_reads_the_batchs_clock_with_its_first_read(postgres_url
         assert now == row[0]
         assert batch.now == now
         assert batch.instant == now
+
+
+async def test_an_outcome_read_after_the_commit_that_fails_fails_its_caller_alone(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    submit = WRITES[SubmitTask]
+
+    async def broken() -> object:
+        raise RuntimeError("the rows read after the commit were not there")
+
+    async def later_for_bad(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
+        outcomes = await submit(batch, ops)
+        return [
+            Later(broken) if op.task.key == "bad" else o
+            for op, o in zip(ops, outcomes, strict=True)
+        ]
+
+    WRITES[SubmitTask] = later_for_bad
+    try:
+        before = store.statistics()["batches"]
+        good, bad = await asyncio.gather(
+            store.submit_task(NewTask(workflow="wf", input=1, key="good")),
+            store.submit_task(NewTask(workflow="wf", input=2, key="bad")),
+            return_exceptions=True,
+        )
+    finally:
+        WRITES[SubmitTask] = submit
+
+    assert store.statistics()["batches"] - before == 1  # one batch, committed once
+    assert isinstance(bad, RuntimeError)
+    assert not isinstance(good, BaseException)
+    assert good.created
+    rows = await _rows(postgres_url, "SELECT key FROM tasks ORDER BY key")
+    assert rows == [("bad",), ("good",)]  # not run again one by one
 
 
 async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_on_the_same_connection(

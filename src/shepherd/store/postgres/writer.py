@@ -332,7 +332,10 @@ class Writer:
             self.skew = database_now - local
         for i, outcome in enumerate(outcomes):
             if isinstance(outcome, Later):  # its rows came back with the commit
-                outcomes[i] = await outcome.read()
+                try:
+                    outcomes[i] = await outcome.read()
+                except Exception as exc:  # committed: its caller alone hears of it
+                    outcomes[i] = exc
         return outcomes, batch.rings
 
     def _alone(self, op: Write[Any], local: datetime) -> Alone | None:
