@@ -11,7 +11,10 @@ statement a handler reads (`Batch.clock`: handlers of `batch.CLOCK_ON_DEMAND`
 operations read first, then the clock, so that one round trip brings both), or
 at once for handlers that may read `Batch.now` straight away, and always before
 the Sync, so that a session found gone then has certainly rolled back. A claim,
-a finish or a reply thus waits twice: for its read, then for the commit.
+a finish, a reply or a step's start thus waits twice: for its read, then for
+the commit. An outcome built from rows read after the commit (`batch.Later`)
+is read once the Sync has brought them back; if that read fails, its caller
+alone gets the error (the batch is committed and is not run again).
 
 What certainly rolled back is retried: a deadlock or serialization failure, or
 a connection lost before the Sync was sent. A connection lost after it leaves
