@@ -133,18 +133,26 @@ async def test_answers_take_the_next_batch_when_it_is_due(
     assert await next_calls(store, "csv", "p1", epoch, limit=2) == ["c0", "c1"]
 
     # Three wait, fewer than max_items, the oldest not max_delay old: nothing taken.
-    owned, taken, given_up = await store.answer_and_take(
+    sent = store.now()
+    fake_clock.advance(0.25)
+    owned, taken, given_up, backlog = await store.answer_and_take(
         AGENT, "csv", owner="p1", epoch=epoch, answers=[("c0", 1, True, 0)],
         max_items=10, max_delay=1.0,
     )  # fmt: skip
     assert (owned, taken, given_up) == (True, [], [])
+    # The backlog as the answers read it (c1, still unanswered, and c2 to c4):
+    # the owner need not read it again to know when its next batch is due.
+    assert backlog[0] == 4
+    assert backlog[1] is not None
+    assert abs((backlog[1] - sent).total_seconds()) < 0.01
     # A full batch is taken at once, in order, with the answers' commit.
-    owned, taken, _ = await store.answer_and_take(
+    owned, taken, _, backlog = await store.answer_and_take(
         AGENT, "csv", owner="p1", epoch=epoch, answers=[("c1", 1, True, 1)],
         max_items=3, max_delay=1.0,
     )  # fmt: skip
     assert owned
     assert [c.call_id for c in taken] == ["c2", "c3", "c4"]
+    assert backlog[0] == 3  # c2 to c4, read before the take
     assert await store.get_answers(["c0", "c1"]) == {
         "c0": CallAnswer(ok=True, body=0),
         "c1": CallAnswer(ok=True, body=1),
@@ -152,7 +160,7 @@ async def test_answers_take_the_next_batch_when_it_is_due(
     # Once the oldest waited max_delay, a smaller batch is due too.
     await send(store, "c5", "csv")
     fake_clock.advance(1.5)
-    owned, taken, _ = await store.answer_and_take(
+    owned, taken, _, _ = await store.answer_and_take(
         AGENT, "csv", owner="p1", epoch=epoch, answers=[("c2", 1, True, 2)],
         max_items=10, max_delay=1.0,
     )  # fmt: skip
@@ -171,5 +179,5 @@ async def test_a_stale_owner_answers_and_takes_nothing(store: Store, fake_clock:
         AGENT, "csv", owner="p1", epoch=old, answers=[("a", 1, True, "stale")],
         max_items=1, max_delay=0.0,
     )  # fmt: skip
-    assert result == (False, [], [])
+    assert result == (False, [], [], (0, None))
     assert await store.get_answers(["a"]) == {}

@@ -246,14 +246,20 @@ class OwnerServer:
         fresh = True
         #: Calls taken with the last answers, to handle next.
         taken: list[CallRequest] = []
+        #: The key's backlog as the last answers read it, and the wake-up event
+        #: taken before them: while no call has rung it, that backlog is current.
+        flushed: tuple[asyncio.Event, tuple[int, datetime | None]] | None = None
         while True:
             given_up: list[CallRequest] = []
             if not taken:
                 wake = self.store.signals.event(ch.CALLS)
                 try:
                     if batch is not None:
-                        due = await self._due(agent, key, batch, wake, fresh=fresh)
-                        fresh = False
+                        if flushed is not None and flushed[0] is wake:  # not rung since
+                            due = self._due_of(batch, *flushed[1])
+                        else:
+                            due = await self._due(agent, key, batch, wake, fresh=fresh)
+                        fresh, flushed = False, None
                         if due is None or due > 0:
                             idle = backoff.next(found=False) if due is None else due
                             await self.clock.wait_event(wake, idle)
@@ -272,12 +278,14 @@ class OwnerServer:
             backoff.next(found=True)
             fresh = True
             self._busy.add((agent, key))
+            wake = self.store.signals.event(ch.CALLS)
             try:
-                owned, state, taken = await self._handle(spec, taken, epoch, state)
+                owned, state, taken, backlog = await self._handle(spec, taken, epoch, state)
             finally:
                 self._busy.discard((agent, key))
             if not owned:
                 return
+            flushed = None if backlog is None else (wake, backlog)
 
     def _gave_up(self, agent: str, calls: list[CallRequest]) -> None:
         for call in calls:
@@ -301,9 +309,15 @@ class OwnerServer:
             read.add_done_callback(functools.partial(self._read_done, agent))
             shared = self._backlogs[agent] = (wake, read)
         backlog = (await asyncio.shield(shared[1])).get(key)
-        if backlog is None:
+        return None if backlog is None else self._due_of(batch, *backlog)
+
+    def _due_of(self, batch: Batch, waiting: int, oldest: datetime | None) -> float | None:
+        """Seconds until `waiting` calls, the oldest sent at `oldest`, make a batch.
+
+        None if none wait.
+        """
+        if not waiting or oldest is None:
             return None
-        waiting, oldest = backlog
         age = (self.store.now() - oldest).total_seconds()
         return batch_due(
             max_items=batch.max_items, max_delay=batch.max_delay, waiting=waiting, oldest_age=age
@@ -318,13 +332,14 @@ class OwnerServer:
 
     async def _handle(
         self, spec: Agent, calls: list[CallRequest], epoch: int, state: JsonValue
-    ) -> tuple[bool, JsonValue, list[CallRequest]]:
+    ) -> tuple[bool, JsonValue, list[CallRequest], tuple[int, datetime | None] | None]:
         """Handle calls of one key (one, or a batch) and answer them with the owner state.
 
         Every request of a batch sees the same owner state; the one committed is
         the last one a request was given (`request.owner_state = ...`), else the
         shared one, changed in place or not. Returns whether the key is still
-        owned, its owner state now, and the next batch if the answers took it.
+        owned, its owner state now, the next batch if the answers took it, and
+        else the key's backlog as the answers read it (None: not read).
         """
         shared = copy.deepcopy(state)
         requests = []
@@ -341,8 +356,8 @@ class OwnerServer:
             answers = None if one is None else [one]
         else:
             answers = await handle_batch(spec, requests, calls, clock=clock, store=store, rng=rng)
-        if answers is None:
-            return True, state, []  # taken again: its handlings are counted, a poison call ends
+        if answers is None:  # taken again: its handlings are counted, a poison call ends
+            return True, state, [], None
         new_state = next(
             (r.owner_state for r in reversed(requests) if r.owner_state is not shared), shared
         )
@@ -354,13 +369,14 @@ class OwnerServer:
         ]
         committed = new_state if changed else NO_STATE
         following: list[CallRequest] = []
+        backlog: tuple[int, datetime | None] | None = None
         try:
             if spec.batch is None:
                 owned = await self.store.answer_owned(
                     spec.name, key, owner=self.owner, epoch=epoch, answers=written, state=committed
                 )
             else:
-                owned, following, given_up = await self.store.answer_and_take(
+                owned, following, given_up, backlog = await self.store.answer_and_take(
                     spec.name,
                     key,
                     owner=self.owner,
@@ -373,14 +389,14 @@ class OwnerServer:
                 self._gave_up(spec.name, given_up)
         except StoreUnavailableError as exc:
             log.warning("calls of key %r: answers not stored (%s); taken again", key, exc)
-            return True, state, []
+            return True, state, [], None
         if not owned:
             log.warning(
                 "%s: key %r moved to another owner; its answers were refused",
                 spec.name,
                 calls[0].owner_key,
             )
-            return False, state, []
+            return False, state, [], None
         self.answered += len(calls)
         self.flushes += 1
-        return True, new_state, following
+        return True, new_state, following, None if following else backlog

@@ -305,7 +305,7 @@ class Facade(OperatorMethods, ABC):
         state: JsonValue | NoState = NO_STATE,
         max_items: int,
         max_delay: float,
-    ) -> tuple[bool, list[CallRequest], list[CallRequest]]:
+    ) -> tuple[bool, list[CallRequest], list[CallRequest], tuple[int, datetime | None]]:
         answer = _answer_owned(agent, key, owner, epoch, answers, state)
         return await self.write(
             ops.AnswerAndTake(answer=answer, max_items=max_items, max_delay=max_delay)

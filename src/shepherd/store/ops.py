@@ -781,12 +781,18 @@ class AnswerOwned(Write[bool]):
 
 
 @_op
-class AnswerAndTake(Write[tuple[bool, list[CallRequest], list[CallRequest]]]):
+class AnswerAndTake(
+    Write[tuple[bool, list[CallRequest], list[CallRequest], tuple[int, datetime | None]]]
+):
     """`answer`, then, in the same transaction, the key's next batch if it is due.
 
     The next batch is due when `max_items` calls wait or the oldest has waited
     `max_delay` seconds; it is taken as `TakeKeyCalls` takes. Returns (owned,
-    taken, given up); nothing is taken for a stale owner.
+    taken, given up, backlog): the backlog is the key's unanswered calls as this
+    transaction read them before taking any (how many, and when the oldest was
+    sent), so that an owner that took nothing knows when its next batch is due
+    without reading again. Nothing is taken for a stale owner, and its backlog
+    is (0, None).
     """
 
     answer: AnswerOwned

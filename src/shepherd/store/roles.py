@@ -682,12 +682,15 @@ class OwnerStore(Clocked, Protocol):
         state: JsonValue | NoState = NO_STATE,
         max_items: int,
         max_delay: float,
-    ) -> tuple[bool, list[CallRequest], list[CallRequest]]:
+    ) -> tuple[bool, list[CallRequest], list[CallRequest], tuple[int, datetime | None]]:
         """`answer_owned`, then, in the same transaction, the key's next batch if it is due.
 
         Due: `max_items` calls wait, or the oldest has waited `max_delay` seconds;
-        taken as `take_key_calls` takes. Returns (owned, taken, given up): one
-        commit per flush for a busy key instead of two.
+        taken as `take_key_calls` takes. Returns (owned, taken, given up,
+        backlog): one commit per flush for a busy key instead of two. The
+        backlog is the key's unanswered calls as read before the take (how many,
+        and when the oldest was sent; (0, None) for a stale owner), so that an
+        owner that took nothing waits for its next batch without reading again.
         """
 
     async def list_key_leases(self, agent: str) -> list[KeyLease]:

@@ -249,19 +249,20 @@ async def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[ob
     answered = await answer_owned(batch, [o.answer for o in ops])
     for op, owned in zip(ops, answered, strict=True):
         if owned is not True:
-            out.append(owned if isinstance(owned, Exception) else (False, [], []))
+            out.append(owned if isinstance(owned, Exception) else (False, [], [], (0, None)))
             continue
         a = op.answer
         row = await (await batch.send(_BACKLOG, (a.agent, a.key))).fetchone()
         count, oldest = (0, None) if row is None else row
+        backlog = (int(count), None if oldest is None else utc(oldest))
         due = count and (
             count >= op.max_items or (now - utc(oldest)).total_seconds() >= op.max_delay
         )
         if due:
             cursor = await batch.send(_OF_KEY, (a.agent, a.key, now, op.max_items))
-            out.append((True, *await _take(batch, await cursor.fetchall(), a.owner)))
+            out.append((True, *await _take(batch, await cursor.fetchall(), a.owner), backlog))
         else:
-            out.append((True, [], []))
+            out.append((True, [], [], backlog))
     return out
 
 

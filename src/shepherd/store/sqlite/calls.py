@@ -240,15 +240,16 @@ def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[object]:
     out: list[object] = []
     for op, owned in zip(ops, answer_owned(batch, [o.answer for o in ops]), strict=True):
         if owned is not True:
-            out.append(owned if isinstance(owned, Exception) else (False, [], []))
+            out.append(owned if isinstance(owned, Exception) else (False, [], [], (0, None)))
             continue
         a = op.answer
         count, oldest = conn.execute(_BACKLOG, (a.agent, a.key, now)).fetchone()
+        backlog = (int(count), None if oldest is None else unix_instant(float(oldest)))
         if count and (count >= op.max_items or now - float(oldest) >= op.max_delay):
             waiting = conn.execute(_OF_KEY, (a.agent, a.key, now, op.max_items)).fetchall()
-            out.append((True, *_take(batch, waiting, a.owner)))
+            out.append((True, *_take(batch, waiting, a.owner), backlog))
         else:
-            out.append((True, [], []))
+            out.append((True, [], [], backlog))
     return out
 
 
