@@ -110,3 +110,36 @@ def test_bad_batches_are_refused(app: App) -> None:
         Batch(max_delay=float("nan"))
     with pytest.raises(ConfigError, match="only an exclusive agent"):
         app.agent("plain", batch=Batch())
+
+
+async def test_after_a_flush_the_owner_waits_for_the_next_call_not_a_poll(store_url: str) -> None:
+    """With the fallback poll an hour away, every call is served by a wake-up: one sent
+    while its key's batch is being handled, and one sent once the key is idle again,
+    after answers whose transaction found no call waiting."""
+    app = App(store_url, poll_interval=3600, idle_poll_max=3600, sqlite_synchronous="NORMAL")
+    handling, release = asyncio.Event(), asyncio.Event()
+    flushes: list[list[int]] = []
+
+    @app.agent(AGENT, exclusive_by="type", batch=Batch(max_items=100, max_delay=0.01))
+    async def write(requests: list[AgentRequest]) -> Any:
+        flushes.append([r.payload["n"] for r in requests])
+        handling.set()
+        await release.wait()
+        return [r.payload["n"] for r in requests]
+
+    async with app, app.running(["agent"]):
+        first = asyncio.create_task(app.call(AGENT, {"type": "csv", "n": 1}, timeout=PATIENCE))
+        await asyncio.wait_for(handling.wait(), PATIENCE)
+        second = asyncio.create_task(app.call(AGENT, {"type": "csv", "n": 2}, timeout=PATIENCE))
+        await wait_until(
+            lambda: _waiting(app, 2), timeout=PATIENCE, message="the second call was not sent"
+        )
+        release.set()
+        assert await first == 1
+        assert await second == 2
+        assert await app.call(AGENT, {"type": "csv", "n": 3}, timeout=PATIENCE) == 3
+    assert flushes == [[1], [2], [3]]
+
+
+async def _waiting(app: App, calls: int) -> bool:
+    return (await app.store.key_backlog(AGENT, "csv"))[0] == calls
