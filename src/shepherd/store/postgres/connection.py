@@ -8,6 +8,7 @@ two-hour default. Messages name the server but never the password.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -58,11 +59,28 @@ SESSION_SETTINGS: dict[str, int] = {
 }
 
 
-def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -> str:
+#: Added to the writer's session: its statements all find their rows through an
+#: index (an id, a key, a queue's visibility), and a plan cached while a table
+#: was nearly empty would otherwise read the whole table for as long as the
+#: connection lives (see docs/design.md, "The writer never reads a table
+#: whole"). A statement with no index to use still scans, at a cost so high
+#: that a server built with JIT would compile it every time: no JIT here (the
+#: writer's statements touch a few rows each).
+WRITER_SETTINGS: dict[str, str] = {"enable_seqscan": "off", "jit": "off"}
+
+
+def build_conninfo(
+    url: str,
+    *,
+    connect_timeout: float,
+    application_name: str,
+    settings: Mapping[str, str | int] | None = None,
+) -> str:
     """`url` with a connect timeout, TCP keepalives, session limits and a name added.
 
-    Settings already in the URL win over these defaults (an `options` given in
-    the URL is kept after ours, so its `-c` settings override them).
+    `settings` are set on the session after `SESSION_SETTINGS`. Settings already
+    in the URL win over these defaults (an `options` given in the URL is kept
+    after ours, so its `-c` settings override them).
 
     Raises:
         StoreUnavailableError: The URL cannot be parsed.
@@ -84,7 +102,8 @@ def build_conninfo(url: str, *, connect_timeout: float, application_name: str) -
         "application_name": application_name,
     }
     extra: dict[str, str | int] = {k: v for k, v in defaults.items() if k not in given}
-    ours = " ".join(f"-c {name}={value}" for name, value in SESSION_SETTINGS.items())
+    session = {**SESSION_SETTINGS, **(settings or {})}
+    ours = " ".join(f"-c {name}={value}" for name, value in session.items())
     theirs = given.get("options")
     extra["options"] = f"{ours} {theirs}" if theirs else ours
     return make_conninfo(url, **extra)

@@ -29,6 +29,7 @@ from shepherd.store.encoding import Encoding
 from shepherd.store.facade import Facade
 from shepherd.store.postgres.batch import Batch
 from shepherd.store.postgres.connection import (
+    WRITER_SETTINGS,
     Connection,
     build_conninfo,
     configure,
@@ -111,10 +112,16 @@ class PostgresStore(Facade):
         self._conninfo = build_conninfo(
             url, connect_timeout=connect_timeout, application_name=application_name
         )
+        self._writer_conninfo = build_conninfo(
+            url,
+            connect_timeout=connect_timeout,
+            application_name=application_name,
+            settings=WRITER_SETTINGS,
+        )
         self._where = describe(url)
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._writer = Writer(
-            self._conninfo,
+            self._writer_conninfo,
             url,
             self.signals,
             clock=self.clock,
@@ -141,7 +148,7 @@ class PostgresStore(Facade):
                 await self._open()
 
     async def _open(self) -> None:
-        writer = await connect(self._conninfo, self.url, autocommit=False)
+        writer = await connect(self._writer_conninfo, self.url, autocommit=False)
         pool: AsyncConnectionPool[Connection] | None = None
         try:
             try:
