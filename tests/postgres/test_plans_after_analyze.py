@@ -25,6 +25,7 @@ import pytest
 from shepherd.store.contract import NewTask
 from shepherd.store.postgres import effects, queues, steps
 from support.factories import step_start
+from support.postgres import without_autovacuum
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
@@ -61,22 +62,6 @@ async def work(url: str, sql: str, params: tuple[object, ...]) -> int:
         assert row is not None
         document = row[0] if isinstance(row[0], list) else json.loads(row[0])
         return touched(document[0]["Plan"])
-
-
-#: The tables of a step's round trip.
-TABLES = ("tasks", "steps", "requests", "replies", "events")
-
-
-async def without_autovacuum(url: str) -> None:
-    """Keep autovacuum off these tables: the test alone decides when they are analyzed.
-
-    Its ANALYZE may come at any moment of the test (sooner on a server with many
-    databases), and statistics taken mid-burst give the planner other plans than
-    the one this test sets up.
-    """
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        for table in TABLES:
-            await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
 
 
 async def analyze(url: str) -> None:

@@ -21,6 +21,7 @@ import pytest
 from shepherd.store.contract import NewTask
 from shepherd.testing import wait_until
 from support.factories import step_start
+from support.postgres import without_autovacuum
 
 if TYPE_CHECKING:
     from shepherd.store.postgres import PostgresStore
@@ -87,9 +88,7 @@ async def test_plans_cached_on_a_nearly_empty_table_do_not_read_it_whole_once_it
     postgres_url: str, open_store: OpenStore
 ) -> None:
     store: PostgresStore = await open_store()
-    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
-        for table in ("tasks", "steps", "requests", "replies", "events"):
-            await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    await without_autovacuum(postgres_url)
     for n in range(ROUNDS):
         await a_round_of_writes(store, f"s{n}")
     await store.submit_tasks([NewTask(workflow="big", input={"n": n}) for n in range(GROWTH)])

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV",
+    "ROUND_TRIP_TABLES",
     "MakePostgresUrl",
     "OpenStore",
     "apply_migrations",
@@ -43,6 +44,7 @@ __all__ = [
     "postgres_template",
     "postgres_url",
     "server_url",
+    "without_autovacuum",
 ]
 
 ENV = "SHEPHERD_TEST_POSTGRES_URL"
@@ -159,3 +161,19 @@ def make_postgres_url(postgres_server: str, postgres_template: str) -> Iterator[
 def postgres_url(make_postgres_url: MakePostgresUrl) -> str:
     """The URL of a fresh database with the schema, for this test alone."""
     return make_postgres_url()
+
+
+#: The tables of a step's round trip.
+ROUND_TRIP_TABLES = ("tasks", "steps", "requests", "replies", "events")
+
+
+async def without_autovacuum(url: str) -> None:
+    """Keep autovacuum off a step's tables: the test alone decides when they are analyzed.
+
+    Its ANALYZE may come at any moment of a test (sooner on a server with many
+    databases), and statistics taken mid-burst give the planner other plans than
+    the one the test sets up.
+    """
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for table in ROUND_TRIP_TABLES:
+            await conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
