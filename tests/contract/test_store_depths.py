@@ -67,6 +67,25 @@ async def test_calls_count_as_waiting_until_taken_and_leave_once_answered(
     assert again.call_id != call.call_id
 
 
+async def test_calls_of_exclusive_agents_count_beside_plain_calls(store: Store) -> None:
+    # A key's calls and plain calls are found through different indexes: both count.
+    for n in range(3):
+        await store.send_call(
+            f"k{n}", "write", {"n": n}, within=5.0, max_attempts=3, expires_in=60, owner_key="csv"
+        )
+    await store.send_call("p0", "write", {}, within=5.0, max_attempts=3, expires_in=60)
+    assert await store.queue_depths() == [QueueDepth(agent="write", calls_waiting=4)]
+
+    (owned,) = await store.take_keys("write", ["csv"], owner="o1", lease=10.0)
+    epoch = owned.lease.epoch
+    (call,), _ = await store.take_key_calls("write", "csv", owner="o1", epoch=epoch, limit=1)
+    assert await store.queue_depths() == [QueueDepth(agent="write", calls_waiting=3, calls_taken=1)]
+
+    answer = [(call.call_id, call.attempt, True, None)]
+    assert await store.answer_owned("write", "csv", owner="o1", epoch=epoch, answers=answer)
+    assert await store.queue_depths() == [QueueDepth(agent="write", calls_waiting=3)]
+
+
 async def test_count_tasks_in_counts_only_the_states_asked_for(store: Store) -> None:
     claimed = await claimed_task(store)
     await store.finish_task(claimed.id, owner="s1", epoch=claimed.lock_epoch, result=1)

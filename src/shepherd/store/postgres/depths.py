@@ -2,7 +2,8 @@
 
 `QueueDepths` reads only rows in flight: a request is deleted when it is
 answered or its step moves on, and the calls' scan keeps to the unanswered
-ones (the partial index `calls_waiting`); instants are the database's.
+ones (the partial indexes `calls_waiting` and `calls_of_key`); instants are
+the database's.
 `CountTasksIn` is an index-only scan of the states asked for (`tasks_state`),
 never the ended tasks' ranges unless asked.
 """
@@ -31,11 +32,16 @@ _REQUESTS = (
     "count(*) FILTER (WHERE taken_by IS NOT NULL) FROM requests "
     "WHERE complete_by > coalesce(%s::timestamptz, now()) GROUP BY agent"
 )
-# A taken call is hidden (visible_at) until its handling's window ends.
+# A taken call is hidden (visible_at) until its handling's window ends. Unanswered
+# calls are in one of two partial indexes: calls_waiting (no owning key) or
+# calls_of_key; an answered call, kept until it expires, is read by neither.
 _CALLS = (
     "SELECT agent, count(*) FILTER (WHERE visible_at <= at), count(*) FILTER (WHERE visible_at > at) "
-    "FROM calls, (SELECT coalesce(%s::timestamptz, now()) AS at) AS clock "
-    "WHERE answered_at IS NULL AND expires_at > at GROUP BY agent"
+    "FROM (SELECT agent, visible_at, expires_at FROM calls WHERE answered_at IS NULL "
+    "AND owner_key IS NULL UNION ALL SELECT agent, visible_at, expires_at FROM calls "
+    "WHERE answered_at IS NULL AND owner_key IS NOT NULL) AS c, "
+    "(SELECT coalesce(%s::timestamptz, now()) AS at) AS clock "
+    "WHERE expires_at > at GROUP BY agent"
 )
 
 

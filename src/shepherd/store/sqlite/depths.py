@@ -2,9 +2,9 @@
 
 `QueueDepths` reads only rows in flight: a request is deleted when it is
 answered or its step moves on, and the calls' scan keeps to the unanswered
-ones (the partial index `calls_waiting`). `CountTasksIn` counts the index
-range of each state asked for (`tasks_state`), never the ended tasks' ranges
-unless asked.
+ones (the partial indexes `calls_waiting` and `calls_of_key`). `CountTasksIn`
+counts the index range of each state asked for (`tasks_state`), never the
+ended tasks' ranges unless asked.
 """
 
 from __future__ import annotations
@@ -28,10 +28,15 @@ _REQUESTS = (
     "SELECT agent, sum(taken_by IS NULL), sum(taken_by IS NOT NULL) FROM requests "
     "WHERE complete_by > ? GROUP BY agent"
 )
-# (now, now, now): a taken call is hidden (visible_at) until its handling's window ends.
+# (now, now, now, now): a taken call is hidden (visible_at) until its handling's window
+# ends. Unanswered calls are in one of two partial indexes: calls_waiting (no owning
+# key) or calls_of_key; an answered call, kept until it expires, is read by neither.
 _CALLS = (
-    "SELECT agent, sum(visible_at <= ?), sum(visible_at > ?) FROM calls "
-    "WHERE answered_at IS NULL AND expires_at > ? GROUP BY agent"
+    "SELECT agent, sum(visible_at <= ?), sum(visible_at > ?) FROM ("
+    "SELECT agent, visible_at FROM calls INDEXED BY calls_waiting WHERE answered_at IS NULL "
+    "AND owner_key IS NULL AND expires_at > ? "
+    "UNION ALL SELECT agent, visible_at FROM calls INDEXED BY calls_of_key "
+    "WHERE answered_at IS NULL AND owner_key IS NOT NULL AND expires_at > ?) GROUP BY agent"
 )
 
 
@@ -40,7 +45,7 @@ def depths(at: Reading, op: QueueDepths) -> list[QueueDepth]:
     """Per agent, its requests and calls waiting and taken now."""
     conn, now = at.conn, at.now
     requests = conn.execute(_REQUESTS, (now,)).fetchall()
-    calls = conn.execute(_CALLS, (now, now, now)).fetchall()
+    calls = conn.execute(_CALLS, (now, now, now, now)).fetchall()
     return queue_depths(requests, calls)
 
 
