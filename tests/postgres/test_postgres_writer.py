@@ -4,7 +4,8 @@ A batch asks the database for the time first and reads the answer only when a
 handler needs the instant as a value (`Batch.clock`): by then it came back with
 the handler's first read. Statements that take the transaction's `now()`
 themselves (a submit's, a claim's) store exactly the instant a handler reads.
-A batch whose statements run up to one Sync is still all or nothing. A lone
+A batch whose statements run up to one Sync is still all or nothing, and a
+failed batch's session is replaced (a deadlock's retry runs on a new one). A lone
 submit without a key is one statement (`batch.ALONE`): it must write what the
 batch writes, and a connection lost while it runs leaves its outcome unknown.
 """
@@ -139,7 +140,7 @@ async def test_an_outcome_read_after_the_commit_that_fails_fails_its_caller_alon
     assert rows == [("bad",), ("good",)]  # not run again one by one
 
 
-async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_on_the_same_connection(
+async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_and_the_session_is_replaced(
     store: PostgresStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     insert = pg_tasks._insert
@@ -160,7 +161,38 @@ async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_on_the_same_
     assert await _rows(postgres_url, "SELECT id FROM events") == []
     submitted = await store.submit_task(NewTask(workflow="wf", input=2))
     assert submitted.created
-    assert store._writer.pid == writer_pid  # rolled back, not reconnected
+    assert store._writer.pid != writer_pid  # a failed transaction's session is not reused
+
+
+#: A deadlock as the server reports it (40P01), which the writer retries.
+DEADLOCK = "DO $$ BEGIN RAISE EXCEPTION 'deadlock (the test)' USING ERRCODE = '40P01'; END $$"
+
+
+@pytest.mark.parametrize("earlier", [4, 5, 6])
+async def test_a_deadlock_is_retried_also_in_the_batch_that_first_prepares_its_statements(
+    store: PostgresStore, earlier: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # psycopg prepares a statement at its sixth run: after 5 earlier batches, the
+    # failing one is the batch in which the statements are first prepared. The
+    # session it failed on then took them for prepared when the server had none,
+    # and the retry, and every write after it, failed with 26000.
+    for n in range(earlier):
+        await store.submit_task(NewTask(workflow="wf", input=n, key=f"before-{n}"))
+    insert = pg_tasks._insert
+    deadlocks = [DEADLOCK]
+
+    async def insert_then_deadlock(batch: Any, *args: Any) -> list[object]:
+        outcomes = await insert(batch, *args)
+        if deadlocks:
+            await batch.send(deadlocks.pop())
+        return outcomes
+
+    monkeypatch.setattr(pg_tasks, "_insert", insert_then_deadlock)
+    assert (await store.submit_task(NewTask(workflow="wf", input=1, key="k"))).created
+    assert not deadlocks
+    assert store._writer.retries == 1
+    for n in range(8):
+        assert (await store.submit_task(NewTask(workflow="wf", input=n, key=f"after-{n}"))).created
 
 
 async def test_a_new_tasks_id_drawn_twice_is_refused_and_nothing_is_written(

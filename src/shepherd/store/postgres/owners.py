@@ -21,6 +21,8 @@ from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
 
 if TYPE_CHECKING:
+    from psycopg.rows import TupleRow
+
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
@@ -64,7 +66,14 @@ async def take_keys(batch: Batch, ops: Sequence[TakeKeys]) -> list[object]:
     for op in ops:
         until = now + timedelta(seconds=op.lease)
         asked.extend((op, key, (op.agent, key, op.owner, until, now, now, now)) for key in op.keys)
-    rows = await batch.first_rows(_TAKE, [params for _, _, params in asked])
+    # Rows locked in one order (agent, key) by every taker: two processes sharing
+    # out the same keys at once would otherwise deadlock, each holding a key the
+    # other waits for.
+    order = sorted(range(len(asked)), key=lambda i: (asked[i][0].agent, asked[i][1]))
+    locked = await batch.first_rows(_TAKE, [asked[i][2] for i in order])
+    rows: list[TupleRow | None] = [None] * len(asked)
+    for i, row in zip(order, locked, strict=True):
+        rows[i] = row
     taken: dict[int, list[TakenKey]] = {id(op): [] for op in ops}
     for (op, key, _), row in zip(asked, rows, strict=True):
         if row is None:

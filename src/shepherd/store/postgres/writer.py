@@ -68,7 +68,6 @@ _LOCK_NOT_AVAILABLE = "55P03"
 #: session ended by `idle_in_transaction_session_timeout` (25P03).
 _LOST_CLASSES = ("08",)
 _LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "25P03"})
-_ROLLBACK = "ROLLBACK"
 #: The batch's instant on the database's clock: its transaction's start.
 _NOW = "SELECT now()"
 
@@ -103,11 +102,6 @@ def _hung_up(conn: Connection) -> bool:
     except (psycopg.Error, OSError):
         return True
     return False
-
-
-def _idle(conn: Connection) -> bool:
-    """Whether `conn` is outside any transaction."""
-    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 class _ConnectionLostError(Exception):
@@ -373,24 +367,18 @@ class Writer:
     async def _failed(
         self, conn: Connection, exc: BaseException, *, committing: bool
     ) -> _ConnectionLostError | None:
-        """Leave `conn` clean after a failed transaction; what to raise if it was lost."""
-        if isinstance(exc, psycopg.Error) and _is_lost(exc, conn):
-            return _ConnectionLostError(exc, committing=committing)
-        if isinstance(exc, Exception):
-            await self._end_failed(conn)
-        elif not _idle(conn):
-            # Cancelled mid-transaction: the next batch starts on a clean connection.
-            await self._drop()
-        return None
+        """Discard `conn` after a failed transaction; what to raise if it was lost.
 
-    async def _end_failed(self, conn: Connection) -> None:
-        """Roll back what a failed statement left open (the Sync ended the pipeline)."""
-        if _idle(conn):
-            return
-        try:
-            await conn.execute(_ROLLBACK)
-        except psycopg.Error:
-            await self._drop()  # cannot tell what state it is in: start afresh
-            return
-        if not _idle(conn):
-            await self._drop()
+        The next batch starts on a new session, whatever the failure: a
+        pipeline that fails in the transaction where psycopg first prepares a
+        statement leaves psycopg counting that statement as prepared while the
+        server has no such statement, and every later use of it on the session
+        fails ("prepared statement ... does not exist", 26000), the retry of a
+        deadlock first. Failures are rare; a session costs a connect.
+        """
+        lost = isinstance(exc, psycopg.Error) and _is_lost(exc, conn)
+        await self._drop()
+        if lost:
+            assert isinstance(exc, psycopg.Error)
+            return _ConnectionLostError(exc, committing=committing)
+        return None
