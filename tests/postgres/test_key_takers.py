@@ -29,7 +29,7 @@ async def test_two_processes_taking_the_same_keys_in_opposite_orders_never_deadl
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
         # Found in 10 ms rather than a second: the old code met one in nearly every round.
         dbname = conn.info.dbname
-        await conn.execute(f'ALTER DATABASE "{dbname}" SET deadlock_timeout = \'10ms\'')
+        await conn.execute(f"ALTER DATABASE \"{dbname}\" SET deadlock_timeout = '10ms'")
     first, second = await open_store(), await open_store()
     for n in range(ROUNDS):
         keys = [f"round-{n}-key-{k}" for k in range(KEYS)]
