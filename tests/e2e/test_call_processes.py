@@ -16,6 +16,7 @@ import pytest
 from shepherd.testing import wait_until
 from support import call_worker
 from support.call_worker import AGENT, build_app
+from support.files import written_lines
 from support.processes import spawn_worker, workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -27,9 +28,7 @@ CALL_WORKER = Path(call_worker.__file__)
 
 def handlings(log: Path) -> list[tuple[str, int]]:
     """(worker, attempt) of every handling logged so far."""
-    if not log.exists():
-        return []
-    return [(w, int(a)) for w, a in (line.split() for line in log.read_text().splitlines())]
+    return [(w, int(a)) for w, a in (line.split() for line in written_lines(log))]
 
 
 async def test_a_call_whose_handler_was_killed_is_answered_by_another_process(

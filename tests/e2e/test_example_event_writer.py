@@ -25,6 +25,7 @@ import pytest
 
 from shepherd import App
 from shepherd.testing import wait_until
+from support.files import written_lines
 from support.processes import start_process, workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -36,10 +37,7 @@ PRODUCERS, EVENTS = 50, 100
 
 
 def acks(folder: Path, name: str) -> list[tuple[str, int, str, int]]:
-    path = folder / f"acks-{name}.log"
-    if not path.exists():
-        return []
-    rows = [line.split(",") for line in path.read_text().splitlines()]
+    rows = [line.split(",") for line in written_lines(folder / f"acks-{name}.log")]
     return [(p, int(s), t, int(n)) for p, s, t, n in rows]
 
 
