@@ -376,9 +376,8 @@ class Writer:
         fails ("prepared statement ... does not exist", 26000), the retry of a
         deadlock first. Failures are rare; a session costs a connect.
         """
-        lost = isinstance(exc, psycopg.Error) and _is_lost(exc, conn)
+        lost = None
+        if isinstance(exc, psycopg.Error) and _is_lost(exc, conn):  # before the close
+            lost = _ConnectionLostError(exc, committing=committing)
         await self._drop()
-        if lost:
-            assert isinstance(exc, psycopg.Error)
-            return _ConnectionLostError(exc, committing=committing)
-        return None
+        return lost
