@@ -50,7 +50,7 @@ class Caller:
         self.clock = clock
         self._waiting: dict[str, asyncio.Future[CallAnswer]] = {}
         self._reader: asyncio.Task[None] | None = None
-        self._outage = Outage("call answers", log=log, clock=clock)
+        self._outage = Outage("call answers", log=log, clock=clock, watch=store.watch)
 
     async def call(
         self,
@@ -112,7 +112,7 @@ class Caller:
             except StoreUnavailableError as exc:  # wait it out; callers time out meanwhile
                 await self._outage.pause(exc)
                 continue
-            self._outage.over()
+            self._outage.over(wrote=False)  # a read
             for call_id, answer in answers.items():
                 future = self._waiting.pop(call_id, None)
                 if future is not None and not future.done():

@@ -66,7 +66,7 @@ class WorkerRegistry:
         self.settings = settings
         self.clock = clock
         self.interval = settings.worker_beat
-        self.outage = Outage("worker registry", log=log, clock=clock)
+        self.outage = Outage("worker registry", log=log, clock=clock, watch=store.watch)
         #: The row as last registered, or None until then (and after it was lost).
         self.worker: Worker | None = None
         self.beats = 0

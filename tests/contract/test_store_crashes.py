@@ -85,3 +85,22 @@ async def test_mark_died_and_reap(store: Store) -> None:
     assert await store.beat_worker(DEAD)
     assert await store.dead_workers([DEAD], ttl=3600) == set()
     assert [w.instance for w in await store.unreaped_workers()] == [DEAD]
+
+
+async def test_held_requests_say_who_holds_each_step_of_a_claim(store: Store) -> None:
+    queued, taken, suspect = [await claimed_task(store, owner="s") for _ in range(3)]
+    await store.start_step(step_start(taken, seq=1, agent="a"))
+    (request,) = await store.take_requests(agents=["a"], worker="h:1:aa/a", limit=1)
+    assert request.task_id == taken.id
+    await store.start_step(step_start(queued, seq=2, agent="b"))
+    await store.start_step(replace(step_start(suspect, seq=3, agent="b"), suspect=True))
+    held = {
+        r.task_id: (r.seq, r.lock_epoch, r.taken_by, r.suspect)
+        for r in await store.held_requests([queued.id, taken.id, suspect.id, "unknown"])
+    }
+    assert held == {
+        taken.id: (1, taken.lock_epoch, "h:1:aa/a", False),
+        queued.id: (2, queued.lock_epoch, None, False),
+        suspect.id: (3, suspect.lock_epoch, None, True),
+    }
+    assert await store.held_requests([]) == []

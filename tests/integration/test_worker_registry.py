@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -17,6 +18,7 @@ from shepherd import App
 from shepherd.core.workers import Worker, WorkerState
 from shepherd.errors import StoreDamagedError, StoreUnavailableError
 from shepherd.registry import WorkerRegistry
+from shepherd.store.watch import StoreWatch
 from shepherd.testing import wait_until
 
 
@@ -63,6 +65,13 @@ class FlakyStore:
     calls: list[str] = field(default_factory=list)
     stop_forever: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    @functools.cached_property
+    def watch(self) -> StoreWatch:
+        return StoreWatch(self.now)
 
     def _next(self, name: str) -> object:
         self.calls.append(name)

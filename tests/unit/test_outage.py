@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from datetime import timedelta
 
 import pytest
 
 from shepherd.errors import StoreDamagedError, StoreUnavailableError
 from shepherd.outage import Outage
+from shepherd.store.watch import StoreWatch
 from shepherd.testing import FakeClock
 
 log = logging.getLogger("test.outage")
@@ -58,3 +60,56 @@ async def test_a_damaged_store_is_not_waited_out(fake_clock: FakeClock) -> None:
     with pytest.raises(StoreDamagedError):
         await outage(fake_clock).pause(StoreDamagedError("not a shepherd database"))
     assert fake_clock.wakeups() == []
+
+
+# -- one process's loops, watched together --------------------------------------
+def watched(clock: FakeClock, watch: StoreWatch, name: str) -> Outage:
+    return Outage(name, log=log, clock=clock, rng=random.Random(7), initial=1.0, watch=watch)
+
+
+def test_a_read_ends_no_outage_another_loop_s_write_does(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    watch = StoreWatch(fake_clock.now)
+    tasks, claims = watched(fake_clock, watch, "task writes"), watched(fake_clock, watch, "claims")
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    start = fake_clock.now()
+    for _ in range(5):  # a full disk: each write fails, the read after it succeeds
+        tasks.failed(StoreUnavailableError("disk full"))
+        fake_clock.advance(0.5)
+        tasks.over(wrote=False)
+    claims.failed(StoreUnavailableError("disk full"))
+    assert watch.active
+    assert watch.since == start
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage().split(":")[0] for r in warnings] == ["task writes", "claims"]
+    assert not [r for r in caplog.records if "reachable again" in r.getMessage()]
+
+    fake_clock.advance(1.0)
+    beats = watched(fake_clock, watch, "registry")
+    beats.over()  # a write: the store is back, for the loop that only read since too
+    assert not watch.active
+    assert tasks.failures == 0
+    assert claims.failures == 1  # its own write has not succeeded yet
+    fake_clock.advance(1.0)
+    claims.over()
+    back = [r.getMessage() for r in caplog.records if "reachable again" in r.getMessage()]
+    assert sorted(m.split(":")[0] for m in back) == ["claims", "task writes"]
+    assert watch.spans[-1] == (start, fake_clock.now() - timedelta(seconds=1))
+
+
+def test_the_watch_covers_instants_in_an_outage_and_its_margin(fake_clock: FakeClock) -> None:
+    watch = StoreWatch(fake_clock.now)
+    before = fake_clock.now() - timedelta(seconds=1)
+    watch.failed()
+    start = fake_clock.now()
+    assert watch.covers(start + timedelta(seconds=100), margin=0)  # still out: all after it
+    assert not watch.covers(before, margin=10)
+    fake_clock.advance(20)
+    watch.wrote()
+    end = fake_clock.now()
+    assert watch.covers(start, margin=3)
+    assert watch.covers(end + timedelta(seconds=3), margin=3)
+    assert not watch.covers(end + timedelta(seconds=3.1), margin=3)
+    assert watch.recently(end + timedelta(seconds=2), margin=3)
+    assert not watch.recently(end + timedelta(seconds=4), margin=3)

@@ -8,6 +8,7 @@ the point: a role that reached for more would not type-check, nor run, here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,8 +35,9 @@ from shepherd.errors import PermanentError
 from shepherd.metrics import Metrics
 from shepherd.scheduler import Scheduler, Workflow, WorkflowContext
 from shepherd.store import signals as ch
-from shepherd.store.contract import StepStart
+from shepherd.store.contract import HeldRequest, StepStart
 from shepherd.store.signals import Signals
+from shepherd.store.watch import StoreWatch
 from shepherd.supervisor import Supervisor
 from shepherd.supervisor.retention import purge
 from shepherd.testing import FakeClock, wait_until
@@ -99,6 +101,10 @@ class FakeSchedulerStore:
 
     def now(self) -> datetime:
         return self.clock.now()
+
+    @functools.cached_property
+    def watch(self) -> StoreWatch:
+        return StoreWatch(self.now)
 
     async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
         claimed, self.to_claim = self.to_claim[:limit], self.to_claim[limit:]
@@ -233,6 +239,10 @@ class FakeAgentStore:
 
     def now(self) -> datetime:
         return self.clock.now()
+
+    @functools.cached_property
+    def watch(self) -> StoreWatch:
+        return StoreWatch(self.now)
 
     async def take_requests(
         self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
@@ -369,6 +379,10 @@ class FakeSupervisorStore:
     def now(self) -> datetime:
         return self.clock.now()
 
+    @functools.cached_property
+    def watch(self) -> StoreWatch:
+        return StoreWatch(self.now)
+
     async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
         self.renewals.append(self.clock.monotonic())
         expires_at = self.clock.now() + timedelta(seconds=ttl)
@@ -397,6 +411,9 @@ class FakeSupervisorStore:
         self, instance: str, *, beat_at: datetime
     ) -> list[tuple[Task, bool, int | None]]:
         raise AssertionError("no process died in this test")
+
+    async def held_requests(self, task_ids: Sequence[str]) -> list[HeldRequest]:
+        return []
 
     async def mark_died(self, instance: str) -> bool:
         raise AssertionError("no process died in this test")

@@ -78,7 +78,7 @@ class CallServer:
         self.answered = 0
         self._running: set[asyncio.Task[None]] = set()
         self._freed = asyncio.Event()
-        self.takes_outage = Outage("calls taken", log=log, clock=clock)
+        self.takes_outage = Outage("calls taken", log=log, clock=clock, watch=store.watch)
 
     def statistics(self) -> dict[str, int]:
         return {"calls_running": len(self._running), "calls_answered": self.answered}

@@ -87,8 +87,8 @@ class CapacityGate:
         self._uncapped = Unlimited(store.signals, clock=clock, refresh=refresh)
         self.waits = 0
         self.lost = 0
-        self.outage = Outage("capacity slots", log=log, clock=clock)
-        self.renewals_outage = Outage("slot renewals", log=log, clock=clock)
+        self.outage = Outage("capacity slots", log=log, clock=clock, watch=store.watch)
+        self.renewals_outage = Outage("slot renewals", log=log, clock=clock, watch=store.watch)
 
     @staticmethod
     def resource_of(agent: Agent, request: Request) -> str | None:

@@ -107,7 +107,7 @@ class OwnerServer:
         self._backlogs: dict[
             str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
         ] = {}
-        self.outage = Outage("exclusive owners", log=log, clock=clock)
+        self.outage = Outage("exclusive owners", log=log, clock=clock, watch=store.watch)
 
     def statistics(self) -> dict[str, int]:
         return {

@@ -75,7 +75,7 @@ class RateGate:
             store.signals, clock=clock, refresh=refresh, on_change=self._stash.clear
         )
         self.waits = 0
-        self.outage = Outage("rate tokens", log=log, clock=clock)
+        self.outage = Outage("rate tokens", log=log, clock=clock, watch=store.watch)
 
     def statistics(self) -> dict[str, int]:
         return {"rate_waits": self.waits}

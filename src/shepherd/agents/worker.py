@@ -183,8 +183,8 @@ class AgentWorker:
         self._reserved = 0
         #: Whether the take loop runs (only then are requests handed over).
         self._serving = False
-        self.takes_outage = Outage("agent requests", log=log, clock=clock)
-        self.replies_outage = Outage("agent replies", log=log, clock=clock)
+        self.takes_outage = Outage("agent requests", log=log, clock=clock, watch=store.watch)
+        self.replies_outage = Outage("agent replies", log=log, clock=clock, watch=store.watch)
 
     def statistics(self) -> dict[str, int]:
         return {

@@ -185,23 +185,90 @@ def on_expired(
     return Escalate(failure_count=failures, reason=expired)
 
 
-def on_store_outage(task: Task, *, now: datetime) -> Reset:
-    """Reset a task whose claim expired while the store could not be reached.
+#: Why an expired claim is forgiven: the expiry is not the task's failure.
+STORE_OUTAGE = "complete_by passed while the store was unreachable"
+PROBATION = "complete_by passed while its step waited in line to run apart from other suspects"
 
-    Nobody could make progress then, so the expiry is not the task's failure:
-    `failure_count` stays as it is and the task is claimable at once.
+
+def on_store_outage(task: Task, *, now: datetime, why: str = STORE_OUTAGE) -> Reset:
+    """Reset a task whose claim expired through no fault of its own.
+
+    `why` says what kept it from making progress: the store could not be
+    reached (the default), or its step waited in the probation line
+    (`PROBATION`). The expiry is not the task's failure: `failure_count` stays
+    as it is and the task is claimable at once.
 
     Args:
         task: The expired task (see `is_expired`).
         now: The current instant (aware UTC).
+        why: The reason's first half.
     """
     compensating = task.process_state is ProcessState.COMPENSATING
     return Reset(
         failure_count=task.failure_count,
         not_before=now,
         process_state=ProcessState.COMPENSATING if compensating else ProcessState.PENDING,
-        reason="complete_by passed while the store was unreachable; not counted as a failure",
+        reason=f"{why}; not counted as a failure",
     )
+
+
+#: A process whose last beat is older than this many beats may be frozen, cut off
+#: or dead: an expired claim it holds is not charged until the registry decides.
+SILENT_BEATS = 1.5
+#: A process silent for this many beats while a claim it holds has expired froze.
+FROZEN_BEATS = 2.0
+
+
+def is_silent(
+    beat_at: datetime, *, now: datetime, beat: float, beats: float = SILENT_BEATS
+) -> bool:
+    """Whether a process that last beat at `beat_at` has missed its beats at `now`.
+
+    Args:
+        beat_at: Its last beat (the store's clock).
+        now: The store's clock.
+        beat: Seconds between a live process's beats (`worker_beat`).
+        beats: How many beats of silence count.
+    """
+    return beat_at + timedelta(seconds=beats * beat) < now
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expiry:
+    """What the supervisor knows of an expired claim besides the task itself.
+
+    Attributes:
+        silent: A process holding the claim (its owner, or the agent running its
+            step) has missed its beats: the worker registry has yet to say
+            whether it froze or died, and its crash attribution resets the task
+            without a failure.
+        probation: Its step is a suspect's that has waited in line, untaken, to
+            run apart from other suspects.
+        outage: Its complete_by passed while the store could not be reached.
+    """
+
+    silent: bool = False
+    probation: bool = False
+    outage: bool = False
+
+
+def on_claim_expired(
+    task: Task, policy: SupervisionPolicy, expiry: Expiry, *, now: datetime, rng: random.Random
+) -> Decision | None:
+    """Decide what to do with an expired claim, charging the task only for its own failure.
+
+    A fault is never the task's failure: a claim held by a silent process is
+    left for a later scan (None) until the registry decides; one that expired in
+    probation or in a store outage is reset at once without a failure counted.
+    Otherwise `on_expired` counts the failure.
+    """
+    if expiry.silent:
+        return None
+    if expiry.probation:
+        return on_store_outage(task, now=now, why=PROBATION)
+    if expiry.outage:
+        return on_store_outage(task, now=now)
+    return on_expired(task, policy, now=now, rng=rng)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,6 +319,17 @@ def crashed_at(crashes: tuple[str, ...], seq: int) -> bool:
     return any(entry.endswith(suffix) for entry in crashes)
 
 
+#: A step seen running at this many crashes (of distinct processes or freezes)
+#: runs apart from other suspects afterwards. A task merely in flight at one
+#: crash runs again at full concurrency, as if nothing had happened.
+SUSPECT_CRASHES = 2
+
+
+def suspected(crashes: tuple[str, ...], seq: int) -> bool:
+    """Whether step `seq` was running at `SUSPECT_CRASHES` crashes: it runs apart."""
+    return len(crashed_instances(crashes_at(crashes, seq))) >= SUSPECT_CRASHES
+
+
 def _what(processes: tuple[str, ...]) -> str:
     """ "crashes", "freezes" (episodes `instance@ms`), or both, for a reason."""
     frozen = sum("@" in p for p in processes)
@@ -278,12 +356,14 @@ def on_crash(
     """Decide what a crash of process `instance` means for `task`.
 
     A crash is not the task's failure: `failure_count` never changes here.
-    A task whose step was running in the crashed process becomes a suspect
-    (the process and the step join its `crashes`; that step then runs apart
-    from other suspects); when that step was running at `policy.poison_crashes`
-    crashes of distinct processes, it is quarantined in `error` with an alert. Otherwise a task the crashed
-    process owned or ran is reset at once, claimable again, unless its owners
-    died more than `policy.max_owner_deaths` times.
+    A task whose step was running in the crashed process records it (the
+    process and the step join its `crashes`): a step seen at one crash runs
+    again at full concurrency; at `SUSPECT_CRASHES` it becomes a suspect and
+    runs apart from other suspects (`suspected`); at `policy.poison_crashes`
+    crashes of distinct processes it is quarantined in `error` with an alert.
+    Otherwise a task the crashed process owned or ran is reset at once,
+    claimable again, unless its owners died more than
+    `policy.max_owner_deaths` times.
 
     Args:
         task: A task in a supervised state, owned by `instance`'s scheduler or

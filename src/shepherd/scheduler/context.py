@@ -12,7 +12,7 @@ from shepherd.core import replay
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
-from shepherd.core.supervision import crashed_at
+from shepherd.core.supervision import suspected
 from shepherd.errors import (
     AgentError,
     ConfigError,
@@ -235,7 +235,7 @@ class WorkflowContext:
         """Record the step running, send its request, and wait for the reply."""
         scheduler = self._scheduler
         step_within = within if within is not None else scheduler.default_step_within(agent)
-        suspect = crashed_at(self.task.crashes, seq)
+        suspect = suspected(self.task.crashes, seq)
         future = scheduler.expect_reply(self.task_id, seq)
         start = StepStart(
             task_id=self.task_id,

@@ -121,9 +121,9 @@ class Scheduler:
         #: Times a workflow was driven again after the store failed under it.
         self.redriven = 0
         self.clock = clock
-        self.claims_outage = Outage("scheduler claims", log=log, clock=clock)
-        self.replies_outage = Outage("scheduler replies", log=log, clock=clock)
-        self.tasks_outage = Outage("scheduler task writes", log=log, clock=clock)
+        self.claims_outage = Outage("scheduler claims", log=log, clock=clock, watch=store.watch)
+        self.replies_outage = Outage("scheduler replies", log=log, clock=clock, watch=store.watch)
+        self.tasks_outage = Outage("scheduler task writes", log=log, clock=clock, watch=store.watch)
 
     def default_step_within(self, agent: str) -> float:
         spec = self.agents.get(agent)
@@ -355,7 +355,9 @@ class Scheduler:
             except StoreUnavailableError as exc:
                 cause = exc
                 continue
-            self.tasks_outage.over()
+            # A read: the outage ends when the process next writes (not here, where
+            # the write that follows may fail again, as on a full disk).
+            self.tasks_outage.over(wrote=False)
             if (
                 stored is None
                 or stored.locked_by != self.owner

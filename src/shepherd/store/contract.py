@@ -89,6 +89,25 @@ WORKER_RETENTION = 86400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HeldRequest:
+    """A request of a claimed task, queued or taken, as the supervisor weighs an expiry.
+
+    Attributes:
+        task_id: Its task.
+        seq: Its step.
+        lock_epoch: The claim that sent it.
+        taken_by: The agent worker leasing it (`<instance>/a`), or None while queued.
+        suspect: Its step runs apart from other suspects (`StepStart.suspect`).
+    """
+
+    task_id: str
+    seq: int
+    lock_epoch: int
+    taken_by: str | None
+    suspect: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NewTask:
     """What `submit_task` inserts."""
 

@@ -8,6 +8,7 @@ two, plus its life cycle; it writes no method of the contract twice.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
@@ -24,6 +25,7 @@ from shepherd.store.operator_facade import OperatorMethods
 from shepherd.store.operator_rows import checked_actor
 from shepherd.store.resource_rows import checked_change, checked_name, checked_resource
 from shepherd.store.task_filters import checked_listing
+from shepherd.store.watch import StoreWatch
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from shepherd.core.states import ProcessState
     from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
-    from shepherd.store.contract import NewTask, StepStart, Submitted
+    from shepherd.store.contract import HeldRequest, NewTask, StepStart, Submitted
     from shepherd.store.ops import TaskFilters
     from shepherd.store.signals import Signals
 
@@ -58,6 +60,11 @@ class Facade(OperatorMethods, ABC):
     """The store contract, each method one operation for the backend to run."""
 
     signals: Signals
+
+    @functools.cached_property
+    def watch(self) -> StoreWatch:
+        """Since when this process's role loops have been failing to reach the store."""
+        return StoreWatch(self.now)
 
     def write(self, op: ops.Write[R]) -> Awaitable[R]:
         """Run `op` in the next group-commit transaction; its outcome once durable.
@@ -436,6 +443,11 @@ class Facade(OperatorMethods, ABC):
         self, instance: str, *, beat_at: datetime
     ) -> list[tuple[Task, bool, int | None]]:
         return await self.read(ops.CrashVictims(instance=instance, beat_at=beat_at))
+
+    async def held_requests(self, task_ids: Sequence[str]) -> list[HeldRequest]:
+        if not task_ids:
+            return []
+        return await self.read(ops.HeldRequests(task_ids=tuple(task_ids)))
 
     async def mark_died(self, instance: str) -> bool:
         return await self.write(ops.MarkDied(instance=instance))

@@ -44,7 +44,7 @@ from shepherd.core.resources import (
 from shepherd.core.retention import Tombstone
 from shepherd.core.states import ProcessState
 from shepherd.core.workers import Worker
-from shepherd.store.contract import NewTask, StepStart, Submitted
+from shepherd.store.contract import HeldRequest, NewTask, StepStart, Submitted
 from shepherd.store.cursor import TaskCursor
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ __all__ = [
     "GetLease",
     "GetTask",
     "GetTombstone",
+    "HeldRequests",
     "KeyBacklog",
     "KeyBacklogs",
     "ListAlerts",
@@ -473,6 +474,11 @@ class UnreapedWorkers(Read[list[Worker]]):
 class CrashVictims(Read[list[tuple[Task, bool, int | None]]]):
     instance: str
     beat_at: datetime
+
+
+@_op
+class HeldRequests(Read[list[HeldRequest]]):
+    task_ids: tuple[str, ...]
 
 
 @_op

@@ -37,9 +37,10 @@ if TYPE_CHECKING:
     from shepherd.core.retention import Tombstone
     from shepherd.core.supervision import Decision, Escalate, Reset
     from shepherd.core.workers import Worker
-    from shepherd.store.contract import NewTask, StepStart, Submitted
+    from shepherd.store.contract import HeldRequest, NewTask, StepStart, Submitted
     from shepherd.store.ops import TaskFilters
     from shepherd.store.signals import Signals
+    from shepherd.store.watch import StoreWatch
 
 __all__ = [
     "AgentStore",
@@ -65,6 +66,10 @@ class Clocked(Protocol):
 
     def now(self) -> datetime:
         """The store's clock (the database's, where it has one)."""
+
+    @property
+    def watch(self) -> StoreWatch:
+        """Since when this process's role loops have been failing to reach the store."""
 
 
 class Signalled(Protocol):
@@ -339,6 +344,9 @@ class SupervisorStore(RetentionStore, Clocked, TaskHistory, Protocol):
         step, executing in that process when it died; None if none was).
         """
 
+    async def held_requests(self, task_ids: Sequence[str]) -> list[HeldRequest]:
+        """The unanswered requests of `task_ids`, queued or taken: who holds their steps."""
+
     async def mark_died(self, instance: str) -> bool:
         """A process found gone on its host: dead from now (False if stopped or marked)."""
 
@@ -362,7 +370,7 @@ class SupervisorStore(RetentionStore, Clocked, TaskHistory, Protocol):
         """
 
 
-class RegistryStore(Protocol):
+class RegistryStore(Clocked, Protocol):
     """What the worker registry loop does: this process's row, beaten until it stops."""
 
     async def register_worker(

@@ -13,19 +13,21 @@ import logging
 import random
 import socket
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, final
 
 from shepherd.core.events import EventKind
 from shepherd.core.retention import cutoff, due
 from shepherd.core.supervision import (
+    FROZEN_BEATS,
     CrashPolicy,
     Escalate,
+    Expiry,
     Reset,
     SupervisionPolicy,
+    is_silent,
+    on_claim_expired,
     on_crash,
-    on_expired,
-    on_store_outage,
 )
 from shepherd.core.workers import WorkerState, instance_of
 from shepherd.errors import StoreUnavailableError
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import Lease, Task
     from shepherd.core.workers import Worker
     from shepherd.scheduler import Workflow
+    from shepherd.store.contract import HeldRequest
     from shepherd.store.roles import SupervisorStore
 
 log = logging.getLogger("shepherd.supervisor")
@@ -106,13 +109,14 @@ class Supervisor:
         self.escalations = 0
         self.compensations = 0
         self._became_leader = asyncio.Event()
-        self.scan_outage = Outage("supervisor scans", log=log, clock=clock)
-        self.lease_outage = Outage("supervisor lease", log=log, clock=clock)
-        #: Claims whose complete_by fell in this span (store clock) expired because
-        #: the store could not be reached: they are reset without a failure counted.
-        self.outage_span: tuple[datetime, datetime] | None = None
-        self._outage_from: datetime | None = None
+        self.scan_outage = Outage("supervisor scans", log=log, clock=clock, watch=store.watch)
+        self.lease_outage = Outage("supervisor lease", log=log, clock=clock, watch=store.watch)
+        #: Expired claims reset without a failure counted: they expired while this
+        #: process could not reach the store, or while their step waited in probation.
         self.forgiven = 0
+        #: Processes seen frozen (silent for FROZEN_BEATS while claims they held
+        #: expired) whose freeze is not attributed yet, with the beat they froze after.
+        self._frozen: dict[str, datetime] = {}
         #: Ended tasks deleted by retention, and when the last pass ran (monotonic).
         self.purged = 0
         self._purged_at: float | None = None
@@ -147,11 +151,9 @@ class Supervisor:
                     await self.scan_once()
                     await self.purge_once()
                 except StoreUnavailableError as exc:  # retried; anything else stops us
-                    if not self.scan_outage.active:
-                        self._outage_from = self.store.now()
                     self.scan_outage.failed(exc)
-                else:
-                    self._store_answered()
+                else:  # a scan mostly reads: the process's next write ends the outage
+                    self.scan_outage.over(wrote=False)
                 self._became_leader.clear()
                 await self.clock.wait_event(self._became_leader, self.interval)
         finally:
@@ -163,30 +165,28 @@ class Supervisor:
                 except Exception:
                     log.exception("could not release the supervisor lease")
 
-    def _store_answered(self) -> None:
-        """After an outage, forgive the claims that expired during it (and just after)."""
-        if not self.scan_outage.active:
-            return
-        self.scan_outage.over()
-        start = self._outage_from or self.store.now()
-        # Owners need a moment to reconnect and make progress again: their backoff
-        # (at most 2 s), the reply grace, and one scan.
-        margin = timedelta(seconds=2.0 + REPLY_GRACE + self.interval)
-        self.outage_span = (start, self.store.now() + margin)
-        self._outage_from = None
+    @property
+    def _margin(self) -> float:
+        """Seconds after an outage in which claims still expire because of it.
+
+        Owners need a moment to reconnect and make progress again: their
+        backoff (at most 2 s), the reply grace, and one scan.
+        """
+        return 2.0 + REPLY_GRACE + self.interval
 
     def _after_outage(self, now: datetime) -> bool:
-        """Whether `now` is within (or just after) a store outage this supervisor saw."""
-        span = self.outage_span
-        return self.scan_outage.active or (span is not None and now <= span[1])
+        """Whether this process is in (or just out of) a store outage at `now`."""
+        return self.store.watch.recently(now, margin=self._margin)
 
     def forgives(self, task: Task) -> bool:
-        """Whether `task`'s claim expired during a store outage this supervisor saw."""
-        span = self.outage_span
-        return (
-            span is not None
-            and task.complete_by is not None
-            and span[0] <= task.complete_by <= span[1]
+        """Whether `task`'s claim expired while this process could not reach the store.
+
+        The outage starts at the first failure of any of the process's loops,
+        and ends when one of them next writes: a claim that expired in it (or
+        just after) is not the task's failure, from the first scan on.
+        """
+        return task.complete_by is not None and self.store.watch.covers(
+            task.complete_by, margin=self._margin
         )
 
     async def purge_once(self) -> int:
@@ -297,27 +297,38 @@ class Supervisor:
             return set()
         return await self.store.dead_workers(owners, ttl=self.settings.worker_ttl)
 
-    async def attribute_crashes(self, lease: Lease, *, stalled: set[str] | None = None) -> int:
-        """Find processes that died and attribute their crash to the tasks they held.
+    async def attribute_crashes(
+        self,
+        lease: Lease,
+        *,
+        stalled: set[str] | None = None,
+        workers: list[Worker] | None = None,
+    ) -> int:
+        """Find processes that died or froze and attribute it to the tasks they held.
 
         A process is dead when the worker registry says so (no beat within
         `worker_ttl`), or at once when it ran on this host and its pid is gone.
-        A process that is silent for two beats while claims it owns expire
-        (`stalled`: the owners of expired claims) is frozen, unless the store
-        itself was just unreachable (which silences every process).
-        Each task it owned or ran is reset without a failure counted; each task
-        whose step was running in it becomes a suspect (that step runs apart
-        from other suspects from then on), quarantined at `poison_crashes`
-        crashed processes. Returns how many tasks were handled.
+        A process that is silent for FROZEN_BEATS beats while claims it holds
+        (owns, or runs a step of) expire (`stalled`: the holders of expired
+        claims) froze, unless the store itself was just unreachable (which
+        silences every process); a freeze seen is attributed even if the process
+        beats again before its verdicts could be written. Each task it owned or
+        ran is reset without a failure counted; a step running there records
+        the crash (see `on_crash`). Returns how many tasks were handled.
+
+        Args:
+            lease: The leadership lease the verdicts are fenced by.
+            stalled: The processes holding expired claims.
+            workers: The registry's unreaped processes, if already read.
         """
         now = self.store.now()
         settings = self.settings
-        # A live process beats every worker_beat: one silent for two beats is frozen
-        # (its event loop blocked, or the whole process stopped), or dying.
-        silent = now - timedelta(seconds=2 * settings.worker_beat)
         here = socket.gethostname()
+        stalled = stalled or set()
         handled = 0
-        for worker in await self.store.unreaped_workers():
+        if workers is None:
+            workers = await self.store.unreaped_workers()
+        for worker in workers:
             if worker.instance == self.instance:
                 continue
             if worker.state(now=now, ttl=settings.worker_ttl) is WorkerState.DEAD:
@@ -325,12 +336,19 @@ class Supervisor:
             elif worker.host == here and not pid_alive(worker.pid):
                 await self.store.mark_died(worker.instance)
                 handled += await self._reap(worker, lease, now, frozen=False)
-            elif (
-                worker.beat_at < silent
-                and worker.instance in (stalled or ())
-                and not self._after_outage(now)
-            ):
-                handled += await self._reap(worker, lease, now, frozen=True)
+            elif worker.instance in stalled and not self._after_outage(now):
+                froze_after = self._frozen.get(worker.instance)
+                if froze_after is None and is_silent(
+                    worker.beat_at, now=now, beat=settings.worker_beat, beats=FROZEN_BEATS
+                ):
+                    froze_after = self._frozen[worker.instance] = worker.beat_at
+                if froze_after is not None:
+                    handled += await self._reap(
+                        replace(worker, beat_at=froze_after), lease, now, frozen=True
+                    )
+                    self._frozen.pop(worker.instance, None)
+            else:
+                self._frozen.pop(worker.instance, None)
         return handled
 
     async def _reap(self, worker: Worker, lease: Lease, now: datetime, *, frozen: bool) -> int:
@@ -396,41 +414,65 @@ class Supervisor:
     async def scan_once(self) -> int:
         """One scan: renew leadership, attribute crashes, then handle every expired claim.
 
+        An expired claim is charged to its task only when nothing else explains
+        it: one held by a silent process waits for the registry's verdict
+        (`Expiry.silent`), one whose step waited in probation or that expired
+        in a store outage is reset without a failure counted.
         Returns how many expired claims were handled.
         """
         lease = self._fresh_lease() or await self.renew()
         if lease is None:
             return 0
         self.scans += 1
-        expired = await self.store.expired_claims(limit=1000)
-        stalled = {instance_of(t.locked_by) for t in expired if t.locked_by}
-        if await self.attribute_crashes(lease, stalled=stalled):
-            expired = await self.store.expired_claims(limit=1000)
+        expired, held = await self._expired()
+        workers = await self.store.unreaped_workers()
+        stalled = {i for t in expired for i in _holders(t, held)}
+        if await self.attribute_crashes(lease, stalled=stalled, workers=workers):
+            expired, held = await self._expired()
         if not expired:
             return 0
         now = self.store.now()
-        decisions = [
-            on_store_outage(t, now=now)
-            if self.forgives(t)
-            else on_expired(t, self.policy_for(t.workflow), now=now, rng=self.rng)
+        silent = {
+            w.instance
+            for w in workers
+            if w.instance != self.instance
+            and w.state(now=now, ttl=self.settings.worker_ttl) is WorkerState.ALIVE
+            and is_silent(w.beat_at, now=now, beat=self.settings.worker_beat)
+        }
+        pending = [
+            (
+                t,
+                on_claim_expired(
+                    t,
+                    self.policy_for(t.workflow),
+                    Expiry(
+                        silent=not silent.isdisjoint(_holders(t, held)),
+                        probation=_in_probation(t, held),
+                        outage=self.forgives(t),
+                    ),
+                    now=now,
+                    rng=self.rng,
+                ),
+            )
             for t in expired
         ]
+        decided = [(t, d) for t, d in pending if d is not None]
         # Every decision says whether the claim's owner process is still alive (the
         # worker registry); an escalation also says what the agents last reported.
-        dead = await self._dead_owners(expired)
-        decisions = [
-            replace(d, reason=d.reason + _owner_note(t, dead))
+        dead = await self._dead_owners([t for t, _ in decided])
+        decided = [
+            (t, replace(d, reason=d.reason + _owner_note(t, dead)))
             if isinstance(d, Reset)
-            else replace(d, reason=d.reason + _owner_note(t, dead) + await self._last_failure(t))
-            for t, d in zip(expired, decisions, strict=True)
+            else (
+                t,
+                replace(d, reason=d.reason + _owner_note(t, dead) + await self._last_failure(t)),
+            )
+            for t, d in decided
         ]
         applied = await asyncio.gather(
-            *(
-                self.store.apply_supervision(t, d, leader=lease)
-                for t, d in zip(expired, decisions, strict=True)
-            )
+            *(self.store.apply_supervision(t, d, leader=lease) for t, d in decided)
         )
-        for task, decision, ok in zip(expired, decisions, applied, strict=True):
+        for (task, decision), ok in zip(decided, applied, strict=True):
             if not ok:
                 continue
             task_event(
@@ -449,6 +491,34 @@ class Supervisor:
                 self.compensations += 1
                 self.metrics.supervisor_compensations.labels(task.workflow).inc()
         return sum(applied)
+
+    async def _expired(self) -> tuple[list[Task], Held]:
+        """The expired claims, and the requests of their claims, queued or taken, by task."""
+        expired = await self.store.expired_claims(limit=1000)
+        held: Held = {}
+        if expired:
+            epochs = {t.id: t.lock_epoch for t in expired}
+            for request in await self.store.held_requests(list(epochs)):
+                if request.lock_epoch == epochs[request.task_id]:
+                    held.setdefault(request.task_id, []).append(request)
+        return expired, held
+
+
+#: The requests of each expired claim (its epoch's), queued or taken, by task id.
+Held = dict[str, list["HeldRequest"]]
+
+
+def _holders(task: Task, held: Held) -> set[str]:
+    """The processes holding `task`'s claim: its owner, and those running its steps."""
+    holders = {instance_of(r.taken_by) for r in held.get(task.id, ()) if r.taken_by}
+    if task.locked_by:
+        holders.add(instance_of(task.locked_by))
+    return holders
+
+
+def _in_probation(task: Task, held: Held) -> bool:
+    """Whether a step of `task`'s claim is a suspect's still waiting, untaken, to run apart."""
+    return any(r.suspect and not r.taken_by for r in held.get(task.id, ()))
 
 
 def _decided(decision: object) -> EventKind:

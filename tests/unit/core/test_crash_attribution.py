@@ -16,6 +16,7 @@ from shepherd.core.supervision import (
     crashed_at,
     crashed_instances,
     on_crash,
+    suspected,
 )
 
 if TYPE_CHECKING:
@@ -127,3 +128,48 @@ def test_a_frozen_owner_resets_its_tasks_without_a_failure(task_factory: TaskFac
     )
     assert isinstance(verdict, Reset)
     assert verdict.reason.startswith("process h:1 froze (no step of it was running there)")
+
+
+def test_a_step_seen_at_one_crash_is_no_suspect_at_two_it_is(task_factory: TaskFactory) -> None:
+    once = on_crash(
+        processing(task_factory), instance="h:1:aa", owned=False, running=2, policy=POLICY, now=NOW
+    )
+    assert isinstance(once, Reset)
+    assert not suspected(once.crashes or (), 2)  # runs again at full concurrency
+    twice = on_crash(
+        processing(task_factory, crashes=once.crashes),
+        instance="h:2:bb",
+        owned=False,
+        running=2,
+        policy=POLICY,
+        now=NOW,
+    )
+    assert isinstance(twice, Reset)
+    assert suspected(twice.crashes or (), 2)
+    assert not suspected(twice.crashes or (), 1)
+
+
+def test_two_crashes_at_different_steps_make_no_suspect(task_factory: TaskFactory) -> None:
+    crashes = (crash_entry("h:1:aa", 1), crash_entry("h:2:bb", 2))
+    assert not suspected(crashes, 1)
+    assert not suspected(crashes, 2)
+
+
+def test_the_same_process_twice_at_one_step_is_one_crash() -> None:
+    assert not suspected((crash_entry("h:1:aa", 1), crash_entry("h:1:aa", 1)), 1)
+
+
+def test_with_the_defaults_a_poison_causes_at_most_three_deaths(task_factory: TaskFactory) -> None:
+    task = processing(task_factory)
+    verdicts = []
+    for n, instance in enumerate(("h:1:aa", "h:2:bb", "h:3:cc"), start=1):
+        verdict = on_crash(
+            task, instance=instance, owned=True, running=1, policy=CrashPolicy(), now=NOW
+        )
+        verdicts.append(verdict)
+        if isinstance(verdict, Reset):
+            task = processing(
+                task_factory, crashes=verdict.crashes, owner_deaths=verdict.owner_deaths or n
+            )
+    assert [type(v) for v in verdicts] == [Reset, Reset, Escalate]
+    assert task.failure_count == 0

@@ -14,9 +14,12 @@ from shepherd.core.supervision import (
     BackoffPolicy,
     Compensate,
     Escalate,
+    Expiry,
     Reset,
     SupervisionPolicy,
     is_expired,
+    is_silent,
+    on_claim_expired,
     on_expired,
 )
 
@@ -224,3 +227,61 @@ def test_decisions_do_not_read_the_clock(task_factory: TaskFactory) -> None:
     )
     assert isinstance(decision, Reset)
     assert decision.not_before == later + timedelta(seconds=1)
+
+
+# -- what an expired claim costs its task --------------------------------------
+def expired_task(task_factory: TaskFactory, **changes: object) -> Task:
+    return task_factory(
+        process_state=ProcessState.PROCESSING,
+        locked_by="h:1:aa/s",
+        complete_by=NOW - timedelta(seconds=1),
+        **changes,
+    )
+
+
+def test_a_claim_held_by_a_silent_process_waits_for_the_registry(
+    task_factory: TaskFactory,
+) -> None:
+    task = expired_task(task_factory)
+    expiry = Expiry(silent=True, probation=True, outage=True)
+    assert (
+        on_claim_expired(task, SupervisionPolicy(), expiry, now=NOW, rng=random.Random(1)) is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("expiry", "why"),
+    [
+        (Expiry(probation=True), "waited in line to run apart"),
+        (Expiry(outage=True), "while the store was unreachable"),
+    ],
+)
+def test_a_claim_that_expired_through_a_fault_is_reset_without_a_failure(
+    task_factory: TaskFactory, expiry: Expiry, why: str
+) -> None:
+    task = expired_task(task_factory, failure_count=0)
+    decision = on_claim_expired(
+        task, SupervisionPolicy(max_failures=1), expiry, now=NOW, rng=random.Random(1)
+    )
+    assert isinstance(decision, Reset)
+    assert decision.failure_count == 0
+    assert decision.not_before == NOW
+    assert why in decision.reason
+    assert "not counted as a failure" in decision.reason
+
+
+def test_a_claim_that_expired_on_its_own_is_charged(task_factory: TaskFactory) -> None:
+    task = expired_task(task_factory, failure_count=0)
+    decision = on_claim_expired(
+        task, SupervisionPolicy(max_failures=1), Expiry(), now=NOW, rng=random.Random(1)
+    )
+    assert isinstance(decision, Escalate)
+    assert decision.failure_count == 1
+
+
+def test_a_process_is_silent_once_it_missed_one_and_a_half_beats() -> None:
+    beat = NOW - timedelta(seconds=1.5)
+    assert not is_silent(beat, now=NOW, beat=1.0)
+    assert is_silent(beat, now=NOW + timedelta(milliseconds=1), beat=1.0)
+    assert not is_silent(beat, now=NOW + timedelta(seconds=0.4), beat=1.0, beats=2.0)
+    assert is_silent(beat, now=NOW + timedelta(seconds=0.6), beat=1.0, beats=2.0)

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.alerts import on_decision
 from shepherd.core.effects import on_crash
-from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
+from shepherd.store.contract import HeldRequest
+from shepherd.store.ops import (
+    ApplyCrash,
+    CrashVictims,
+    HeldRequests,
+    MarkDied,
+    ReapWorker,
+    UnreapedWorkers,
+)
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.leases import apply_effects
 from shepherd.store.postgres.reader import READS
@@ -26,11 +34,16 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["RUNNING", "UNREAPED", "VICTIMS", "apply", "mark_died", "reap"]
+__all__ = ["HELD", "RUNNING", "UNREAPED", "VICTIMS", "apply", "held_requests", "mark_died", "reap"]
 
 UNREAPED = (
     f"SELECT {WORKER_COLUMNS} FROM workers WHERE stopped_at IS NULL AND reaped_at IS NULL "
     "ORDER BY instance"
+)
+#: (task ids): their requests, queued or taken.
+HELD = (
+    "SELECT task_id, seq, lock_epoch, taken_by, suspect FROM requests "
+    "WHERE task_id = ANY(%s::text[]) ORDER BY task_id, seq"
 )
 #: (agent owner, beat_at): the tasks whose request the dead agent held.
 RUNNING = (
@@ -97,4 +110,14 @@ async def crash_victims(reader: Reader, op: CrashVictims) -> list[tuple[Task, bo
     rows = await reader.fetch(VICTIMS, (owner, agent, op.beat_at))
     return [
         (task_from_row(r), r[TaskCol.LOCKED_BY] == owner, running.get(r[TaskCol.ID])) for r in rows
+    ]
+
+
+@READS.handles(HeldRequests)
+async def held_requests(reader: Reader, op: HeldRequests) -> list[HeldRequest]:
+    """The requests of `op.task_ids`, queued or taken: who holds their steps."""
+    rows = await reader.fetch(HELD, (list(dict.fromkeys(op.task_ids)),))
+    return [
+        HeldRequest(task_id=t, seq=int(seq), lock_epoch=int(epoch), taken_by=by, suspect=bool(s))
+        for t, seq, epoch, by, s in rows
     ]

@@ -12,11 +12,19 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.alerts import on_decision
 from shepherd.core.effects import on_crash
-from shepherd.store.ops import ApplyCrash, CrashVictims, MarkDied, ReapWorker, UnreapedWorkers
+from shepherd.store.contract import HeldRequest
+from shepherd.store.ops import (
+    ApplyCrash,
+    CrashVictims,
+    HeldRequests,
+    MarkDied,
+    ReapWorker,
+    UnreapedWorkers,
+)
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.leases import apply_effects
-from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
+from shepherd.store.sqlite.rows import TASK_COLUMNS, chunks, task_from_row
 from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 
 if TYPE_CHECKING:
@@ -24,7 +32,7 @@ if TYPE_CHECKING:
     from shepherd.core.workers import Worker
     from shepherd.store.sqlite.batch import Batch
 
-__all__ = ["apply", "crash_victims", "mark_died", "reap", "unreaped_workers"]
+__all__ = ["apply", "crash_victims", "held_requests", "mark_died", "reap", "unreaped_workers"]
 
 #: Rows of processes not stopped and not yet attributed: the live and the newly dead.
 _UNREAPED = (
@@ -38,6 +46,11 @@ _VICTIMS = (
     f"SELECT {TASK_COLUMNS} FROM tasks WHERE process_state IN ('processing', 'compensating') "
     "AND locked_by IS NOT NULL AND (locked_by = ? OR id IN "
     "(SELECT task_id FROM requests WHERE taken_by = ? AND complete_by > ?)) ORDER BY id"
+)
+#: The requests of some tasks (`{marks}`: one ? each), queued or taken.
+_HELD = (
+    "SELECT task_id, seq, lock_epoch, taken_by, suspect FROM requests "
+    "WHERE task_id IN ({marks}) ORDER BY task_id, seq"
 )
 _MARK_DIED = (
     "UPDATE workers SET died_at = ? WHERE instance = ? AND stopped_at IS NULL AND died_at IS NULL"
@@ -91,3 +104,23 @@ def crash_victims(at: Reading, op: CrashVictims) -> list[tuple[Task, bool, int |
     running = dict(conn.execute(_RUNNING, (agent, beat_at)).fetchall())
     rows = conn.execute(_VICTIMS, (owner, agent, beat_at)).fetchall()
     return [(task_from_row(row), row["locked_by"] == owner, running.get(row["id"])) for row in rows]
+
+
+@READS.handles(HeldRequests)
+def held_requests(at: Reading, op: HeldRequests) -> list[HeldRequest]:
+    """The requests of `op.task_ids`, queued or taken: who holds their steps."""
+    conn = at.conn
+    held: list[HeldRequest] = []
+    for chunk in chunks(list(dict.fromkeys(op.task_ids))):
+        rows = conn.execute(_HELD.format(marks=",".join("?" * len(chunk))), chunk)
+        held.extend(
+            HeldRequest(
+                task_id=row["task_id"],
+                seq=row["seq"],
+                lock_epoch=row["lock_epoch"],
+                taken_by=row["taken_by"],
+                suspect=bool(row["suspect"]),
+            )
+            for row in rows
+        )
+    return held
