@@ -347,7 +347,7 @@ class Supervisor:
                         replace(worker, beat_at=froze_after), lease, now, frozen=True
                     )
                     self._frozen.pop(worker.instance, None)
-            else:
+            elif worker.instance not in stalled:  # nothing of it expired: nothing to attribute
                 self._frozen.pop(worker.instance, None)
         return handled
 
@@ -439,6 +439,9 @@ class Supervisor:
             and w.state(now=now, ttl=self.settings.worker_ttl) is WorkerState.ALIVE
             and is_silent(w.beat_at, now=now, beat=self.settings.worker_beat)
         }
+        # A freeze seen but not attributed yet (the store was out meanwhile) waits
+        # for its verdict, even once the process beats again.
+        silent.update(self._frozen)
         pending = [
             (
                 t,
