@@ -28,6 +28,7 @@ from shepherd.core.supervision import (
     is_silent,
     on_claim_expired,
     on_crash,
+    suspected,
 )
 from shepherd.core.workers import WorkerState, instance_of
 from shepherd.errors import StoreUnavailableError
@@ -358,6 +359,7 @@ class Supervisor:
         verdicts = [
             (
                 task,
+                running,
                 on_crash(
                     task,
                     instance=episode if frozen else worker.instance,
@@ -373,13 +375,13 @@ class Supervisor:
         applied = await asyncio.gather(
             *(
                 self.store.apply_crash(task, verdict, leader=lease)
-                for task, verdict in verdicts
+                for task, _, verdict in verdicts
                 if verdict is not None
             )
         )
-        reset = quarantined = suspects = 0
-        done = [(t, v) for t, v in verdicts if v is not None]
-        for (task, verdict), ok in zip(done, applied, strict=True):
+        reset = quarantined = ran = suspects = 0
+        done = [(t, r, v) for t, r, v in verdicts if v is not None]
+        for (task, running, verdict), ok in zip(done, applied, strict=True):
             if not ok:
                 continue
             task_event(
@@ -394,18 +396,21 @@ class Supervisor:
                 reset += 1
                 self.resets += 1
                 self.metrics.supervisor_resets.labels(task.workflow, "crash").inc()
-                suspects += len(verdict.crashes or ()) > len(task.crashes)
+                if running is not None:
+                    ran += 1
+                    suspects += suspected(verdict.crashes or (), running)
         await self.store.reap_worker(worker.instance)
         self.crashes += 1
         log.warning(
             "worker %s (pid %d on %s) %s: %d tasks recovered without a failure counted "
-            "(%d of them had a step running there and are now suspects), %d quarantined as "
-            "suspected poison",
+            "(%d had a step running there; %d of those steps were running at an earlier "
+            "crash too and now run apart), %d quarantined as suspected poison",
             worker.instance,
             worker.pid,
             worker.host,
             "froze (no beat for two beats)" if frozen else "died",
             reset,
+            ran,
             suspects,
             quarantined,
         )
