@@ -3,8 +3,8 @@
 Two real `shepherd run` workers (`support.fault_app`) share a store, SQLite or
 PostgreSQL, and work through 600 three-step workflows, each step a handler of
 0.05 to 0.5 s, with `complete_within=3` and `max_failures=1`: a single failure
-charged would end a task in `error`. Once at least 300 steps are in flight at
-once, one worker is hit:
+charged would end a task in `error`. Once a quarter of the steps have
+completed, and at least 300 steps are in flight at once, one worker is hit:
 
 - SIGKILLed, then started again at once, as a service manager would;
 - frozen: SIGSTOPped for 10 s, then SIGCONTed;
@@ -48,6 +48,8 @@ PROFILE = Profile(
 TASKS = 600
 #: Steps in flight (running) at once when the fault strikes, at least.
 IN_FLIGHT = 300
+#: The share of the load's steps completed before the fault (so steps of every seq run).
+PROGRESS = 0.25
 #: How long a frozen worker stays stopped.
 FROZEN_FOR = 10.0
 #: Backstop for the freeze to land inside a write transaction (not a timing claim).
@@ -108,6 +110,7 @@ async def test_a_killed_and_restarted_worker_costs_its_tasks_nothing(
             )
             victim, _ = await leader_and_follower(run)
             await run.submit(TASKS)
+            await run.wait_progress(PROGRESS)
             await run.fault_starts(running=IN_FLIGHT)
             victim.kill()
             run.fault_ends()
@@ -132,6 +135,7 @@ async def test_a_worker_frozen_for_ten_seconds_costs_its_tasks_nothing(
             )
             _, victim = await leader_and_follower(run)
             await run.submit(TASKS)
+            await run.wait_progress(PROGRESS)
             await run.fault_starts(running=IN_FLIGHT)
             victim.freeze()
             try:
@@ -168,6 +172,7 @@ async def test_a_worker_frozen_inside_a_sqlite_write_costs_its_tasks_nothing(
             await run.start_workers(["worker-1", "worker-2"])
             _, victim = await leader_and_follower(run)
             await run.submit(TASKS)
+            await run.wait_progress(PROGRESS)
             await run.fault_starts(running=IN_FLIGHT)
             os.kill(victim.pid, signal.SIGUSR1)  # arms the freeze (support.fault_app)
             try:

@@ -8,8 +8,8 @@ its beat in the worker registry is old enough (`worker_ttl`, 10 s), long after
 its claims' `complete_by` (3 s) has passed.
 
 The load: 600 three-step workflows, steps of 0.05 to 0.5 s, `complete_within=3`,
-`max_failures=1` (a single failure charged ends a task in `error`). Once at
-least 300 steps run at once, the worker that does not hold the supervisor's
+`max_failures=1` (a single failure charged ends a task in `error`). Once a
+quarter of the steps have completed and at least 300 run at once, the worker that does not hold the supervisor's
 lease is SIGKILLed, and started again on its host at once, as a service
 manager would: the leader, on the other host, must find the dead process by
 its beat (the process started in its place, on the dead one's host, could
@@ -43,6 +43,8 @@ PROFILE = Profile(
 )
 TASKS = 600
 IN_FLIGHT = 300
+#: The share of the load's steps completed before the fault (so steps of every seq run).
+PROGRESS = 0.25
 HOSTNAMES = ("shepherd-host-a", "shepherd-host-b")
 
 
@@ -99,6 +101,7 @@ async def test_a_worker_killed_on_another_host_costs_its_tasks_nothing(tmp_path:
                     at = 1 - pids[leader]  # the follower
                     victim = started[at]
                     await run.submit(TASKS)
+                    await run.wait_progress(PROGRESS)
                     await run.fault_starts(running=IN_FLIGHT)
                     victim.kill()
                     run.fault_ends()
