@@ -1,20 +1,25 @@
-"""A worker killed on another host costs its healthy tasks nothing: it is found dead by its beat.
+"""A worker killed or frozen on another host costs its healthy tasks nothing: its beat tells.
 
 Two worker "hosts": network namespaces linked to this machine by veth pairs,
 each running one `shepherd run` process under a host name of its own (a UTS
 namespace), on a PostgreSQL cluster of the test's own that listens on the
 links. Neither can see the other's pid, so a dead process is known only once
 its beat in the worker registry is old enough (`worker_ttl`, 10 s), long after
-its claims' `complete_by` (3 s) has passed.
+its claims' `complete_by` (3 s) has passed; a frozen one, once it has been
+silent for two beats.
 
 The load: 600 three-step workflows, steps of 0.05 to 0.5 s, `complete_within=3`,
 `max_failures=1` (a single failure charged ends a task in `error`). Once a
-quarter of the steps have completed and at least 300 run at once, the worker that does not hold the supervisor's
-lease is SIGKILLed, and started again on its host at once, as a service
-manager would: the leader, on the other host, must find the dead process by
-its beat (the process started in its place, on the dead one's host, could
-tell by its pid, but it does not lead). Every task must end `processed` with
-`failure_count` 0, nothing compensated.
+quarter of the steps have completed and at least 300 run at once, the worker
+that does not hold the supervisor's lease is hit:
+
+- SIGKILLed, and started again on its host at once, as a service manager
+  would: the leader, on the other host, must find the dead process by its beat
+  (the process started in its place, on the dead one's host, could tell by its
+  pid, but it does not lead);
+- frozen: SIGSTOPped for 10 s, then SIGCONTed.
+
+Every task must end `processed` with `failure_count` 0, nothing compensated.
 """
 
 from __future__ import annotations
@@ -46,11 +51,16 @@ IN_FLIGHT = 300
 #: The share of the load's steps completed before the fault (so steps of every seq run).
 PROGRESS = 0.25
 HOSTNAMES = ("shepherd-host-a", "shepherd-host-b")
+#: How long a frozen worker stays stopped.
+FROZEN_FOR = 10.0
 
 
 @pytest.mark.timeout(200)
 @pytest.mark.usefixtures("require_root")
-async def test_a_worker_killed_on_another_host_costs_its_tasks_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fault", ["killed", "frozen"])
+async def test_a_worker_killed_or_frozen_on_another_host_costs_its_tasks_nothing(
+    tmp_path: Path, fault: str
+) -> None:
     with netns.hosts(2) as hosts:
         cluster = PgCluster(
             "hosts",
@@ -67,8 +77,14 @@ async def test_a_worker_killed_on_another_host_costs_its_tasks_nothing(tmp_path:
             async with build_app(local, profile=PROFILE) as app:
                 with workers() as running:
                     run = FaultRun(
-                        fault=f"a worker SIGKILLed on its own host with {IN_FLIGHT}+ steps "
-                        "in flight, then restarted there; the leader is on the other host",
+                        fault=(
+                            f"a worker SIGKILLed on its own host with {IN_FLIGHT}+ steps in "
+                            "flight, then restarted there"
+                            if fault == "killed"
+                            else f"a worker SIGSTOPped for {FROZEN_FOR:.0f} s on its own host "
+                            f"with {IN_FLIGHT}+ steps in flight"
+                        )
+                        + "; the leader is on the other host",
                         app=app,
                         observer=PostgresObserver(local),
                         store_url=local,
@@ -103,25 +119,36 @@ async def test_a_worker_killed_on_another_host_costs_its_tasks_nothing(tmp_path:
                     await run.submit(TASKS)
                     await run.wait_progress(PROGRESS)
                     await run.fault_starts(running=IN_FLIGHT)
-                    victim.kill()
-                    run.fault_ends()
-                    await run.replace_worker(
-                        victim, f"{victim.name}-restarted", prefix=prefixes[at], url=urls[at]
-                    )
-                    run.notes.append(
-                        f"killed {victim.name} (pid {victim.pid} on {HOSTNAMES[at]}); restarted "
-                        "on the same host"
-                    )
+                    if fault == "killed":
+                        victim.kill()
+                        run.fault_ends()
+                        await run.replace_worker(
+                            victim, f"{victim.name}-restarted", prefix=prefixes[at], url=urls[at]
+                        )
+                        run.notes.append(
+                            f"killed {victim.name} (pid {victim.pid} on {HOSTNAMES[at]}); "
+                            "restarted on the same host"
+                        )
+                    else:
+                        victim.freeze()
+                        try:
+                            await asyncio.sleep(FROZEN_FOR)  # the fault's duration
+                        finally:
+                            victim.thaw()
+                        run.fault_ends()
+                        run.notes.append(
+                            f"froze {victim.name} (pid {victim.pid} on {HOSTNAMES[at]})"
+                        )
                     await run.wait_done()
-                    # How the registry learnt of the death: `died_at` is set only by a
-                    # process on the dead one's host that found its pid gone.
+                    # How the registry learnt of it: `died_at` is set only by a process on
+                    # the dead one's host that found its pid gone.
                     rows = await run.observer.rows(
                         "SELECT died_at IS NOT NULL, reaped_at IS NOT NULL FROM workers "
                         "WHERE instance LIKE ?",
                         (f"{HOSTNAMES[at]}:{victim.pid}:%",),
                     )
                     run.notes.append(
-                        f"the dead worker's registry row (found by its pid, reaped): {rows}; "
+                        f"the hit worker's registry row (died_at set, reaped_at set): {rows}; "
                         f"the supervisor's lease now held by pid {await run.leader_pid()}"
                     )
                     await run.verify()
