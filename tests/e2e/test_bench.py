@@ -46,11 +46,32 @@ def test_bench_runs_every_workload_and_loses_nothing() -> None:
     w3 = workloads["W3"]
     assert w3["n"] == 30
     assert w3["tasks_lost"] == 0
+    assert w3["tasks_charged"] == 0
     assert w3["processed"] == 30
     # Every step ran at least once; a crash may only add executions, never drop one.
     assert w3["distinct_steps"] == 3 * 30
     assert w3["executions"] >= w3["distinct_steps"]
     assert {t["workload"] for t in report["targets"]} == {"W1", "W2", "W3"}
+
+
+def test_bench_w3_charges_no_task_a_failure_for_the_kill(shared_store: str) -> None:
+    """W3 on each backend: the killed worker's tasks finish, none charged a failure."""
+    proc = shepherd_bench(
+        "--workloads", "W3", "--w3-n", "100", "--store", shared_store, "--json", timeout=110
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    w3 = report["workloads"]["W3"]
+    print(
+        f"W3 ({shared_store.split(':')[0]}): {w3['tasks_charged']} of {w3['n']} tasks charged a "
+        f"failure; {w3['claimed_at_kill']} claimed by the killed worker; "
+        f"{w3['duplicated_executions']} executions twice"
+    )
+    assert (w3["processed"], w3["tasks_lost"]) == (100, 0)
+    assert w3["claimed_at_kill"] > 0, "the kill must strand claims"
+    assert w3["tasks_charged"] == 0, w3
+    (target,) = (t for t in report["targets"] if t["workload"] == "W3")
+    assert "0 charged a failure" in target["target"]
 
 
 def test_bench_capacity_holds_no_more_slots_than_the_capacity() -> None:

@@ -8,9 +8,12 @@ has finished every task, A's included once their `complete_by` has passed; A mus
 alive after the heal and take work again.
 
 A stalling proxy: one worker reaches PostgreSQL through a TCP proxy that stops
-forwarding (sockets open, nothing passes) for 8 s, then cuts every connection;
+forwarding (sockets open, nothing passes) for 20 s, then cuts every connection;
 the other worker connects directly. Every task ends processed, and the proxied
 worker is alive and takes work again once the proxy forwards again.
+
+In both, no task is charged a failure (the app's workflow has `max_failures=1`:
+one charge would end a task in `error`) or compensated.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ CUT_FOR = 15.0
 #: How long host B may take, after those, to finish every task while A is still cut off.
 B_PATIENCE = 60.0
 #: How long the proxy stalls before it cuts.
-STALL_FOR = 8.0
+STALL_FOR = 20.0
 #: Tasks submitted after a heal, to see the healed worker take some.
 AFTER_HEAL = 200
 

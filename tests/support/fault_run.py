@@ -6,6 +6,9 @@ steps have run, lets the test inject its fault, then checks from the store and
 the logs, never from wall-clock timings:
 
 - every task ends `processed`, and every id a submit returned is among them;
+- no task was charged a failure (`failure_count` 0: the app's workflow has
+  `max_failures=1`, so a charge would also have ended it in `error`), and none
+  was compensated;
 - duplicate executions (from the agents' execution log) stay within a bound
   the test gives: at most one per task unfinished at the fault;
 - no worker process exited (each one's stderr is quoted when one did);
@@ -27,7 +30,7 @@ import sqlite3
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 
 import psycopg
 
-from support.fault_app import LOG_ENV, STEPS, WORKFLOW
+from support.fault_app import LOG_ENV, STEPS, WORKFLOW, Profile
 from support.processes import Worker, start_process
 
 if TYPE_CHECKING:
@@ -86,6 +89,8 @@ def spawn_shepherd(
     log_path: Path,
     prefix: Sequence[str] = (),
     ready_timeout: float = READY_PATIENCE,
+    profile: Profile | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Worker:
     """Start `python -m shepherd run --app support.fault_app:app` and wait for its readiness line.
 
@@ -96,6 +101,8 @@ def spawn_shepherd(
         log_path: The agents' execution log (shared by every worker of a test).
         prefix: An argv prefix, e.g. `ip netns exec NS` to run it on another "host".
         ready_timeout: Seconds to wait for `shepherd ready:`.
+        profile: How the app runs (`support.fault_app.Profile`; its default if None).
+        env: More environment variables (settings, the freeze hook).
     """
     argv = [
         *prefix,
@@ -110,10 +117,14 @@ def spawn_shepherd(
         "--log-level",
         "info",
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
-    env[LOG_ENV] = str(log_path)
-    return start_process(argv, workdir, name=name, env=env, ready_timeout=ready_timeout)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
+    environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(TESTS), environ.get("PYTHONPATH", "")) if p
+    )
+    environ[LOG_ENV] = str(log_path)
+    environ.update((profile or Profile()).env())
+    environ.update(env or {})
+    return start_process(argv, workdir, name=name, env=environ, ready_timeout=ready_timeout)
 
 
 # -- observing the store --------------------------------------------------------------
@@ -208,6 +219,10 @@ class FaultRun:
     notes: list[str] = field(default_factory=list)
     #: Tasks acknowledged by `trickle` (submitted around the fault).
     trickled: int = 0
+    #: How the workers' app runs (the test's app must be built with the same).
+    profile: Profile = field(default_factory=Profile)
+    #: More environment variables for every worker started.
+    worker_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def log(self) -> Path:
@@ -232,6 +247,8 @@ class FaultRun:
                     name=name,
                     log_path=self.log,
                     prefix=prefixes[i] if prefixes else (),
+                    profile=self.profile,
+                    env=self.worker_env,
                 )
                 for i, name in enumerate(names)
             ),
@@ -243,6 +260,17 @@ class FaultRun:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        return started
+
+    async def replace_worker(
+        self, dead: Worker, name: str, *, prefix: Sequence[str] = (), url: str | None = None
+    ) -> Worker:
+        """Start a worker in place of `dead`, as a service manager would; it is watched."""
+        if dead in self.watched:
+            self.watched.remove(dead)
+        (started,) = await self.start_workers(
+            [name], prefixes=[prefix], urls=[url or self.store_url]
+        )
         return started
 
     async def submit(self, count: int, *, tag: str = "load") -> list[str]:
@@ -265,6 +293,15 @@ class FaultRun:
     async def completed_steps(self) -> int | None:
         rows = await self.observer.rows("SELECT count(*) FROM steps WHERE state = 'completed'")
         return None if rows is None else int(rows[0][0])
+
+    async def running_steps(self) -> int | None:
+        rows = await self.observer.rows("SELECT count(*) FROM steps WHERE state = 'running'")
+        return None if rows is None else int(rows[0][0])
+
+    async def leader_pid(self) -> int | None:
+        """The pid of the supervisor lease's holder (whatever its expiry), if any."""
+        rows = await self.observer.rows("SELECT holder FROM leases WHERE name = 'supervisor'")
+        return owner_pid(str(rows[0][0])) if rows and rows[0][0] else None
 
     async def states(self) -> dict[str, str] | None:
         rows = await self.observer.rows("SELECT id, process_state FROM tasks")
@@ -317,16 +354,29 @@ class FaultRun:
 
         await self.wait_for(f"{target} steps completed", reached, PROGRESS_PATIENCE)
 
-    async def fault_starts(self) -> Snapshot:
-        """Record the store as the fault starts: tasks unfinished, steps in flight."""
+    async def fault_starts(self, *, running: int = 0) -> Snapshot:
+        """Record the store as the fault starts: tasks unfinished, steps in flight.
+
+        Args:
+            running: Wait (polling) until at least this many steps are running.
+        """
         counts = None
         steps = None
-        for _ in range(50):
+        deadline = time.monotonic() + PROGRESS_PATIENCE
+        seen = 0
+        while True:
             counts = await self.counts()
             steps = await self.observer.rows("SELECT count(*) FROM steps WHERE state = 'running'")
             if counts is not None and steps is not None:
-                break
-            await asyncio.sleep(POLL)
+                seen = max(seen, int(steps[0][0]))
+                if int(steps[0][0]) >= running:
+                    break
+            assert time.monotonic() < deadline, (
+                f"[{self.fault}] never {running} steps running at once within "
+                f"{PROGRESS_PATIENCE:.0f} s (at most {seen}); tasks: {counts}"
+                f"{self.describe_workers()}"
+            )
+            await asyncio.sleep(POLL if counts is None or steps is None else 0.05)
         assert counts is not None, "the store could not be read before the fault"
         assert steps is not None, "the store could not be read before the fault"
         snapshot = Snapshot(
@@ -410,11 +460,18 @@ class FaultRun:
             f"executions: {sum(executions.values())} for {len(executions)} steps: "
             f"{duplicates} duplicates (bound {bound}: one per task unfinished at the fault)"
         )
+        charged = await self.charged()
+        self.notes.append(f"tasks charged a failure or compensated: {len(charged)}")
         alive = [w for w in self.watched if w.alive()]
         self.notes.append(f"workers alive at the end: {len(alive)} of {len(self.watched)}")
         report = self.report_tail()
         print(report)
         assert not missing, f"acknowledged submits lost: {missing[:10]}{report}"
+        assert not charged, (
+            f"{len(charged)} tasks charged a failure or compensated (the fault is not theirs); "
+            f"states {dict(Counter(states[i] for i in self.ids))}; the first:"
+            f"{_first(charged)}{report}{self.describe_workers()}"
+        )
         not_processed = Counter(states[i] for i in self.ids if states[i] != "processed")
         assert not not_processed, (
             f"tasks not processed: {dict(not_processed)}{report}{self.describe_workers()}"
@@ -429,6 +486,37 @@ class FaultRun:
             f"worker processes exited: {', '.join(f'{w.name} ({w.process.poll()})' for w in dead)}"
             f"{report}{self.describe_workers()}"
         )
+
+    async def charged(self) -> dict[str, list[str]]:
+        """Tasks charged a failure (`failure_count` > 0) or compensated, with their history.
+
+        Each is shown with the reasons of its resets, errors and compensation,
+        from its events.
+        """
+        rows = await self.observer.rows(
+            "SELECT id, failure_count, process_state FROM tasks "
+            "WHERE failure_count > 0 OR process_state IN ('compensating', 'compensated')"
+        )
+        assert rows is not None, "the store could not be read"
+        events = await self.observer.rows(
+            "SELECT task_id, kind, detail FROM events WHERE kind IN ('compensating', 'compensated')"
+        )
+        assert events is not None, "the store could not be read"
+        found = {
+            str(task_id): [f"failure_count {count}, {state}"] for task_id, count, state in rows
+        }
+        for task_id, kind, _detail in events:
+            found.setdefault(str(task_id), []).append(f"event {kind}")
+        if found:
+            history = await self.observer.rows(
+                "SELECT task_id, kind, detail FROM events "
+                "WHERE kind IN ('reset', 'error', 'compensating') ORDER BY id"
+            )
+            for task_id, kind, detail in history or ():
+                if str(task_id) in found:
+                    reason = _reason(detail)
+                    found[str(task_id)].append(f"{kind}: {reason}")
+        return found
 
     # -- submits through the fault -------------------------------------------------------------
     @asynccontextmanager
@@ -494,3 +582,20 @@ class FaultRun:
             f"submits through the fault: {len(acknowledged)} acknowledged, "
             f"{len(self.refused)} refused and retried under the same key"
         )
+
+
+def _reason(detail: Any) -> str:
+    """The reason in an event's detail (JSON text on SQLite, decoded on PostgreSQL)."""
+    data = json.loads(detail) if isinstance(detail, str) else detail
+    if not isinstance(data, dict):
+        return str(data)
+    error = data.get("error")
+    reason = data.get("reason") or (error.get("reason") if isinstance(error, dict) else None)
+    return str(reason if reason is not None else data)
+
+
+def _first(found: dict[str, list[str]], count: int = 5) -> str:
+    """The first `count` tasks of `found` with their history, one per line."""
+    return "".join(
+        f"\n  {task_id}: " + "; ".join(lines) for task_id, lines in list(found.items())[:count]
+    )

@@ -57,9 +57,17 @@ class Host:
     #: The host's own address.
     ns_addr: str
 
-    def exec_prefix(self) -> list[str]:
-        """The argv prefix that runs a program inside the namespace."""
-        return ["ip", "netns", "exec", self.name]
+    def exec_prefix(self, *, hostname: str | None = None) -> list[str]:
+        """The argv prefix that runs a program inside the namespace.
+
+        With `hostname`, the program also gets a UTS namespace of its own with
+        that host name (`socket.gethostname()` returns it), as on another machine.
+        """
+        prefix = ["ip", "netns", "exec", self.name]
+        if hostname is not None:
+            # sh sets the name, then execs the program: its pid is the one started here.
+            prefix += ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname]
+        return prefix
 
     def cut(self) -> None:
         """Set the host's side of the link down: its packets go nowhere, silently."""

@@ -83,6 +83,28 @@ class Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def freeze(self) -> None:
+        """SIGSTOP the worker: every thread of it stops where it is."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT the worker: it goes on from where it stopped."""
+        os.kill(self.pid, signal.SIGCONT)
+
+    def stopped(self) -> bool:
+        """Whether the worker is stopped by a signal now (state `T` in /proc)."""
+        return stopped(self.pid)
+
+
+def stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped by a signal now (state `T` in /proc/<pid>/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parens).
+    return stat.rpartition(")")[2].split()[:1] == ["T"]
+
 
 def pump_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
     """Put each line of `stream` on `lines` (without its newline); None marks its end."""

@@ -3,9 +3,10 @@
 The main process submits N W2 workflows and runs only the supervisor role. A
 worker subprocess (scheduler + agent roles) does the work; once a third of the
 tasks are processed it is killed with SIGKILL and a new worker is started. The
-harness then measures how long the rest takes, counts tasks lost, and counts
+harness then measures how long the rest takes, counts tasks lost, counts
 handler executions per step (from the workers' O_APPEND logs) to find
-duplicated ones.
+duplicated ones, and counts the tasks charged a failure (`failure_count` > 0
+at the end): the crash was not theirs, so the target is none.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shepherd.bench.flow import build_app, submit_all
-from shepherd.bench.measure import Polls, spans, terminal, timeline, wait_until
+from shepherd.bench.measure import Polls, charged, spans, terminal, timeline, wait_until
 from shepherd.bench.pgstat import XactCounter, is_postgres
 from shepherd.bench.throughput import open_close_cost
 from shepherd.core.states import ProcessState
@@ -65,6 +66,9 @@ class CrashResult:
     reset_to_processed_max_s: float
     processed: int
     tasks_lost: int
+    #: Tasks whose `failure_count` is above 0 at the end: each was charged a
+    #: failure for a crash that was not its own (the target is 0).
+    tasks_charged: int
     executions: int
     distinct_steps: int
     duplicated_executions: int
@@ -306,6 +310,7 @@ async def run_crash(
         db_xacts = await counter.read() - xacts_before - polls.n - 3 * open_close
     async with build_app(store, sleep=sleep, **settings) as reader:
         line = await timeline(reader.store, ids)
+        tasks_charged = await charged(reader.store, ids)
 
     runs = executions(logs)
     window = within + STEP_GRACE  # > complete_within (== within here)
@@ -327,6 +332,7 @@ async def run_crash(
         reset_to_processed_max_s=max(spans(line.reset, line.processed), default=0.0),
         processed=len(line.processed),
         tasks_lost=n - len(line.processed),
+        tasks_charged=tasks_charged,
         executions=sum(runs.values()),
         distinct_steps=len(runs),
         duplicated_executions=sum(runs.values()) - len(runs),

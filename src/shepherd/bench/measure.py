@@ -77,6 +77,20 @@ async def unprocessed(store: Store, task_ids: Iterable[str]) -> int:
     return missing
 
 
+async def charged(store: Store, task_ids: Iterable[str]) -> int:
+    """How many of `task_ids` were charged a failure (`failure_count` > 0), one read each.
+
+    A crash of a worker is not the failure of the tasks it held: a task is
+    charged only when its own claim expired for want of progress.
+    """
+    count = 0
+    for task_id in task_ids:
+        task = await store.get_task(task_id)
+        if task is not None and task.failure_count > 0:
+            count += 1
+    return count
+
+
 @dataclass(frozen=True, slots=True)
 class Timeline:
     """Per-task instants read from the event log, for the tasks asked about."""
