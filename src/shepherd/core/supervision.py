@@ -188,6 +188,7 @@ def on_expired(
 #: Why an expired claim is forgiven: the expiry is not the task's failure.
 STORE_OUTAGE = "complete_by passed while the store was unreachable"
 PROBATION = "complete_by passed while its step waited in line to run apart from other suspects"
+RECOVERY = "complete_by passed while its step waited for an agent as crashed or frozen workers were recovered"
 
 
 def on_store_outage(task: Task, *, now: datetime, why: str = STORE_OUTAGE) -> Reset:
@@ -239,16 +240,22 @@ class Expiry:
 
     Attributes:
         silent: A process holding the claim (its owner, or the agent running its
-            step) has missed its beats: the worker registry has yet to say
-            whether it froze or died, and its crash attribution resets the task
-            without a failure.
+            step) has not been seen alive since the claim expired: it has not
+            beaten since, or has missed its beats. The worker registry has yet
+            to say whether it froze or died (its crash attribution then resets
+            the task without a failure), or whether it lives and the expiry is
+            the task's own.
         probation: Its step is a suspect's that has waited in line, untaken, to
             run apart from other suspects.
+        recovery: Its step has waited in the queue, untaken, since before a
+            crash or freeze was attributed: the agents it waited for were dead,
+            frozen, or busy recovering their tasks.
         outage: Its complete_by passed while the store could not be reached.
     """
 
     silent: bool = False
     probation: bool = False
+    recovery: bool = False
     outage: bool = False
 
 
@@ -259,13 +266,15 @@ def on_claim_expired(
 
     A fault is never the task's failure: a claim held by a silent process is
     left for a later scan (None) until the registry decides; one that expired in
-    probation or in a store outage is reset at once without a failure counted.
-    Otherwise `on_expired` counts the failure.
+    probation, while workers were recovered, or in a store outage is reset at
+    once without a failure counted. Otherwise `on_expired` counts the failure.
     """
     if expiry.silent:
         return None
     if expiry.probation:
         return on_store_outage(task, now=now, why=PROBATION)
+    if expiry.recovery:
+        return on_store_outage(task, now=now, why=RECOVERY)
     if expiry.outage:
         return on_store_outage(task, now=now)
     return on_expired(task, policy, now=now, rng=rng)

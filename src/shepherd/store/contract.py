@@ -78,6 +78,8 @@ from shepherd.store.roles import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.resources import Resolution
 
 #: Seconds past a step's complete_by that its task's claim still holds: time for a
@@ -98,6 +100,7 @@ class HeldRequest:
         lock_epoch: The claim that sent it.
         taken_by: The agent worker leasing it (`<instance>/a`), or None while queued.
         suspect: Its step runs apart from other suspects (`StepStart.suspect`).
+        created_at: When it was queued (the store's clock).
     """
 
     task_id: str
@@ -105,6 +108,7 @@ class HeldRequest:
     lock_epoch: int
     taken_by: str | None
     suspect: bool
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

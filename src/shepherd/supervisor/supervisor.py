@@ -118,6 +118,8 @@ class Supervisor:
         #: Processes seen frozen (silent for FROZEN_BEATS while claims they held
         #: expired) whose freeze is not attributed yet, with the beat they froze after.
         self._frozen: dict[str, datetime] = {}
+        #: When this supervisor last attributed a crash or a freeze (the store's clock).
+        self._recovered_at: datetime | None = None
         #: Ended tasks deleted by retention, and when the last pass ran (monotonic).
         self.purged = 0
         self._purged_at: float | None = None
@@ -400,6 +402,7 @@ class Supervisor:
                     ran += 1
                     suspects += suspected(verdict.crashes or (), running)
         await self.store.reap_worker(worker.instance)
+        self._recovered_at = now
         self.crashes += 1
         log.warning(
             "worker %s (pid %d on %s) %s: %d tasks recovered without a failure counted "
@@ -437,16 +440,13 @@ class Supervisor:
         if not expired:
             return 0
         now = self.store.now()
-        silent = {
-            w.instance
+        # The last beat of each live process: a claim is charged only once every
+        # process holding it has been seen alive after it expired.
+        beats = {
+            w.instance: w.beat_at
             for w in workers
-            if w.instance != self.instance
-            and w.state(now=now, ttl=self.settings.worker_ttl) is WorkerState.ALIVE
-            and is_silent(w.beat_at, now=now, beat=self.settings.worker_beat)
+            if w.state(now=now, ttl=self.settings.worker_ttl) is WorkerState.ALIVE
         }
-        # A freeze seen but not attributed yet (the store was out meanwhile) waits
-        # for its verdict, even once the process beats again.
-        silent.update(self._frozen)
         pending = [
             (
                 t,
@@ -454,8 +454,9 @@ class Supervisor:
                     t,
                     self.policy_for(t.workflow),
                     Expiry(
-                        silent=not silent.isdisjoint(_holders(t, held)),
+                        silent=self._unseen(t, _holders(t, held), beats, now),
                         probation=_in_probation(t, held),
+                        recovery=self._recovering(t, held),
                         outage=self.forgives(t),
                     ),
                     now=now,
@@ -499,6 +500,34 @@ class Supervisor:
                 self.compensations += 1
                 self.metrics.supervisor_compensations.labels(task.workflow).inc()
         return sum(applied)
+
+    def _unseen(
+        self, task: Task, holders: set[str], beats: dict[str, datetime], now: datetime
+    ) -> bool:
+        """Whether a process holding `task`'s expired claim has not been seen alive since.
+
+        It has not beaten since the claim expired, or has missed its beats, or a
+        freeze of it was seen and is not attributed yet (the store was out
+        meanwhile): the registry's verdict comes first.
+        """
+        for holder in holders:
+            if holder in self._frozen:
+                return True
+            beat_at = beats.get(holder)
+            if beat_at is not None and (
+                task.complete_by is None
+                or beat_at <= task.complete_by
+                or is_silent(beat_at, now=now, beat=self.settings.worker_beat)
+            ):
+                return True
+        return False
+
+    def _recovering(self, task: Task, held: Held) -> bool:
+        """Whether a step of `task`'s claim has waited, untaken, since before a recovery."""
+        last = self._recovered_at
+        return last is not None and any(
+            not r.taken_by and r.created_at <= last for r in held.get(task.id, ())
+        )
 
     async def _expired(self) -> tuple[list[Task], Held]:
         """The expired claims, and the requests of their claims, queued or taken, by task."""

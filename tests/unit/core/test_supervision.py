@@ -253,6 +253,7 @@ def test_a_claim_held_by_a_silent_process_waits_for_the_registry(
     ("expiry", "why"),
     [
         (Expiry(probation=True), "waited in line to run apart"),
+        (Expiry(recovery=True), "waited for an agent as crashed or frozen workers were recovered"),
         (Expiry(outage=True), "while the store was unreachable"),
     ],
 )

@@ -42,7 +42,7 @@ UNREAPED = (
 )
 #: (task ids): their requests, queued or taken.
 HELD = (
-    "SELECT task_id, seq, lock_epoch, taken_by, suspect FROM requests "
+    "SELECT task_id, seq, lock_epoch, taken_by, suspect, created_at FROM requests "
     "WHERE task_id = ANY(%s::text[]) ORDER BY task_id, seq"
 )
 #: (agent owner, beat_at): the tasks whose request the dead agent held.
@@ -118,6 +118,13 @@ async def held_requests(reader: Reader, op: HeldRequests) -> list[HeldRequest]:
     """The requests of `op.task_ids`, queued or taken: who holds their steps."""
     rows = await reader.fetch(HELD, (list(dict.fromkeys(op.task_ids)),))
     return [
-        HeldRequest(task_id=t, seq=int(seq), lock_epoch=int(epoch), taken_by=by, suspect=bool(s))
-        for t, seq, epoch, by, s in rows
+        HeldRequest(
+            task_id=t,
+            seq=int(seq),
+            lock_epoch=int(epoch),
+            taken_by=by,
+            suspect=bool(s),
+            created_at=utc(at),
+        )
+        for t, seq, epoch, by, s, at in rows
     ]
