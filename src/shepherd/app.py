@@ -361,6 +361,7 @@ class App:
                 max_payload_bytes=self.settings.max_payload_bytes,
                 read_pool_min=self.settings.read_pool_min,
                 read_pool_max=self.settings.read_pool_max,
+                store_timeout=self.settings.store_timeout,
             )
         return self._store
 
