@@ -888,7 +888,13 @@ class App:
         """
         served = self._check_roles(roles, agents)
         await self.open()
-        loops = [*self.build_roles(roles, agents=served), self.build_registry(roles, served)]
+        registry = self.build_registry(roles, served)
+        built = self.build_roles(roles, agents=served)
+        for role in built:
+            # Claims, requests, calls and keys stop while this process's beats fail.
+            if not isinstance(role, Supervisor):
+                role.standing = registry.standing
+        loops = [*built, registry]
         self.watchdog.start()
         try:
             with raised_threshold(self.settings.gc_threshold):
