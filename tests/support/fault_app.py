@@ -8,7 +8,8 @@ agent takes about 0.2 s (the remote service) and first appends one JSON line
 (task id, seq, attempt, pid) to the file named by `FAULT_APP_LOG`, if set, so a
 test can count executions, duplicates included. A process runs at most
 `MAX_IN_FLIGHT` workflows at once, so that a few hundred tasks take a few
-seconds and a fault lands mid-run.
+seconds and a fault lands mid-run. `FAULT_APP_MAX_FAILURES`, if set, is the
+workflow's `max_failures` (the expirations it tolerates before `error`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from shepherd import AgentRequest, App, WorkflowContext
 __all__ = [
     "COMPLETE_WITHIN",
     "LOG_ENV",
+    "MAX_FAILURES_ENV",
     "MAX_IN_FLIGHT",
     "PACE",
     "STEPS",
@@ -40,9 +42,13 @@ STEP_WITHIN = 3.0
 MAX_IN_FLIGHT = 20
 #: The environment variable naming the execution log.
 LOG_ENV = "FAULT_APP_LOG"
+#: The environment variable setting the workflow's `max_failures` (3 by default).
+MAX_FAILURES_ENV = "FAULT_APP_MAX_FAILURES"
 
 
-def build_app(store: str | None = None, *, log_path: str | None = None) -> App:
+def build_app(
+    store: str | None = None, *, log_path: str | None = None, max_failures: int = 3
+) -> App:
     """The app; the test process builds the same one (without a log) to submit tasks."""
     app = App(store, max_in_flight=MAX_IN_FLIGHT)
     log_fd = (
@@ -62,7 +68,7 @@ def build_app(store: str | None = None, *, log_path: str | None = None) -> App:
         await asyncio.sleep(PACE)
         return {"seq": request.seq}
 
-    @app.workflow(WORKFLOW, complete_within=COMPLETE_WITHIN)
+    @app.workflow(WORKFLOW, complete_within=COMPLETE_WITHIN, max_failures=max_failures)
     async def chain3(ctx: WorkflowContext, data: Any) -> Any:
         for n in range(1, STEPS + 1):
             await ctx.call("work", {"n": n}, within=STEP_WITHIN)
@@ -71,4 +77,6 @@ def build_app(store: str | None = None, *, log_path: str | None = None) -> App:
     return app
 
 
-app = build_app(log_path=os.environ.get(LOG_ENV))
+app = build_app(
+    log_path=os.environ.get(LOG_ENV), max_failures=int(os.environ.get(MAX_FAILURES_ENV, "3"))
+)

@@ -27,7 +27,7 @@ import sqlite3
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +86,7 @@ def spawn_shepherd(
     log_path: Path,
     prefix: Sequence[str] = (),
     ready_timeout: float = READY_PATIENCE,
+    env: Mapping[str, str] | None = None,
 ) -> Worker:
     """Start `python -m shepherd run --app support.fault_app:app` and wait for its readiness line.
 
@@ -96,6 +97,8 @@ def spawn_shepherd(
         log_path: The agents' execution log (shared by every worker of a test).
         prefix: An argv prefix, e.g. `ip netns exec NS` to run it on another "host".
         ready_timeout: Seconds to wait for `shepherd ready:`.
+        env: Variables for the worker (`SHEPHERD_*` settings, the app's options),
+            over this process's environment, whose `SHEPHERD_*` variables are dropped.
     """
     argv = [
         *prefix,
@@ -110,9 +113,11 @@ def spawn_shepherd(
         "--log-level",
         "info",
     ]
+    given = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
     env[LOG_ENV] = str(log_path)
+    env.update(given)
     return start_process(argv, workdir, name=name, env=env, ready_timeout=ready_timeout)
 
 
@@ -221,8 +226,9 @@ class FaultRun:
         *,
         prefixes: Sequence[Sequence[str]] = (),
         urls: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> list[Worker]:
-        """Start one worker per name, at once; they are watched (must stay alive)."""
+        """Start one worker per name, at once (each with `env`); they are watched (must stay alive)."""
         outcomes = await asyncio.gather(
             *(
                 asyncio.to_thread(
@@ -232,6 +238,7 @@ class FaultRun:
                     name=name,
                     log_path=self.log,
                     prefix=prefixes[i] if prefixes else (),
+                    env=env,
                 )
                 for i, name in enumerate(names)
             ),
