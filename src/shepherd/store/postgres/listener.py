@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, final
 import psycopg
 
 from shepherd.errors import StoreUnavailableError
-from shepherd.store.postgres.connection import connect
-from shepherd.store.postgres.deadline import Deadline
+from shepherd.store.postgres.connection import connect, describe
+from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.wakeups import CHANNELS, TASK_CHANNEL, local_channels, notifications
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class Listener:
         retry_max: float = 2.0,
         store_timeout: float = 5.0,
     ) -> None:
+        self._where = describe(url)
         self._new_connection = functools.partial(
             connect, conninfo, url, timeout_note=f"store_timeout ({store_timeout:g} s)"
         )
@@ -119,11 +120,18 @@ class Listener:
 
     async def _connect(self) -> Connection:
         conn = await self._new_connection()
+        deadline = Deadline(conn, self.store_timeout)
         try:
-            with Deadline(conn, self.store_timeout):
+            with deadline:
                 await conn.execute(_LISTEN)
-        except BaseException:
+        except BaseException as exc:
             await _close(conn)
+            if isinstance(exc, psycopg.Error):
+                raise StoreUnavailableError(
+                    timed_out(f"PostgreSQL store {self._where}", self.store_timeout)
+                    if deadline.expired
+                    else f"cannot listen on PostgreSQL store {self._where}: {_first_line(exc)}"
+                ) from None
             raise
         self.backend_pid = conn.info.backend_pid
         return conn

@@ -177,8 +177,18 @@ class Writer:
         self._open = True
         if self._database_clock:
             before = self._clock.now()
-            cursor = await conn.execute("SELECT clock_timestamp()")
-            row = await cursor.fetchone()
+            deadline = Deadline(conn, self.store_timeout)
+            try:
+                with deadline:
+                    cursor = await conn.execute("SELECT clock_timestamp()")
+                    row = await cursor.fetchone()
+            except psycopg.Error as exc:
+                where = f"PostgreSQL store {self._where}"
+                raise StoreUnavailableError(
+                    timed_out(where, self.store_timeout)
+                    if deadline.expired
+                    else f"cannot reach {where}: {reason(exc, self._url)}"
+                ) from None
             after = self._clock.now()
             if row is not None:
                 (database_now,) = row
