@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 TTL = 10.0
+#: Real seconds each move of the clock may take in all (a backstop: every role's
+#: wake-ups are moved through one at a time, with store I/O between them).
+PATIENCE = 60.0
 PAUSED = "no heartbeat has reached the store"
 RESUMED = "takes work again"
 
@@ -78,15 +81,23 @@ async def test_beats_failing_for_the_ttl_stop_claims_until_a_beat_reaches_the_st
     store.beat_worker = beat_worker  # type: ignore[method-assign]
     store.register_worker = register_worker  # type: ignore[method-assign]
     async with app.running():
-        await advance_until(fake_clock, lambda: beats >= 1, step=1.0, message="no beat")
+        await advance_until(
+            fake_clock, lambda: beats >= 1, step=1.0, timeout=PATIENCE, message="no beat"
+        )
         down = True
         await advance_until(
-            fake_clock, lambda: PAUSED in caplog.text, step=1.0, message="never paused"
+            fake_clock,
+            lambda: PAUSED in caplog.text,
+            step=1.0,
+            timeout=PATIENCE,
+            message="never paused",
         )
         task_id = await app.submit("once", {"n": 1})
         # Several polls of the claim loop go by: the task stays pending.
         until = fake_clock.monotonic() + 5.0
-        await advance_until(fake_clock, lambda: fake_clock.monotonic() >= until, step=1.0)
+        await advance_until(
+            fake_clock, lambda: fake_clock.monotonic() >= until, step=1.0, timeout=PATIENCE
+        )
         task = await app.get_task(task_id)
         assert task is not None
         assert task.process_state is ProcessState.PENDING
@@ -97,7 +108,9 @@ async def test_beats_failing_for_the_ttl_stop_claims_until_a_beat_reaches_the_st
             got = await app.get_task(task_id)
             return got is not None and got.process_state is ProcessState.PROCESSED
 
-        await advance_until(fake_clock, processed, step=1.0, message="never claimed again")
+        await advance_until(
+            fake_clock, processed, step=1.0, timeout=PATIENCE, message="never claimed again"
+        )
 
     assert caplog.text.count(PAUSED) == 1
     assert caplog.text.count(RESUMED) == 1

@@ -104,14 +104,14 @@ async def test_the_registry_reports_its_beats_to_the_standing(
     )
     loop = asyncio.create_task(registry.run())
     try:
-        await advance_until(fake_clock, lambda: store.beats >= 2, step=1.0)
+        await advance_until(fake_clock, lambda: store.beats >= 2, step=1.0, timeout=30)
         store.down = True
         await advance_until(
-            fake_clock, lambda: not registry.standing.takes_work(), step=1.0, timeout=10
+            fake_clock, lambda: not registry.standing.takes_work(), step=1.0, timeout=30
         )
         assert lines(caplog, PAUSED) == 1
         store.down = False
-        await advance_until(fake_clock, registry.standing.takes_work, step=1.0, timeout=10)
+        await advance_until(fake_clock, registry.standing.takes_work, step=1.0, timeout=30)
         assert lines(caplog, RESUMED) == 1
         assert registry.statistics()["pauses"] == 1
     finally:
