@@ -361,6 +361,7 @@ class App:
                 max_payload_bytes=self.settings.max_payload_bytes,
                 read_pool_min=self.settings.read_pool_min,
                 read_pool_max=self.settings.read_pool_max,
+                store_timeout=self.settings.store_timeout,
             )
         return self._store
 
@@ -887,7 +888,13 @@ class App:
         """
         served = self._check_roles(roles, agents)
         await self.open()
-        loops = [*self.build_roles(roles, agents=served), self.build_registry(roles, served)]
+        registry = self.build_registry(roles, served)
+        built = self.build_roles(roles, agents=served)
+        for role in built:
+            # Claims, requests, calls and keys stop while this process's beats fail.
+            if not isinstance(role, Supervisor):
+                role.standing = registry.standing
+        loops = [*built, registry]
         self.watchdog.start()
         try:
             with raised_threshold(self.settings.gc_threshold):

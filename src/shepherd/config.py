@@ -56,6 +56,12 @@ class Settings:
             by SQLite, which reads on its one connection.
         read_pool_max: PostgreSQL: most read connections a process opens at once;
             at least `read_pool_min`. Ignored by SQLite.
+        store_timeout: Seconds one round trip to the store may take before this
+            process gives up on it: a transaction, a read, a connect (PostgreSQL);
+            the wait for the writers' turn and for SQLite's lock (SQLite). Past
+            it the connection is closed and the caller gets
+            `StoreUnavailableError` naming `store_timeout` (`CommitUnknownError`
+            if the commit had been sent). Longer than any healthy round trip.
         breaker_refresh: Seconds an agent process trusts its copy of a circuit
             breaker before reading the shared one again.
         worker_beat: Seconds between a process's heartbeats in the worker registry.
@@ -109,6 +115,7 @@ class Settings:
     sqlite_synchronous: str = "FULL"
     read_pool_min: int = 2
     read_pool_max: int = 8
+    store_timeout: float = 5.0
     breaker_refresh: float = 1.0
     worker_beat: float = 1.0
     worker_ttl: float = 10.0

@@ -6,6 +6,13 @@ seconds (on the app's clock), and marks it stopped when cancelled. Store
 outages are waited out (`shepherd.outage.Outage`); a row found gone is
 registered again. Anything else ends the loop, and so the process, with the
 reason.
+
+Its `Standing` tells the roles whether this process may start work: once its
+beats have failed for `worker_ttl` (the others then deem it dead and take its
+work over), the schedulers, agent workers, call and owner servers of the
+process start no claim, request, call or key until a beat reaches the store
+again (`shepherd.core.workers.takes_work`). The pause and its end are logged
+once each.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import socket
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, final
 
+from shepherd.core.workers import takes_work
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
 
@@ -26,12 +34,86 @@ if TYPE_CHECKING:
     from shepherd.core.workers import Worker
     from shepherd.store.roles import RegistryStore
 
-__all__ = ["STOP_TIMEOUT", "WorkerRegistry", "pid_alive"]
+__all__ = ["STOP_TIMEOUT", "Standing", "WorkerRegistry", "pid_alive"]
 
 log = logging.getLogger("shepherd.registry")
 
 #: Seconds a stopping process waits for its row to be marked stopped.
 STOP_TIMEOUT = 2.0
+
+
+@final
+class Standing:
+    """Whether this process may start work: its heartbeats reach the store.
+
+    The registry loop reports each beat (`beat_reached`, `beat_failed`); the
+    roles ask `takes_work()` before each claim, take of requests or calls, or
+    share-out of keys, and while it says no they `wait_takes_work()`. The
+    decision is the core's (`takes_work`), on the clock's monotonic time.
+
+    Args:
+        ttl: `worker_ttl`.
+        clock: Where `monotonic` comes from.
+    """
+
+    def __init__(self, *, ttl: float, clock: Clock) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._beat_at = clock.monotonic()
+        self._failing = False
+        self._paused = False
+        self._resumed = asyncio.Event()
+        #: Times this process stopped taking work.
+        self.pauses = 0
+
+    def statistics(self) -> dict[str, int]:
+        """Whether the process is paused now, and how many times it was."""
+        return {"paused": int(self._paused), "pauses": self.pauses}
+
+    def beat_started(self) -> float:
+        """The instant a beat begins (what `beat_reached` is given if it succeeds)."""
+        return self.clock.monotonic()
+
+    def beat_reached(self, began: float) -> None:
+        """A beat that began at `began` reached the store: take work (again)."""
+        self._beat_at = max(self._beat_at, began)
+        self._failing = False
+        if self._paused:
+            self._paused = False
+            log.info(
+                "worker registry: a heartbeat reached the store again; "
+                "this process takes work again"
+            )
+            self._resumed.set()
+            self._resumed = asyncio.Event()
+
+    def beat_failed(self) -> None:
+        """A beat failed: if the beats have failed for `worker_ttl`, stop taking work."""
+        self._failing = True
+        self.takes_work()
+
+    def takes_work(self) -> bool:
+        """Whether the process may start work now (logs once when it stops)."""
+        now = self.clock.monotonic()
+        if takes_work(beat_at=self._beat_at, failing=self._failing, now=now, ttl=self.ttl):
+            return True
+        if not self._paused:
+            self._paused = True
+            self.pauses += 1
+            log.warning(
+                "worker registry: no heartbeat has reached the store for %.0f s "
+                "(worker_ttl %g s): the other processes deem this one dead and take its "
+                "work over; it starts no claims, requests, calls or keys until a "
+                "heartbeat reaches the store again",
+                now - self._beat_at,
+                self.ttl,
+            )
+        return False
+
+    async def wait_takes_work(self) -> None:
+        """Wait until the process may take work again (at once if it may now)."""
+        if not self.takes_work():
+            await self._resumed.wait()
 
 
 @final
@@ -67,6 +149,8 @@ class WorkerRegistry:
         self.clock = clock
         self.interval = settings.worker_beat
         self.outage = Outage("worker registry", log=log, clock=clock, watch=store.watch)
+        #: Whether this process may start work, as its beats tell.
+        self.standing = Standing(ttl=settings.worker_ttl, clock=clock)
         #: The row as last registered, or None until then (and after it was lost).
         self.worker: Worker | None = None
         self.beats = 0
@@ -74,23 +158,30 @@ class WorkerRegistry:
         self._touched = False
 
     def statistics(self) -> dict[str, int]:
-        """Registrations and beats so far, and whether the row is registered."""
+        """Registrations and beats so far, whether the row is registered, and the standing."""
         return {
             "registered": int(self.worker is not None),
             "registrations": self.registrations,
             "beats": self.beats,
+            **self.standing.statistics(),
         }
 
     async def run(self) -> None:
         """Register, then beat every `worker_beat` seconds until cancelled; then stop the row."""
         try:
             while True:
+                began = self.standing.beat_started()
                 try:
                     await self.beat_once()
                 except StoreUnavailableError as exc:
+                    self.standing.beat_failed()
                     await self.outage.pause(exc)
                     continue
+                self.standing.beat_reached(began)
                 self.outage.over()
+                lasted = self.clock.monotonic() - began
+                if lasted > self.interval:  # the store held this process's writes back
+                    self.store.watch.slow(lasted)
                 await self.clock.sleep(self.interval)
         finally:
             if self._touched:

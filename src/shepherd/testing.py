@@ -204,6 +204,10 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
+#: The least fake time one move of `advance_until` goes on, in seconds.
+MIN_MOVE = 1e-6
+
+
 async def advance_until(
     clock: FakeClock,
     predicate: Callable[[], Awaitable[bool] | bool],
@@ -219,7 +223,9 @@ async def advance_until(
     moves the event loop runs for `interval` real seconds, so that what the
     last move woke can do its I/O and wait again. Each move goes to the
     clock's next pending wake-up, or `step` seconds on if that is sooner (or
-    nothing waits): no sleep or deadline is ever jumped over.
+    nothing waits), and at least `MIN_MOVE` (a microsecond): no sleep or
+    deadline is ever jumped over by more than that, and a wake-up whose time
+    rounds to the clock's own cannot hold it still.
 
     Args:
         clock: The clock to move.
@@ -248,5 +254,8 @@ async def advance_until(
                 message or f"condition not met within {timeout} s (fake clock at {clock.now()})"
             )
         pending = clock.wakeups()
-        clock.advance(min(step, pending[0]) if pending else step)
+        # At least MIN_MOVE: a wake-up due "now" again at every look would hold
+        # the clock still (a sleep of `period - (now - at)` whose remainder is
+        # too small for `now + remainder` to differ from `now` in floating point).
+        clock.advance(max(min(step, pending[0]) if pending else step, MIN_MOVE))
         await asyncio.sleep(interval)

@@ -27,7 +27,7 @@ BUSY_TIMEOUT = 3600.0
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     opened = SQLiteStore(
-        f"sqlite:///{tmp_path}/r.db", synchronous="NORMAL", busy_timeout=BUSY_TIMEOUT
+        f"sqlite:///{tmp_path}/r.db", synchronous="NORMAL", store_timeout=BUSY_TIMEOUT
     )
     await opened.open()
     try:

@@ -8,21 +8,20 @@ connection holding the database's write lock.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
 
+from shepherd.errors import StoreUnavailableError
 from shepherd.store.sqlite import SQLiteStore
 from shepherd.store.sqlite.write_lock import WriteLock, lock_path
-from shepherd.testing import wait_until
 from support.factories import new_task
 
 #: Seconds to wait for what must happen (a backstop, not a timing claim).
@@ -111,7 +110,7 @@ async def test_a_foreign_writer_holding_the_lock_never_blocks_the_loop(
     # The busy timeout is the store's again for what the thread runs.
     conn = store._conn
     assert conn is not None
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(store.busy_timeout * 1000)
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == int(store.store_timeout * 1000)
 
 
 async def test_writes_made_while_another_process_has_the_turn_commit_together(
@@ -144,22 +143,52 @@ def test_without_a_lock_file_the_turn_is_always_free(
     assert "no write lock file" in caplog.text
 
 
-async def test_a_long_wait_for_the_turn_is_told_with_the_holders_pid_and_its_end(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_a_wait_for_the_turn_past_store_timeout_fails_naming_it_and_the_holder(
+    tmp_path: Path,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="shepherd.store.sqlite")
-    store = SQLiteStore(f"sqlite:///{tmp_path}/stuck.db", synchronous="NORMAL", busy_timeout=0.2)
+    store = SQLiteStore(f"sqlite:///{tmp_path}/stuck.db", synchronous="NORMAL", store_timeout=0.2)
     await store.open()
     try:
         with turn_held(store.path) as holder:
-            submitted = asyncio.ensure_future(store.submit_task(new_task()))
-            await wait_until(
-                lambda: f"held by process {holder.pid}" in caplog.text, timeout=PATIENCE
-            )
-            assert not submitted.done()
+            with pytest.raises(StoreUnavailableError) as caught:
+                await asyncio.wait_for(store.submit_task(new_task()), PATIENCE)
+            assert "store_timeout (0.2 s)" in caught.value.message
+            assert f"held by process {holder.pid}" in caught.value.message
+            # The thread is free again: it answers a read while the turn is still held.
+            assert await asyncio.wait_for(store.get_task("nothing"), PATIENCE) is None
             os.kill(holder.pid, signal.SIGKILL)
-            await asyncio.wait_for(submitted, PATIENCE)
+            holder.wait(timeout=PATIENCE)
+            created = await asyncio.wait_for(store.submit_task(new_task()), PATIENCE)
     finally:
         await store.close()
 
-    assert "the writers' turn came after" in caplog.text
+    assert created.created
+    assert await store_count(tmp_path / "stuck.db") == 1  # the refused write wrote nothing
+
+
+async def test_a_foreign_writer_holding_the_lock_past_store_timeout_fails_the_write(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(f"sqlite:///{tmp_path}/held.db", synchronous="NORMAL", store_timeout=0.2)
+    await store.open()
+    foreign = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        foreign.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailableError) as caught:
+            await asyncio.wait_for(store.submit_task(new_task()), PATIENCE)
+        assert "past store_timeout" in caught.value.message
+        foreign.execute("COMMIT")
+        created = await asyncio.wait_for(store.submit_task(new_task()), PATIENCE)
+    finally:
+        foreign.close()
+        await store.close()
+
+    assert created.created
+    assert await store_count(tmp_path / "held.db") == 1
+
+
+async def store_count(db: Path) -> int:
+    """Tasks in the database file, read by a connection of the test's own."""
+    with closing(sqlite3.connect(db)) as conn:
+        count: int = conn.execute("SELECT count(*) FROM tasks").fetchone()[0]
+    return count

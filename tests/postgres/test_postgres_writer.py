@@ -287,3 +287,52 @@ async def test_a_lone_submit_cut_off_while_it_runs_is_reported_as_unknown(
     third = await store.submit_task(NewTask(workflow="wf", input=3))
     assert third.created
     assert store._writer.pid != pid
+
+
+#: The deadline of the writers below, far shorter than the server's answer.
+SHORT_TIMEOUT = 0.5
+SLOW = "SELECT pg_sleep(30)"
+
+
+@pytest.mark.parametrize("read_before_commit", [True, False])
+async def test_a_batch_past_store_timeout_fails_once_and_its_session_is_replaced(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, read_before_commit: bool
+) -> None:
+    # The server answers too late: with the slow statement read before the commit
+    # is asked for, the batch certainly did not commit; sent and left for the
+    # commit to bring back, its deadline passes while the batch is committing.
+    store = PostgresStore(postgres_url, store_timeout=SHORT_TIMEOUT)
+    await store.open()
+    try:
+        insert = pg_tasks._insert
+
+        async def insert_then_wait(batch: Any, *args: Any) -> list[object]:
+            outcomes = await insert(batch, *args)
+            slow = await batch.send(SLOW)
+            if read_before_commit:
+                await slow.fetchone()
+            return outcomes
+
+        pid = store._writer.pid
+        monkeypatch.setattr(pg_tasks, "_insert", insert_then_wait)
+        expected = StoreUnavailableError if read_before_commit else CommitUnknownError
+        with pytest.raises(expected) as caught:
+            # With a key: a batch (a lone submit without one is a single statement).
+            await asyncio.wait_for(
+                store.submit_task(NewTask(workflow="wf", input=1, key="k")), timeout=60
+            )
+        monkeypatch.undo()
+        assert type(caught.value) is expected
+        assert f"within store_timeout ({SHORT_TIMEOUT:g} s)" in caught.value.message
+        if read_before_commit:
+            assert "nothing was written" in caught.value.message
+        else:
+            assert "the outcome is unknown" in caught.value.message
+        stats = store.statistics()
+        assert (stats["writer_timeouts"], stats["batch_retries"]) == (1, 0)  # not run again
+        assert (await store.submit_task(NewTask(workflow="wf", input=2))).created
+        assert store._writer.pid != pid
+    finally:
+        await store.close()
+    # The server ended the cut-off transaction without committing it.
+    assert await _rows(postgres_url, "SELECT input FROM tasks ORDER BY input") == [("2",)]

@@ -372,3 +372,32 @@ async def test_advance_until_fails_with_its_message(fake_clock: FakeClock) -> No
     assert fake_clock.monotonic() > 0
     with pytest.raises(ValueError, match="step"):
         await advance_until(fake_clock, lambda: True, step=0)
+
+
+async def test_advance_until_moves_past_a_remainder_too_small_to_move_the_clock() -> None:
+    # A loop that sleeps what is left of a period, computed as `period - (now - at)`,
+    # can find a remainder so small that `now + remainder == now` in floating point:
+    # its wake-up is then due "now" at every look, and moves of 0 s never end it.
+    at = 15.639858528749018  # found by search: here the remainder rounds away
+    clock = FakeClock(monotonic_start=at)
+    period = 0.5
+    rounds = 0
+
+    async def renewer() -> None:
+        nonlocal at, rounds
+        while True:
+            left = period - (clock.monotonic() - at)
+            if left <= 0:
+                at = clock.monotonic()
+                rounds += 1
+                continue
+            await clock.sleep(left)
+
+    task = asyncio.create_task(renewer())
+    await turns()
+    clock.advance(15.858249305784293 - at)
+    try:
+        await advance_until(clock, lambda: rounds >= 2, step=1.0, timeout=5, interval=0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -113,3 +113,20 @@ def test_the_watch_covers_instants_in_an_outage_and_its_margin(fake_clock: FakeC
     assert not watch.covers(end + timedelta(seconds=3.1), margin=3)
     assert watch.recently(end + timedelta(seconds=2), margin=3)
     assert not watch.recently(end + timedelta(seconds=4), margin=3)
+
+
+def test_a_failure_dates_the_trouble_back_by_the_longest_wait(fake_clock: FakeClock) -> None:
+    watch = StoreWatch(fake_clock.now, lead=5.0)
+    fake_clock.advance(60)
+    watch.failed()  # the call that failed may have waited store_timeout first
+    assert watch.since == fake_clock.now() - timedelta(seconds=5)
+
+
+def test_a_slow_call_is_a_span_of_trouble_of_its_own(fake_clock: FakeClock) -> None:
+    watch = StoreWatch(fake_clock.now, lead=5.0)
+    start = fake_clock.now()
+    fake_clock.advance(4)
+    watch.slow(4.0)  # a beat held back 4 s by another process's lock, then written
+    assert not watch.active
+    assert watch.covers(start + timedelta(seconds=1), margin=0)
+    assert not watch.covers(start - timedelta(seconds=1), margin=0)

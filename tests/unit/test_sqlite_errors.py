@@ -97,7 +97,7 @@ def test_a_lock_held_past_the_busy_timeout_is_unavailable(tmp_path: Path) -> Non
     assert type(error) is StoreUnavailableError
     assert error.message == (
         f"the SQLite store {path} is busy: another connection held its lock "
-        "past the busy timeout (database is locked)"
+        "past store_timeout, the busy timeout (database is locked)"
     )
     assert is_store_wide(exc)
 

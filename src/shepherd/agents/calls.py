@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
+    from shepherd.registry import Standing
     from shepherd.store.roles import CallStore, Clocked
 
 __all__ = ["CallServer", "call_request", "handle_batch", "handle_call"]
@@ -79,6 +80,8 @@ class CallServer:
         self._running: set[asyncio.Task[None]] = set()
         self._freed = asyncio.Event()
         self.takes_outage = Outage("calls taken", log=log, clock=clock, watch=store.watch)
+        #: Whether this process may take calls (its heartbeats reach the store); None: always.
+        self.standing: Standing | None = None
 
     def statistics(self) -> dict[str, int]:
         return {"calls_running": len(self._running), "calls_answered": self.answered}
@@ -96,6 +99,9 @@ class CallServer:
                 if free <= 0:
                     self._freed.clear()
                     await self._freed.wait()
+                    continue
+                if self.standing is not None and not self.standing.takes_work():
+                    await self.standing.wait_takes_work()
                     continue
                 wake = self.store.signals.event(ch.CALLS)
                 try:

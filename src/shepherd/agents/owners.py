@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
     from shepherd.core.workers import Worker
+    from shepherd.registry import Standing
 
 __all__ = ["OwnerServer", "owner_of"]
 
@@ -108,6 +109,8 @@ class OwnerServer:
             str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
         ] = {}
         self.outage = Outage("exclusive owners", log=log, clock=clock, watch=store.watch)
+        #: Whether this process may take keys (its heartbeats reach the store); None: always.
+        self.standing: Standing | None = None
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -131,6 +134,9 @@ class OwnerServer:
                 if renewals.done():
                     renewals.result()  # raises why the renewals ended
                     raise RuntimeError("the key lease renewals returned")
+                if self.standing is not None and not self.standing.takes_work():
+                    await self.standing.wait_takes_work()
+                    continue
                 wake = self.store.signals.event(ch.CALLS)
                 try:
                     changed = await self._share_out()

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from shepherd.config import Settings
     from shepherd.core.resources import Slot
     from shepherd.metrics import Metrics
+    from shepherd.registry import Standing
     from shepherd.store.roles import AgentStore
 
 log = logging.getLogger("shepherd.agent")
@@ -185,6 +186,9 @@ class AgentWorker:
         self._serving = False
         self.takes_outage = Outage("agent requests", log=log, clock=clock, watch=store.watch)
         self.replies_outage = Outage("agent replies", log=log, clock=clock, watch=store.watch)
+        #: Whether this process may take requests (its heartbeats reach the store);
+        #: None: always.
+        self.standing: Standing | None = None
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -233,6 +237,9 @@ class AgentWorker:
                 if free <= 0 or (threaded.free <= 0 and not plain):
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
+                    continue
+                if self.standing is not None and not self.standing.takes_work():
+                    await self.standing.wait_takes_work()
                     continue
                 wake = signals.event(ch.REQUESTS)
                 try:
@@ -290,6 +297,7 @@ class AgentWorker:
         busy = len(self._running) + self._reserved
         if (
             not self._serving
+            or (self.standing is not None and not self.standing.takes_work())
             or spec is None
             or spec.threads
             or spec.exclusive_by is not None

@@ -3,7 +3,9 @@
 Every process that runs roles keeps a `Worker` row in the store and beats it
 periodically. A row that has not been beaten for `ttl` seconds (on the store's
 clock) belongs to a dead process; a row marked stopped, to one that shut down
-gracefully.
+gracefully. A process that cannot beat its row for `ttl` seconds is deemed
+dead by the others, so it stops taking work until a beat reaches the store
+again (`takes_work`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-__all__ = ["Worker", "WorkerState", "instance_of", "liveness"]
+__all__ = ["Worker", "WorkerState", "instance_of", "liveness", "takes_work"]
 
 
 class WorkerState(StrEnum):
@@ -92,3 +94,26 @@ def instance_of(owner: str) -> str:
     """
     instance, slash, _ = owner.rpartition("/")
     return instance if slash else owner
+
+
+def takes_work(*, beat_at: float, failing: bool, now: float, ttl: float) -> bool:
+    """Whether this process may start new work (claims, requests, calls, keys).
+
+    The other processes deem a process dead once its row has gone `ttl`
+    seconds without a heartbeat, and take its work over; a process whose
+    heartbeats cannot reach the store must not start work they will take from
+    it. So it stops once its last beat failed and the last one that reached
+    the store began `ttl` seconds ago or more, and starts again with the next
+    beat that reaches the store. A beat that has not failed (yet) never stops
+    it: a clock moved far ahead between two beats is not an outage.
+
+    Args:
+        beat_at: When the last beat that reached the store began (the local
+            monotonic clock; the row's heartbeat is no older than this), or
+            when the process began beating if none has yet.
+        failing: Whether the last beat failed (the store unavailable or slower
+            than `store_timeout`).
+        now: The local monotonic clock.
+        ttl: `worker_ttl`.
+    """
+    return not failing or now - beat_at < ttl

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.governance.resolver import Resolver
+    from shepherd.registry import Standing
     from shepherd.scheduler.workflow import Workflow
     from shepherd.store.roles import SchedulerStore
 
@@ -124,6 +125,8 @@ class Scheduler:
         self.claims_outage = Outage("scheduler claims", log=log, clock=clock, watch=store.watch)
         self.replies_outage = Outage("scheduler replies", log=log, clock=clock, watch=store.watch)
         self.tasks_outage = Outage("scheduler task writes", log=log, clock=clock, watch=store.watch)
+        #: Whether this process may claim (its heartbeats reach the store); None: always.
+        self.standing: Standing | None = None
 
     def default_step_within(self, agent: str) -> float:
         spec = self.agents.get(agent)
@@ -220,6 +223,9 @@ class Scheduler:
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
+                continue
+            if self.standing is not None and not self.standing.takes_work():
+                await self.standing.wait_takes_work()
                 continue
             wake = signals.event(ch.TASKS)
             try:

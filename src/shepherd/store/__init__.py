@@ -19,17 +19,23 @@ def open_store(
     max_payload_bytes: int = 1024 * 1024,
     read_pool_min: int = 2,
     read_pool_max: int = 8,
+    store_timeout: float = 5.0,
 ) -> Store:
     """A store for `url` (not yet opened): `sqlite:///file.db` or `postgresql://...`.
 
     `sqlite_synchronous` applies to SQLite only; `read_pool_min` and
-    `read_pool_max` (the read connections' pool) to PostgreSQL only.
+    `read_pool_max` (the read connections' pool) to PostgreSQL only;
+    `store_timeout` (how long one round trip may take) to both.
     """
     if url.startswith("sqlite://"):
         from shepherd.store.sqlite import SQLiteStore
 
         return SQLiteStore(
-            url, clock=clock, synchronous=sqlite_synchronous, max_payload_bytes=max_payload_bytes
+            url,
+            clock=clock,
+            synchronous=sqlite_synchronous,
+            max_payload_bytes=max_payload_bytes,
+            store_timeout=store_timeout,
         )
     if url.startswith(("postgresql://", "postgres://")):
         try:
@@ -44,6 +50,7 @@ def open_store(
             max_payload_bytes=max_payload_bytes,
             min_connections=read_pool_min,
             max_connections=read_pool_max,
+            store_timeout=store_timeout,
         )
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise StoreUnavailableError(

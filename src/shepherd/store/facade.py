@@ -61,10 +61,13 @@ class Facade(OperatorMethods, ABC):
 
     signals: Signals
 
+    #: Seconds one round trip may take (the backend's `store_timeout`).
+    store_timeout: float = 5.0
+
     @functools.cached_property
     def watch(self) -> StoreWatch:
         """Since when this process's role loops have been failing to reach the store."""
-        return StoreWatch(self.now)
+        return StoreWatch(self.now, lead=self.store_timeout)
 
     def write(self, op: ops.Write[R]) -> Awaitable[R]:
         """Run `op` in the next group-commit transaction; its outcome once durable.

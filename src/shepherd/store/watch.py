@@ -34,10 +34,13 @@ class StoreWatch:
     Args:
         now: The store's clock (`Store.now`): spans are compared with
             `complete_by`, which is on that clock.
+        lead: The longest a call may wait before it fails (`store_timeout`):
+            the trouble began that long before the first failure, at the latest.
     """
 
-    def __init__(self, now: Callable[[], datetime]) -> None:
+    def __init__(self, now: Callable[[], datetime], *, lead: float = 0.0) -> None:
         self._now = now
+        self._lead = timedelta(seconds=lead)
         self._outages: weakref.WeakSet[Watched] = weakref.WeakSet()
         #: When the current trouble began (the first failure of any loop), or None.
         self.since: datetime | None = None
@@ -53,9 +56,20 @@ class StoreWatch:
         self._outages.add(outage)
 
     def failed(self) -> None:
-        """A loop failed: the trouble begins now, unless it already had."""
+        """A loop failed: the trouble began when its call did, unless it already had."""
         if self.since is None:
-            self.since = self._now()
+            self.since = self._now() - self._lead
+
+    def slow(self, seconds: float) -> None:
+        """A call succeeded only after `seconds`: the store held the process back meanwhile.
+
+        A write that waits for a lock another process holds (a process frozen
+        inside a SQLite write) or for a stalled path may succeed before
+        `store_timeout`; nobody could make progress meanwhile all the same.
+        """
+        if self.since is None:
+            end = self._now()
+            self.spans.append((end - timedelta(seconds=seconds), end))
 
     def wrote(self) -> None:
         """A loop wrote: the trouble, if any, is over; loops that only read since, too."""

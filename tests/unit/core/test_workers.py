@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shepherd.core.workers import Worker, WorkerState, instance_of, liveness
+from shepherd.core.workers import Worker, WorkerState, instance_of, liveness, takes_work
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 TTL = 10.0
@@ -66,3 +66,23 @@ def test_the_record_applies_the_rule() -> None:
 )
 def test_instance_of_strips_the_role_suffix(owner: str, instance: str) -> None:
     assert instance_of(owner) == instance
+
+
+@pytest.mark.parametrize(
+    ("failing", "since_beat", "expected"),
+    [
+        (False, 0.0, True),
+        (False, 3600.0, True),  # no beat failed: a clock moved ahead is no outage
+        (True, 0.0, True),
+        (True, 9.999, True),  # the others still see it alive
+        (True, 10.0, False),  # deemed dead from beat_at + ttl on: it stops
+        (True, 3600.0, False),
+    ],
+)
+def test_a_process_stops_taking_work_once_its_beats_failed_for_ttl(
+    failing: bool, since_beat: float, expected: bool
+) -> None:
+    beat_at = 500.0
+    assert takes_work(beat_at=beat_at, failing=failing, now=beat_at + since_beat, ttl=TTL) is (
+        expected
+    )

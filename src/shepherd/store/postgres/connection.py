@@ -148,8 +148,17 @@ def _without_password(text: str, url: str) -> str:
     return text
 
 
-async def connect(conninfo: str, url: str, *, autocommit: bool = True) -> Connection:
+async def connect(
+    conninfo: str, url: str, *, autocommit: bool = True, timeout_note: str | None = None
+) -> Connection:
     """One connection to the server.
+
+    Args:
+        conninfo: The connection string (its `connect_timeout` bounds the wait).
+        url: The store URL, for messages.
+        autocommit: The connection's autocommit mode.
+        timeout_note: The setting that connect timeout comes from, as a message
+            names it (`store_timeout (5 s)`), when the server did not answer in time.
 
     Raises:
         StoreUnavailableError: The server cannot be reached or refuses us; the
@@ -158,8 +167,10 @@ async def connect(conninfo: str, url: str, *, autocommit: bool = True) -> Connec
     try:
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=autocommit)
     except psycopg.Error as exc:
+        why = reason(exc, url)
+        within = f" within {timeout_note}" if timeout_note and "timeout" in why else ""
         raise StoreUnavailableError(
-            f"cannot reach PostgreSQL store {describe(url)}: {reason(exc, url)}"
+            f"cannot reach PostgreSQL store {describe(url)}{within}: {why}"
         ) from None
     arrays.register(conn)
     return conn

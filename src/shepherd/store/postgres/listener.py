@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, final
 import psycopg
 
 from shepherd.errors import StoreUnavailableError
-from shepherd.store.postgres.connection import connect
+from shepherd.store.postgres.connection import connect, describe
+from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.wakeups import CHANNELS, TASK_CHANNEL, local_channels, notifications
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class Listener:
         own_pid: Returns the backend pid of this store's writer connection:
             its NOTIFYs are skipped, the store rang those channels itself.
         check_interval: Seconds of silence after which the connection is probed.
+        store_timeout: Seconds the probe (and the LISTEN after a connect) may
+            wait for an answer; past it the connection is dropped and replaced.
         retry_initial: First wait before reconnecting, doubled up to `retry_max`.
         retry_max: Longest wait between reconnection attempts.
     """
@@ -59,13 +62,18 @@ class Listener:
         check_interval: float = 10.0,
         retry_initial: float = 0.05,
         retry_max: float = 2.0,
+        store_timeout: float = 5.0,
     ) -> None:
-        self._new_connection = functools.partial(connect, conninfo, url)
+        self._where = describe(url)
+        self._new_connection = functools.partial(
+            connect, conninfo, url, timeout_note=f"store_timeout ({store_timeout:g} s)"
+        )
         self._signals = signals
         self._own_pid = own_pid
         self.check_interval = check_interval
         self.retry_initial = retry_initial
         self.retry_max = retry_max
+        self.store_timeout = store_timeout
         self._conn: Connection | None = None
         self._task: asyncio.Task[None] | None = None
         #: The listening connection's backend pid (None while disconnected).
@@ -112,10 +120,18 @@ class Listener:
 
     async def _connect(self) -> Connection:
         conn = await self._new_connection()
+        deadline = Deadline(conn, self.store_timeout)
         try:
-            await conn.execute(_LISTEN)
-        except BaseException:
+            with deadline:
+                await conn.execute(_LISTEN)
+        except BaseException as exc:
             await _close(conn)
+            if isinstance(exc, psycopg.Error):
+                raise StoreUnavailableError(
+                    timed_out(f"PostgreSQL store {self._where}", self.store_timeout)
+                    if deadline.expired
+                    else f"cannot listen on PostgreSQL store {self._where}: {_first_line(exc)}"
+                ) from None
             raise
         self.backend_pid = conn.info.backend_pid
         return conn
@@ -143,8 +159,9 @@ class Listener:
             try:
                 async for note in conn.notifies(timeout=self.check_interval):
                     self._deliver(note)
-                # A quiet connection may be a dead one: probe it.
-                await conn.execute("SELECT 1")
+                # A quiet connection may be a dead one (or a stalled path): probe it.
+                with Deadline(conn, self.store_timeout):
+                    await conn.execute("SELECT 1")
             except (psycopg.Error, OSError) as exc:
                 log.warning("listener connection lost: %s", _first_line(exc))
                 self._conn = None

@@ -5,7 +5,8 @@ callers' operations in ONE transaction (pipelined, so a batch costs a few
 round trips however large), NOTIFYs the channels it touched, and rings the
 local ones after commit. Reads use a small pool. Deadlines are compared with
 the database's clock, so processes on machines whose clocks disagree still
-agree on when a claim expires.
+agree on when a claim expires. No round trip waits longer than `store_timeout`
+(`deadline`): a transaction, a read, a connect, the listener's probe.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
 import psycopg
 from psycopg.rows import tuple_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from shepherd.clock import Clock, SystemClock
 from shepherd.errors import ConfigError, ShepherdError, StoreUnavailableError
@@ -38,6 +39,7 @@ from shepherd.store.postgres.connection import (
     migrate,
     reason,
 )
+from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.postgres.handlers import READS, WRITES
 from shepherd.store.postgres.listener import Listener
 from shepherd.store.postgres.rows import utc
@@ -67,12 +69,17 @@ class PostgresStore(Facade):
         min_connections: Pooled connections kept open for reads.
         max_connections: Most pooled connections (the writer and the listener
             have one each besides).
-        connect_timeout: Seconds to wait for the server before giving up.
+        connect_timeout: Seconds to wait for the server before giving up
+            (`store_timeout` by default).
         database_clock: Force (True) or forbid (False) the database's clock,
             whatever `clock` is.
         listen_check_interval: Seconds of silence after which the listening
             connection is probed.
         application_name: How the connections appear in `pg_stat_activity`.
+        store_timeout: Seconds one round trip may take (a transaction, a read, a
+            read connection from the pool); past it the connection is closed and
+            the caller gets StoreUnavailableError naming `store_timeout`
+            (CommitUnknownError if a commit had been sent).
 
     Every method of `shepherd.store.contract.Store` is implemented with the
     guarantees that module states; the SQLite store is the reference for return
@@ -89,11 +96,12 @@ class PostgresStore(Facade):
         clock: Clock | None = None,
         min_connections: int = 2,
         max_connections: int = 8,
-        connect_timeout: float = 5.0,
+        connect_timeout: float | None = None,
         database_clock: bool | None = None,
         listen_check_interval: float = 10.0,
         application_name: str = "shepherd",
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        store_timeout: float = 5.0,
     ) -> None:
         if min_connections < 1 or max_connections < min_connections:
             raise StoreUnavailableError(
@@ -107,7 +115,9 @@ class PostgresStore(Facade):
         )
         self.min_connections = min_connections
         self.max_connections = max_connections
-        self.connect_timeout = connect_timeout
+        self.store_timeout = store_timeout
+        self.connect_timeout = store_timeout if connect_timeout is None else connect_timeout
+        connect_timeout = self.connect_timeout
         self.signals = Signals()
         self._conninfo = build_conninfo(
             url, connect_timeout=connect_timeout, application_name=application_name
@@ -127,13 +137,17 @@ class PostgresStore(Facade):
             clock=self.clock,
             database_clock=self.database_clock,
             payload_limit=max_payload_bytes,
+            store_timeout=store_timeout,
         )
+        if self.connect_timeout != store_timeout:
+            self._writer.connect_note = f"the connect timeout ({self.connect_timeout:g} s)"
         self.listener = Listener(
             self._conninfo,
             url,
             self.signals,
             own_pid=lambda: self._writer.pid,
             check_interval=listen_check_interval,
+            store_timeout=store_timeout,
         )
         self._open_lock: asyncio.Lock | None = None
 
@@ -148,7 +162,12 @@ class PostgresStore(Facade):
                 await self._open()
 
     async def _open(self) -> None:
-        writer = await connect(self._writer_conninfo, self.url, autocommit=False)
+        writer = await connect(
+            self._writer_conninfo,
+            self.url,
+            autocommit=False,
+            timeout_note=self._writer.connect_note,
+        )
         pool: AsyncConnectionPool[Connection] | None = None
         try:
             try:
@@ -158,7 +177,8 @@ class PostgresStore(Facade):
                 raise StoreUnavailableError(
                     f"cannot migrate PostgreSQL store {self._where}: {reason(exc, self.url)}"
                 ) from None
-            pool = AsyncConnectionPool(
+            pool = _ReadPool(
+                self.store_timeout,
                 self._conninfo,
                 min_size=self.min_connections,
                 max_size=self.max_connections,
@@ -234,14 +254,18 @@ class PostgresStore(Facade):
         if pool is None:  # pragma: no cover - open() raises instead
             raise self.closed_error()
         try:
-            return await _fetch_on(pool, query, params)
+            return await self._fetch_on(pool, query, params)
+        except _ReadTimeoutError as exc:
+            raise StoreUnavailableError(str(exc)) from None
         except psycopg.OperationalError:
             # The server dropped our connections (a restart, a network cut): the
             # pool discards the broken ones it finds, then one retry follows.
             with contextlib.suppress(psycopg.Error):  # the retry below reports it
                 await pool.check()
         try:
-            return await _fetch_on(pool, query, params)
+            return await self._fetch_on(pool, query, params)
+        except _ReadTimeoutError as exc:
+            raise StoreUnavailableError(str(exc)) from None
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(
                 f"cannot read PostgreSQL store {self._where}: {reason(exc, self.url)}"
@@ -250,6 +274,35 @@ class PostgresStore(Facade):
             raise ShepherdError(
                 f"PostgreSQL store {self._where} refused a read ({exc.sqlstate}): "
                 f"{reason(exc, self.url)}"
+            ) from None
+
+    async def _fetch_on(
+        self, pool: AsyncConnectionPool[Connection], query: Any, params: Sequence[object]
+    ) -> list[TupleRow]:
+        """One read on a pooled connection, under a deadline of `store_timeout`.
+
+        Raises:
+            _ReadTimeoutError: No connection came free, or the server did not
+                answer, within `store_timeout` (a connection severed by its
+                deadline is discarded by the pool when it is given back).
+        """
+        where = f"PostgreSQL store {self._where}"
+        try:
+            got = pool.connection(timeout=self.store_timeout)
+            async with got as conn:
+                deadline = Deadline(conn, self.store_timeout)
+                try:
+                    with deadline:
+                        cursor = await conn.execute(query, params)
+                        return await cursor.fetchall()
+                except psycopg.Error:
+                    if deadline.expired:
+                        raise _ReadTimeoutError(timed_out(where, self.store_timeout)) from None
+                    raise
+        except PoolTimeout:
+            raise _ReadTimeoutError(
+                f"{where}: no read connection came free within store_timeout "
+                f"({self.store_timeout:g} s) (read_pool_max {self.max_connections})"
             ) from None
 
     def clock_param(self) -> datetime | None:
@@ -358,9 +411,21 @@ def _joinable(connection: object) -> Connection:
     return cast("Connection", connection)
 
 
-async def _fetch_on(
-    pool: AsyncConnectionPool[Connection], query: Any, params: Sequence[object]
-) -> list[TupleRow]:
-    async with pool.connection() as conn:
-        cursor = await conn.execute(query, params)
-        return await cursor.fetchall()
+class _ReadTimeoutError(Exception):
+    """A read met its deadline (`store_timeout`); the message says which."""
+
+
+class _ReadPool(AsyncConnectionPool[Connection]):
+    """The read pool; its check of an idle connection has a deadline too.
+
+    `check()` (after a failed read) tries every idle connection with a round
+    trip of its own: on a path that stalls, psycopg's check would wait forever.
+    """
+
+    def __init__(self, store_timeout: float, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.store_timeout = store_timeout
+
+    async def check_connection(self, conn: Connection) -> None:  # type: ignore[override]
+        with Deadline(conn, self.store_timeout):
+            await conn.execute("")

@@ -18,7 +18,11 @@ alone gets the error (the batch is committed and is not run again).
 
 What certainly rolled back is retried: a deadlock or serialization failure, or
 a connection lost before the Sync was sent. A connection lost after it leaves
-the outcome unknown: that batch's callers get CommitUnknownError saying so. A
+the outcome unknown: that batch's callers get CommitUnknownError saying so.
+Each transaction runs under a `Deadline` of `store_timeout`: past it the
+connection is severed and closed, and the batch is not retried: its callers
+get StoreUnavailableError naming `store_timeout`, or CommitUnknownError if the
+commit had been asked for. A
 row held by another session past the lock timeout fails only the operation
 that needed it (StoreUnavailableError): the batch is split and the others
 commit. No driver error reaches a caller: what is not a lost or busy store
@@ -47,6 +51,7 @@ from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
 from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Batch, Later
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
+from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
 from shepherd.store.signals import Signals
@@ -105,12 +110,16 @@ def _hung_up(conn: Connection) -> bool:
 
 
 class _ConnectionLostError(Exception):
-    """The writer connection broke; `committing` if COMMIT may have been sent."""
+    """The writer connection broke; `committing` if COMMIT may have been sent.
 
-    def __init__(self, cause: BaseException, *, committing: bool) -> None:
+    `expired` if it broke because its deadline passed (`store_timeout`).
+    """
+
+    def __init__(self, cause: BaseException, *, committing: bool, expired: bool) -> None:
         super().__init__(str(cause))
         self.cause = cause
         self.committing = committing
+        self.expired = expired
 
 
 @final
@@ -124,6 +133,7 @@ class Writer:
         clock: The local clock.
         database_clock: Whether a batch's instant is the database's `now()`
             (else `clock.now()`, for tests).
+        store_timeout: Seconds one transaction may take (see `deadline`).
     """
 
     def __init__(
@@ -135,8 +145,12 @@ class Writer:
         clock: Clock,
         database_clock: bool,
         payload_limit: int = MAX_PAYLOAD_BYTES,
+        store_timeout: float = 5.0,
     ) -> None:
         self.payload_limit = payload_limit
+        self.store_timeout = store_timeout
+        #: How a connect that timed out names its timeout (the store sets it).
+        self.connect_note = f"store_timeout ({store_timeout:g} s)"
         self._encoding = Encoding(payload_limit=payload_limit)
         self._conninfo = conninfo
         self._url = url
@@ -154,6 +168,8 @@ class Writer:
         self.skew = timedelta(0)
         self.commits = 0
         self.retries = 0
+        #: Transactions whose deadline passed (`store_timeout`).
+        self.timeouts = 0
 
     async def start(self, conn: Connection) -> None:
         """Write on `conn` (autocommit) from now on; measure the clock skew."""
@@ -161,8 +177,18 @@ class Writer:
         self._open = True
         if self._database_clock:
             before = self._clock.now()
-            cursor = await conn.execute("SELECT clock_timestamp()")
-            row = await cursor.fetchone()
+            deadline = Deadline(conn, self.store_timeout)
+            try:
+                with deadline:
+                    cursor = await conn.execute("SELECT clock_timestamp()")
+                    row = await cursor.fetchone()
+            except psycopg.Error as exc:
+                where = f"PostgreSQL store {self._where}"
+                raise StoreUnavailableError(
+                    timed_out(where, self.store_timeout)
+                    if deadline.expired
+                    else f"cannot reach {where}: {reason(exc, self._url)}"
+                ) from None
             after = self._clock.now()
             if row is not None:
                 (database_now,) = row
@@ -185,6 +211,7 @@ class Writer:
         stats = self._committer.statistics()
         stats["commits"] = self.commits
         stats["batch_retries"] = self.retries
+        stats["writer_timeouts"] = self.timeouts
         return stats
 
     # -- connection ----------------------------------------------------------
@@ -203,7 +230,7 @@ class Writer:
         conn = self._conn
         if conn is None or conn.closed or conn.broken or _hung_up(conn):
             await self._drop()
-            conn = await connect(self._conninfo, self._url)
+            conn = await connect(self._conninfo, self._url, timeout_note=self.connect_note)
             self._set(conn)
         return conn
 
@@ -274,6 +301,17 @@ class Writer:
                 return await self._transaction(ops)
             except _ConnectionLostError as lost:
                 await self._drop()
+                if lost.expired:
+                    self.timeouts += 1
+                    where = f"PostgreSQL store {self._where}"
+                    if lost.committing:
+                        raise CommitUnknownError(
+                            f"{timed_out(where, self.store_timeout)} while committing "
+                            "(the outcome is unknown)"
+                        ) from None
+                    raise StoreUnavailableError(
+                        f"{timed_out(where, self.store_timeout)}; nothing was written"
+                    ) from None
                 if lost.committing:
                     raise CommitUnknownError(
                         f"lost PostgreSQL store {self._where} while committing "
@@ -299,28 +337,30 @@ class Writer:
         local = self._clock.now()
         if len(ops) == 1 and (alone := self._alone(ops[0], local)) is not None:
             return await self._statement(conn, alone, local)
+        deadline = Deadline(conn, self.store_timeout)
         try:
             # One transaction: everything up to the Sync that leaving the pipeline sends.
-            async with conn.pipeline():
-                if self._database_clock:
-                    clock = await conn.cursor(row_factory=tuple_row).execute(_NOW)
-                    batch = Batch(conn, clock, payload_limit=self.payload_limit)
-                    if not CLOCK_ON_DEMAND.issuperset(grouped):
-                        await batch.clock()  # a handler may read `now` at once
-                else:
-                    batch = Batch(conn, utc(local), payload_limit=self.payload_limit)
-                for kind, indexes in grouped.items():
-                    results = await WRITES[kind](batch, [ops[i] for i in indexes])
-                    for i, result in zip(indexes, results, strict=True):
-                        outcomes[i] = result
-                await batch.finish()
-                # The server answers before the commit is asked for (it has if a
-                # handler read anything): a session that is gone fails here, when
-                # the batch certainly rolled back and can be retried.
-                database_now = await batch.clock()
-                committing = True
+            with deadline:
+                async with conn.pipeline():
+                    if self._database_clock:
+                        clock = await conn.cursor(row_factory=tuple_row).execute(_NOW)
+                        batch = Batch(conn, clock, payload_limit=self.payload_limit)
+                        if not CLOCK_ON_DEMAND.issuperset(grouped):
+                            await batch.clock()  # a handler may read `now` at once
+                    else:
+                        batch = Batch(conn, utc(local), payload_limit=self.payload_limit)
+                    for kind, indexes in grouped.items():
+                        results = await WRITES[kind](batch, [ops[i] for i in indexes])
+                        for i, result in zip(indexes, results, strict=True):
+                            outcomes[i] = result
+                    await batch.finish()
+                    # The server answers before the commit is asked for (it has if a
+                    # handler read anything): a session that is gone fails here, when
+                    # the batch certainly rolled back and can be retried.
+                    database_now = await batch.clock()
+                    committing = True
         except BaseException as exc:
-            lost = await self._failed(conn, exc, committing=committing)
+            lost = await self._failed(conn, exc, committing=committing, expired=deadline.expired)
             if lost is not None:
                 raise lost from exc
             raise
@@ -351,11 +391,13 @@ class Writer:
         sent leaves the outcome unknown (a session ended while idle is found
         before, by `_connection`).
         """
+        deadline = Deadline(conn, self.store_timeout)
         try:
-            cursor = await conn.cursor(row_factory=tuple_row).execute(alone.query, alone.params)
-            row = await cursor.fetchone()
+            with deadline:
+                cursor = await conn.cursor(row_factory=tuple_row).execute(alone.query, alone.params)
+                row = await cursor.fetchone()
         except BaseException as exc:
-            lost = await self._failed(conn, exc, committing=True)
+            lost = await self._failed(conn, exc, committing=True, expired=deadline.expired)
             if lost is not None:
                 raise lost from exc
             raise
@@ -365,7 +407,7 @@ class Writer:
         return [alone.outcome], set(alone.rings)
 
     async def _failed(
-        self, conn: Connection, exc: BaseException, *, committing: bool
+        self, conn: Connection, exc: BaseException, *, committing: bool, expired: bool = False
     ) -> _ConnectionLostError | None:
         """Discard `conn` after a failed transaction; what to raise if it was lost.
 
@@ -377,7 +419,7 @@ class Writer:
         deadlock first. Failures are rare; a session costs a connect.
         """
         lost = None
-        if isinstance(exc, psycopg.Error) and _is_lost(exc, conn):  # before the close
-            lost = _ConnectionLostError(exc, committing=committing)
+        if isinstance(exc, psycopg.Error) and (expired or _is_lost(exc, conn)):  # before the close
+            lost = _ConnectionLostError(exc, committing=committing, expired=expired)
         await self._drop()
         return lost

@@ -95,7 +95,7 @@ def classify(exc: sqlite3.Error, url: str) -> ShepherdError:
     if kind == _BUSY:
         return StoreUnavailableError(
             f"the SQLite store {path} is busy: another connection held its lock "
-            f"past the busy timeout ({detail})"
+            f"past store_timeout, the busy timeout ({detail})"
         )
     if kind in (_UNAVAILABLE, _OTHER):
         return StoreUnavailableError(f"the SQLite store {path} is unavailable: {detail}")

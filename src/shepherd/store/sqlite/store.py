@@ -47,7 +47,17 @@ R = TypeVar("R")
 
 @final
 class SQLiteStore(Facade):
-    """The state store in one SQLite file."""
+    """The state store in one SQLite file.
+
+    Args:
+        url: `sqlite:///path`.
+        clock: The application's clock.
+        synchronous: `FULL` or `NORMAL` (see docs/design.md, "Durability").
+        store_timeout: Seconds a write may wait for the writers' turn, and
+            for SQLite's lock (the busy timeout); past either, its batch fails
+            with StoreUnavailableError naming `store_timeout`.
+        max_payload_bytes: The most bytes a payload may take as JSON text.
+    """
 
     def __init__(
         self,
@@ -55,7 +65,7 @@ class SQLiteStore(Facade):
         *,
         clock: Clock | None = None,
         synchronous: str = "FULL",
-        busy_timeout: float = 30.0,
+        store_timeout: float = 5.0,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
     ) -> None:
         self.payload_limit = max_payload_bytes
@@ -63,13 +73,13 @@ class SQLiteStore(Facade):
         self.path = path_from_url(url)
         self.clock: Clock = clock or SystemClock()
         self.synchronous = synchronous
-        self.busy_timeout = busy_timeout
+        self.store_timeout = store_timeout
         self.signals = Signals()
         self.wakeups = Wakeups(self.path, self.signals)
         self._executor: ConnectionThread | None = None
         self._conn: sqlite3.Connection | None = None
         self._writer = Writer(url, self.clock, payload_limit=max_payload_bytes)
-        self._turn = WriteLock(self.path, warn_after=busy_timeout)
+        self._turn = WriteLock(self.path, timeout=store_timeout)
         # The connection's busy timeout now (ms); -1 before it is known.
         self._busy_ms = -1
 
@@ -103,11 +113,11 @@ class SQLiteStore(Facade):
     def _connect(self) -> None:
         self._conn = connect(
             self.path,
-            busy_timeout=self.busy_timeout,
+            busy_timeout=self.store_timeout,
             synchronous=self.synchronous,
             applied_at=self.clock.now().timestamp(),
         )
-        self._busy_ms = int(self.busy_timeout * 1000)
+        self._busy_ms = int(self.store_timeout * 1000)
         self._turn.open()
 
     async def close(self) -> None:
@@ -181,7 +191,7 @@ class SQLiteStore(Facade):
         """Before each job on the thread: the busy timeout, which lone writes set to 0."""
         conn = self._conn
         if conn is not None:
-            self._set_busy_timeout(conn, int(self.busy_timeout * 1000))
+            self._set_busy_timeout(conn, int(self.store_timeout * 1000))
 
     def _set_busy_timeout(self, conn: sqlite3.Connection, ms: int) -> None:
         if self._busy_ms != ms:  # a PRAGMA only when it changes
@@ -222,4 +232,4 @@ class SQLiteStore(Facade):
     async def checkpoint(self) -> None:
         conn = self._conn
         if conn is not None:  # between batches: the connection's thread runs one thing at a time
-            await self._call(lambda: retention.checkpoint(conn, self.busy_timeout))
+            await self._call(lambda: retention.checkpoint(conn, self.store_timeout))

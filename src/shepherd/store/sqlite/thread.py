@@ -57,7 +57,10 @@ BatchRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]]]
 class Turn(Protocol):
     """The writers' turn among processes (`write_lock.WriteLock`)."""
 
-    def acquire(self, *, wait: bool = True) -> bool: ...
+    def acquire(self, *, wait: bool = True) -> bool:
+        """Take the turn (waiting for it, or not); raise if a wait lasts too long."""
+        ...
+
     def release(self) -> None: ...
 
 
@@ -272,18 +275,29 @@ class ConnectionThread:
         """Run one batch of the waiting writes; the next one queues behind calls asked meanwhile.
 
         The batch is taken once the writers' turn is this process's: writes
-        that arrive while another process writes join it.
+        that arrive while another process writes join it. If the turn does
+        not come in time (`Turn.acquire` raises), the batch fails with that error.
         """
         turn = self._turn
+        refused: Exception | None = None
+        post: Posting
         if turn is not None:
-            turn.acquire()
+            try:
+                turn.acquire()
+            except Exception as exc:  # the turn did not come in time: this batch fails
+                refused = exc
         try:
             with self._lock:
                 batch = self._writes[: self._max_batch]
                 del self._writes[: self._max_batch]
-            post = self._run(batch) if batch else None
+            if refused is not None:
+                post = (
+                    functools.partial(_post, batch, self._fail, batch, refused) if batch else None
+                )
+            else:
+                post = self._run(batch) if batch else None
         finally:
-            if turn is not None:
+            if turn is not None and refused is None:
                 turn.release()
         with self._lock:
             if self._writes:

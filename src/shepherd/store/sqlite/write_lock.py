@@ -10,10 +10,14 @@ timeout stay underneath, for writers that are not shepherd's.
 
 The lock belongs to the open file, so a process that dies lets go of it at
 once. A process that is alive but stuck while it holds the turn (stopped, or
-its disk hung mid-commit) would hold every other writer up silently, as it
-would hold SQLite's own lock: a wait longer than `warn_after` (the store's
-busy timeout) is logged as a warning naming the holder's pid, and its end
-once more. A watching thread sleeps without a timeout while no writer waits.
+its disk hung mid-commit) would hold every other writer up, as it would hold
+SQLite's own lock: so a wait is bounded by `timeout` (the store's
+`store_timeout`), past which `acquire` raises StoreUnavailableError naming
+the setting and the holder's pid. `flock` itself cannot time out: a waiting
+thread of the lock's own (`_Waiter`) blocks in it, on a second open file of
+the lock, and hands the turn over to the writer that waits for it; a writer
+that gave up leaves the wait in place, and the turn, when it comes, is let go
+at once unless a writer waits for it again.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import fcntl
 import logging
 import os
 import threading
-import time
 from typing import final
+
+from shepherd.errors import StoreUnavailableError
 
 __all__ = ["WriteLock", "holder_pid", "lock_path"]
 
@@ -61,23 +66,22 @@ class WriteLock:
 
     Until `open`, and if the lock file cannot be opened (a read-only folder),
     every call does nothing and SQLite's busy handler alone orders the writers.
+    One thread at a time waits for it (the store's connection thread).
 
     Args:
         db_path: The database file.
-        warn_after: Seconds of waiting for the turn after which a warning is logged.
+        timeout: Seconds a wait for the turn may last (`store_timeout`).
     """
 
-    def __init__(self, db_path: str, *, warn_after: float = 30.0) -> None:
+    def __init__(self, db_path: str, *, timeout: float = 5.0) -> None:
         self.db_path = db_path
-        self.warn_after = warn_after
+        self.timeout = timeout
         self._fd: int | None = None
-        # When the wait in progress began (monotonic s), None if none is.
-        self._since: float | None = None
-        self._warned = False
-        self._watching = False
-        self._arm = threading.Event()
-        self._closed = threading.Event()
+        # The open file the lock is held through now, if it is held.
+        self._held: int | None = None
+        self._waiter: _Waiter | None = None
         self.waits = 0
+        self.timeouts = 0
 
     def open(self) -> None:
         """Open the lock file (creating it); on failure, warn and do without."""
@@ -91,12 +95,13 @@ class WriteLock:
             log.warning(
                 "no write lock file %s (%s): writers wait in SQLite's busy handler", path, exc
             )
-            return
-        self._closed.clear()
-        threading.Thread(target=self._watch, name="shepherd-sqlite-turn", daemon=True).start()
 
     def acquire(self, *, wait: bool = True) -> bool:
-        """Take the lock (waiting for it, or not); whether it is held now."""
+        """Take the lock (waiting for it at most `timeout`, or not); whether it is held now.
+
+        Raises:
+            StoreUnavailableError: Another process held it for all of `timeout`.
+        """
         fd = self._fd
         if fd is None:
             return True
@@ -106,77 +111,92 @@ class WriteLock:
             if not wait:
                 return False
             self._wait(fd)
+            return True
+        self._held = fd
         return True
 
     def release(self) -> None:
-        """Let the lock go (a no-op without a lock file)."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        """Let the lock go (a no-op without a lock file, or when it is not held)."""
+        held, self._held = self._held, None
+        if held is not None:
+            fcntl.flock(held, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        """Close the lock file (letting go of the lock, if held) and stop watching."""
+        """Close the lock file (letting go of the lock, if held) and end the waiting thread."""
         fd, self._fd = self._fd, None
+        waiter, self._waiter = self._waiter, None
+        self._held = None
+        if waiter is not None:
+            waiter.close()
         if fd is not None:
-            self._closed.set()
-            self._arm.set()
             os.close(fd)
 
     def _wait(self, fd: int) -> None:
-        """Wait for another process to let go; watched, so a long wait is told."""
+        """Wait for another process to let go, at most `timeout` seconds."""
         self.waits += 1
-        self._since = time.monotonic()
-        if not self._watching:
-            self._watching = True
-            self._arm.set()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        finally:
-            since, self._since = self._since, None
-            if self._warned:
-                self._warned = False
-                log.warning(
-                    "SQLite store %s: the writers' turn came after %.1f s; writes go on",
-                    self.db_path,
-                    time.monotonic() - since,
-                )
-
-    def _watch(self) -> None:
-        """Once a wait has begun, look every `warn_after / 2` s until a whole look saw none.
-
-        A wait still going `warn_after` s after it began is told once. The
-        thread sleeps without a timeout while writers do not wait.
-        """
-        while True:
-            self._arm.wait()
-            if self._closed.is_set():
-                return
-            self._arm.clear()
-            seen = -1
-            while True:
-                if self._closed.wait(self.warn_after / 2):
-                    return
-                since = self._since
-                if (
-                    since is not None
-                    and not self._warned
-                    and time.monotonic() - since >= self.warn_after
-                ):
-                    self._warned = True
-                    self._tell(since)
-                if since is None and self.waits == seen:  # no wait since the last look
-                    self._watching = False
-                    if self._since is None and self.waits == seen:
-                        break  # a wait that begins now arms the watch again
-                    self._watching = True
-                seen = self.waits
-
-    def _tell(self, since: float) -> None:
-        fd = self._fd
-        pid = holder_pid(fd) if fd is not None else None
-        log.warning(
-            "SQLite store %s: writes have waited %.0f s for the writers' turn, held by %s "
-            "(stopped, or stuck mid-commit?); they go on once it is let go",
-            self.db_path,
-            time.monotonic() - since,
-            f"process {pid}" if pid is not None else "another process",
+        waiter = self._waiter
+        if waiter is None:
+            waiter = self._waiter = _Waiter(lock_path(self.db_path))
+        if waiter.take(self.timeout):
+            self._held = waiter.fd
+            return
+        self.timeouts += 1
+        pid = holder_pid(fd)
+        holder = f"process {pid}" if pid is not None else "another process"
+        raise StoreUnavailableError(
+            f"the SQLite store {self.db_path}: the writers' turn did not come within "
+            f"store_timeout ({self.timeout:g} s); it is held by {holder} (stopped, or stuck "
+            "mid-commit?); nothing was written"
         )
+
+
+@final
+class _Waiter:
+    """A thread blocked in `flock` on an open file of its own, for the writer that wants the turn.
+
+    `take(timeout)` asks for the turn and waits at most `timeout`; the thread
+    hands the turn over (the lock is then held through `fd`) if the writer
+    still wants it when it comes, and lets it go at once otherwise.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        self._state = threading.Condition()
+        self._wanted = False  # a writer waits for the turn
+        self._got = False  # the turn was handed over to that writer
+        self._closed = False
+        threading.Thread(target=self._run, name="shepherd-sqlite-turn", daemon=True).start()
+
+    def take(self, timeout: float) -> bool:
+        """Wait at most `timeout` s for the turn; whether this caller holds it now (through `fd`)."""
+        with self._state:
+            self._wanted = True
+            self._state.notify_all()
+            self._state.wait_for(lambda: self._got or self._closed, timeout)
+            got, self._got = self._got, False
+            self._wanted = False
+            return got
+
+    def close(self) -> None:
+        """End the thread (once its wait, if any, is over); it closes its file itself."""
+        with self._state:
+            self._closed = True
+            self._state.notify_all()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._state:
+                    self._state.wait_for(lambda: self._wanted or self._closed)
+                    if self._closed:
+                        return
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+                with self._state:
+                    if self._wanted and not self._closed:
+                        self._wanted = False
+                        self._got = True
+                        self._state.notify_all()
+                        continue
+                fcntl.flock(self.fd, fcntl.LOCK_UN)  # nobody waits for it any more
+        finally:
+            os.close(self.fd)
