@@ -155,6 +155,8 @@ class WorkerRegistry:
         self.worker: Worker | None = None
         self.beats = 0
         self.registrations = 0
+        #: When the last beat reached the store (monotonic), or None before the first.
+        self._beat_done: float | None = None
         self._touched = False
 
     def statistics(self) -> dict[str, int]:
@@ -179,13 +181,25 @@ class WorkerRegistry:
                     continue
                 self.standing.beat_reached(began)
                 self.outage.over()
-                lasted = self.clock.monotonic() - began
-                if lasted > self.interval:  # the store held this process's writes back
-                    self.store.watch.slow(lasted)
+                self._held_back(self.clock.monotonic())
                 await self.clock.sleep(self.interval)
         finally:
             if self._touched:
                 await self._stop()
+
+    def _held_back(self, done: float) -> None:
+        """Tell the store's watch when this beat came over two beats after the last one.
+
+        The process was held back meanwhile: its writes waited for a lock
+        another process held (one frozen inside a SQLite write), the path to the
+        store stalled, or the process itself was stopped (SIGSTOP) or its event
+        loop blocked. Nobody in it could make progress: the claims that expired
+        in that span are not their tasks' failure, whichever process leads the
+        supervisors next (this one, once it is back, included).
+        """
+        last, self._beat_done = self._beat_done, done
+        if last is not None and done - last > 2 * self.interval:
+            self.store.watch.slow(done - last)
 
     async def beat_once(self) -> None:
         """Register if not registered yet, else beat; register again if the row is gone.

@@ -161,3 +161,40 @@ class SwitchedStore:
 
     async def stop_worker(self, instance: str) -> None:
         return None
+
+
+class ClockedStore(SwitchedStore):
+    """SwitchedStore on the test's clock (the watch's spans are on the store's clock)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+
+async def test_a_beat_more_than_two_beats_after_the_last_is_trouble_for_the_watch(
+    fake_clock: FakeClock,
+) -> None:
+    store = ClockedStore(fake_clock)
+    registry = WorkerRegistry(
+        store,
+        instance="h:1:a",
+        roles=["scheduler"],
+        agents=[],
+        settings=Settings(worker_beat=1.0, worker_ttl=TTL),
+        clock=fake_clock,
+    )
+    loop = asyncio.create_task(registry.run())
+    try:
+        await advance_until(fake_clock, lambda: store.beats >= 3, step=1.0, timeout=30)
+        assert not store.watch.spans  # beats a beat apart: no trouble
+        stopped = fake_clock.now()
+        fake_clock.advance(10.0)  # the process stopped for 10 s (SIGSTOP), then went on
+        beats = store.beats
+        await advance_until(fake_clock, lambda: store.beats > beats, step=0.1, timeout=30)
+        ((start, end),) = store.watch.spans
+        assert start <= stopped < end
+    finally:
+        loop.cancel()

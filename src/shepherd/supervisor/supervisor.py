@@ -148,8 +148,16 @@ class Supervisor:
     async def run(self) -> None:
         """Hold (or wait for) the lease, and scan every `interval` while leading."""
         holder = asyncio.create_task(self._hold_lease(), name="shepherd-supervisor-lease")
+        waited_from: float | None = None
         try:
             while True:
+                if waited_from is not None:
+                    # Stopped or starved past its interval (SIGSTOP, a blocked loop):
+                    # this process made no progress meanwhile, nor did the claims it
+                    # holds. Said before this scan, which may decide about them.
+                    gap = self.clock.monotonic() - waited_from
+                    if gap > self.interval + 2 * self.settings.worker_beat:
+                        self.store.watch.slow(gap)
                 try:
                     await self.scan_once()
                     await self.purge_once()
@@ -158,6 +166,7 @@ class Supervisor:
                 else:  # a scan mostly reads: the process's next write ends the outage
                     self.scan_outage.over(wrote=False)
                 self._became_leader.clear()
+                waited_from = self.clock.monotonic()
                 await self.clock.wait_event(self._became_leader, self.interval)
         finally:
             holder.cancel()
@@ -349,7 +358,6 @@ class Supervisor:
                     handled += await self._reap(
                         replace(worker, beat_at=froze_after), lease, now, frozen=True
                     )
-                    self._frozen.pop(worker.instance, None)
             elif worker.instance not in stalled:  # nothing of it expired: nothing to attribute
                 self._frozen.pop(worker.instance, None)
         return handled
@@ -401,8 +409,20 @@ class Supervisor:
                 if running is not None:
                     ran += 1
                     suspects += suspected(verdict.crashes or (), running)
-        await self.store.reap_worker(worker.instance)
         self._recovered_at = now
+        left = len(done) - sum(applied)
+        if left:
+            # A verdict not applied: its task moved on, or its row was held by
+            # another session (the frozen process's own open transaction, say) and
+            # skipped. The next scan attributes what is still the process's.
+            log.info(
+                "worker %s: %d of its tasks were not handled; the next scan looks again",
+                worker.instance,
+                left,
+            )
+        else:
+            await self.store.reap_worker(worker.instance)
+            self._frozen.pop(worker.instance, None)
         self.crashes += 1
         log.warning(
             "worker %s (pid %d on %s) %s: %d tasks recovered without a failure counted "
