@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from shepherd import App, WorkflowContext
 from shepherd.agents import AgentRequest
-from shepherd.core.records import JsonValue, Task
+from shepherd.core.records import JsonValue, Request, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
@@ -129,3 +130,62 @@ async def test_a_claim_that_expired_after_another_loop_lost_the_store_is_forgive
 
     reason = await reset_reason(app, task.id)
     assert "while the store was unreachable" in reason
+
+
+class HeldReplies:
+    """The app's store, whose `record_replies` fails while `held` is set."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.held = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def record_replies(self, *, owner: str, limit: int) -> Any:
+        if self.held:
+            raise StoreUnavailableError("injected: replies cannot be recorded")
+        return await self._store.record_replies(owner=owner, limit=limit)
+
+
+async def test_a_step_recorded_after_it_was_given_up_goes_on_under_its_claim(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reply written in time is recorded only after the scheduler gave its step up.
+
+    The scheduler's reply loop could not record it before the step's window
+    ended (a store fault under that loop alone), so the step was given up; once
+    recorded, under the same claim (which moves its complete_by on), the
+    workflow goes on from the recorded step instead of leaving the claim to
+    expire with its step done.
+    """
+    await app.open()
+    store = HeldReplies(app.store)
+    app._store = store
+    caplog.set_level(logging.DEBUG, logger="shepherd.scheduler")
+    task_id = await app.submit("once", None)
+
+    def given_up() -> bool:
+        return any("claim lost, stopping silently" in r.getMessage() for r in caplog.records)
+
+    async def ended() -> bool:
+        task = await app.get_task(task_id)
+        return task.process_state is ProcessState.PROCESSED
+
+    requests: list[Request] = []
+
+    async def took() -> bool:
+        requests.extend(await store.take_requests(agents=["a"], worker=f"{ELSEWHERE}/a", limit=1))
+        return bool(requests)
+
+    async with app.running(["scheduler"]):  # no agent here: the step waits in the queue
+        await wait_until(took, timeout=20, message="the step was never queued")
+        (request,) = requests
+        assert await store.reply_and_ack(request, worker=f"{ELSEWHERE}/a", ok=True, body=7)
+        await wait_until(given_up, timeout=20, message="the scheduler never gave the step up")
+        store.held = False
+        await wait_until(ended, timeout=20, message="the workflow did not go on")
+    task = await app.get_task(task_id)
+    assert task.failure_count == 0
+    assert task.result == 7
+    assert any("was recorded after it was given up" in r.getMessage() for r in caplog.records)

@@ -121,6 +121,10 @@ class Scheduler:
         self.finished = 0
         #: Times a workflow was driven again after the store failed under it.
         self.redriven = 0
+        #: Times a workflow went on after a reply came for a step it had given up.
+        self.resumed = 0
+        #: Whether `run` runs (only then does a late reply resume its workflow).
+        self._serving = False
         self.clock = clock
         self.claims_outage = Outage("scheduler claims", log=log, clock=clock, watch=store.watch)
         self.replies_outage = Outage("scheduler replies", log=log, clock=clock, watch=store.watch)
@@ -176,6 +180,7 @@ class Scheduler:
             "finished": self.finished,
             "waiting_replies": len(self._waiting),
             "redriven": self.redriven,
+            "resumed": self.resumed,
         }
 
     async def run(self) -> None:
@@ -186,6 +191,7 @@ class Scheduler:
         """
         claims = asyncio.create_task(self._claim_loop(), name="shepherd-claims")
         replies = asyncio.create_task(self._reply_loop(), name="shepherd-replies")
+        self._serving = True
         try:
             done, _ = await asyncio.wait({claims, replies}, return_when=asyncio.FIRST_COMPLETED)
             ended = done.pop()
@@ -197,6 +203,7 @@ class Scheduler:
                 raise exc
             raise RuntimeError(f"the scheduler's {name} loop returned")
         finally:
+            self._serving = False
             claims.cancel()
             replies.cancel()
             await asyncio.gather(claims, return_exceptions=True)
@@ -304,6 +311,39 @@ class Scheduler:
         future = self._waiting.get((reply.task_id, reply.seq))
         if future is not None and not future.done():
             future.set_result((reply.ok, reply.body))
+        elif reply.task_id not in self._running and self._serving:
+            # Recorded under this claim after its step was given up (its agent was
+            # frozen past the step's window, say): the claim still holds, and the
+            # record moved its complete_by on. Go on with the workflow rather than
+            # leave the claim to expire with its step done.
+            self._running[reply.task_id] = asyncio.create_task(self._resume(reply))
+
+    async def _resume(self, reply: Reply) -> None:
+        """Drive the task of a reply that came after its step was given up, if still ours."""
+        task: Task | None = None
+        try:
+            task = await self.store.get_task(reply.task_id)
+        except StoreUnavailableError:
+            pass  # the claim expires, and the supervisor decides
+        finally:
+            ours = (
+                task is not None
+                and task.locked_by == self.owner
+                and task.lock_epoch == reply.lock_epoch
+                and task.process_state in (ProcessState.PROCESSING, ProcessState.COMPENSATING)
+            )
+            if not ours and self._running.get(reply.task_id) is asyncio.current_task():
+                del self._running[reply.task_id]
+                self._slot_freed.set()
+        if task is not None and ours:
+            self.resumed += 1
+            log.info(
+                "task %s: step %d was recorded after it was given up; continuing",
+                task.id,
+                reply.seq,
+                extra=_fields(task),
+            )
+            await self._drive(task)
 
     async def _drive(self, task: Task) -> None:
         current: Task | None = task
