@@ -187,6 +187,12 @@ class PostgresStore(Facade):
                 open=False,
                 name="shepherd",
                 timeout=max(self.connect_timeout, 5.0) * 2,
+                # psycopg's pool remakes a lost connection with a backoff that
+                # doubles without bound until it gives up, after this long: a
+                # read after a long outage would wait for the next try, a minute
+                # away. Given up sooner, the connection is made afresh, at once,
+                # by the next read that finds none free.
+                reconnect_timeout=max(_RECONNECT_FLOOR, 2 * self.store_timeout),
             )
             try:
                 await pool.open(wait=True, timeout=max(self.connect_timeout, 2.0) + 5.0)
@@ -409,6 +415,10 @@ def _joinable(connection: object) -> Connection:
             "`async with connection.transaction():` (or with autocommit off)",
         )
     return cast("Connection", connection)
+
+
+#: The least time the read pool keeps trying to remake a lost connection (s).
+_RECONNECT_FLOOR = 10.0
 
 
 class _ReadTimeoutError(Exception):
