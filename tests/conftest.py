@@ -15,6 +15,7 @@ import pytest
 from shepherd.testing import FakeClock
 from support.postgres import (  # fixtures, registered by importing them
     make_postgres_url,
+    postgres_pool,
     postgres_server,
     postgres_template,
     postgres_url,
@@ -23,6 +24,7 @@ from support.postgres import (  # fixtures, registered by importing them
 __all__ = [
     "fake_clock",
     "make_postgres_url",
+    "postgres_pool",
     "postgres_server",
     "postgres_template",
     "postgres_url",
