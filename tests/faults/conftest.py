@@ -9,7 +9,9 @@ first if an earlier test left it stopped.
 One run of the fault suite at a time: the suite takes a lock file before its
 first test (waiting for another run to finish), then removes what an earlier
 run that crashed left behind: clusters, network namespaces, veth links, the
-blackhole route, tmpfs mounts.
+blackhole route, tmpfs mounts. Under pytest-xdist the fault tests form one
+`xdist_group`: with `--dist loadgroup` (scripts/test) a single worker runs them,
+one after another, beside the rest of the suite on the other workers.
 """
 
 from __future__ import annotations
@@ -73,14 +75,26 @@ def _take_lock() -> None:
         disk.remove_leftovers()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Taken here, not in a fixture: the wait must not count against a test's timeout.
-    if (
-        _lock is None
-        and not _lock_problem
-        and any(item.get_closest_marker("faults") for item in items)
-    ):
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    faults = [item for item in items if item.get_closest_marker("faults")]
+    # Under pytest-xdist (--dist loadgroup) one worker runs them all, one at a
+    # time, while the other workers run the rest of the suite.
+    for item in faults:
+        item.add_marker(pytest.mark.xdist_group("faults"))
+    # Taken here, not in a fixture: the wait must not count against a test's
+    # timeout. Not in an xdist worker: every worker collects these tests, one runs
+    # them (it takes the lock before its first one, below).
+    if faults and _lock is None and not _lock_problem and not hasattr(config, "workerinput"):
         _take_lock()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    # Outside pytest-timeout's timer, which starts inside this wrapper.
+    if _lock is None and not _lock_problem and item.get_closest_marker("faults"):
+        _take_lock()
+    yield
 
 
 @pytest.fixture(autouse=True)
