@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,3 +85,30 @@ def pytest_terminal_summary(
     path = config.getoption("--folder-times")
     if path:
         _times.dump(Path(path))
+
+
+#: Folders whose tests one pytest-xdist worker runs, one after another (with
+#: `--dist loadgroup`, as scripts/test runs the suite): the fault tests stop and
+#: restart a PostgreSQL cluster of their own, shared by all of them.
+SERIAL_FOLDERS = ("tests/faults/",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` with each of SERIAL_FOLDERS as one group, every other test alone.
+
+    The folders are grouped by path here, on the controller: pytest-xdist's own
+    `xdist_group` marker does not reach the scheduler under this pytest.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SerialFolders(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for folder in SERIAL_FOLDERS:
+                if nodeid.startswith(folder):
+                    return folder
+            return str(super()._split_scope(nodeid))
+
+    return SerialFolders(config, log)

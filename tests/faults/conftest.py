@@ -9,9 +9,9 @@ first if an earlier test left it stopped.
 One run of the fault suite at a time: the suite takes a lock file before its
 first test (waiting for another run to finish), then removes what an earlier
 run that crashed left behind: clusters, network namespaces, veth links, the
-blackhole route, tmpfs mounts. Under pytest-xdist the fault tests form one
-`xdist_group`: with `--dist loadgroup` (scripts/test) a single worker runs them,
-one after another, beside the rest of the suite on the other workers.
+blackhole route, tmpfs mounts. Under pytest-xdist with `--dist loadgroup`
+(scripts/test) a single worker runs them, one after another, beside the rest of
+the suite on the other workers (SERIAL_FOLDERS in tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -75,16 +75,12 @@ def _take_lock() -> None:
         disk.remove_leftovers()
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    faults = [item for item in items if item.get_closest_marker("faults")]
-    # Under pytest-xdist (--dist loadgroup) one worker runs them all, one at a
-    # time, while the other workers run the rest of the suite.
-    for item in faults:
-        item.add_marker(pytest.mark.xdist_group("faults"))
+    faults = any(item.get_closest_marker("faults") for item in items)
     # Taken here, not in a fixture: the wait must not count against a test's
-    # timeout. Not in an xdist worker: every worker collects these tests, one runs
-    # them (it takes the lock before its first one, below).
+    # timeout. Not in a pytest-xdist worker: every worker collects these tests,
+    # one runs them all (tests/conftest.py, SERIAL_FOLDERS) and takes the lock
+    # before its first one (below).
     if faults and _lock is None and not _lock_problem and not hasattr(config, "workerinput"):
         _take_lock()
 
