@@ -33,16 +33,25 @@ __all__ = ["run_in_process"]
 
 
 def run_in_process(
-    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: str | None = None
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: str | None = None,
+    merged: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `shepherd ARGS...` here; what it returned and printed, as `subprocess.run` reports it."""
+    """Run `shepherd ARGS...` here; what it returned and printed, as `subprocess.run` reports it.
+
+    With `merged`, stdout holds stdout and stderr interleaved as they were
+    written (as `stderr=subprocess.STDOUT` gives them, unbuffered), stderr "".
+    """
     overrides: dict[str, str | None] = {name: None for name in os.environ if name not in env}
     overrides.update(env)
-    with _restored(cwd), CliRunner().isolation(input=stdin, env=overrides) as (out, err, _):
+    with _restored(cwd), CliRunner().isolation(input=stdin, env=overrides) as (out, err, both):
         code = run_cli(list(args))
         sys.stdout.flush()
         sys.stderr.flush()
-        stdout, stderr = out.getvalue(), err.getvalue()
+        stdout, stderr = (both.getvalue(), b"") if merged else (out.getvalue(), err.getvalue())
     return subprocess.CompletedProcess(
         ["shepherd", *args], code, stdout.decode(), stderr.decode(errors="backslashreplace")
     )
