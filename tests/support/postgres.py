@@ -286,7 +286,7 @@ class DatabasePool:
     for it), or else a new clone of the template; it keeps one more in hand for
     the next test (unless `spare=False`). `release` gives it back; the reset runs in a background thread
     (one at a time) while the next test runs. `close` waits for the resets and
-    drops every database the pool made.
+    drops every database the pool made, given back or not.
     """
 
     def __init__(self, server: str, template: str, *, spare: bool = True) -> None:
@@ -296,6 +296,8 @@ class DatabasePool:
         self._shape = _describe(database_url(server, template))
         self._lock = threading.RLock()
         self._ready: list[str] = []
+        #: Handed out and not given back yet.
+        self._out: set[str] = set()
         self._pending: set[Future[str | None]] = set()
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pg-pool")
         #: Databases dropped because they did not come back like the template.
@@ -315,6 +317,7 @@ class DatabasePool:
                 break
             wait(pending, return_when=FIRST_COMPLETED)
         with self._lock:
+            self._out.add(name)
             # One database in hand for the next test: this test's reset then
             # runs while the next test does, rather than before it.
             if self._spare and not self._ready and not self._pending:
@@ -324,6 +327,7 @@ class DatabasePool:
     def release(self, name: str) -> None:
         """Give `name` back: it is reset (or dropped) in the background."""
         with self._lock:
+            self._out.discard(name)
             self._submit(self._reset, name)
 
     def _submit(self, job: Callable[..., str | None], *args: str) -> None:
@@ -351,11 +355,12 @@ class DatabasePool:
         self._background.submit(self._drop_quietly, name)
 
     def close(self) -> None:
-        """Wait for every reset, then drop the ready databases."""
+        """Wait for every reset, then drop the ready databases and any not given back."""
         self._background.shutdown(wait=True)
         with self._lock:
-            ready, self._ready = self._ready, []
-        for name in ready:
+            left = [*self._ready, *sorted(self._out)]
+            self._ready, self._out = [], set()
+        for name in left:
             self._drop_quietly(name)
 
     def _done(self, future: Future[str | None]) -> None:
