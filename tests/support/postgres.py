@@ -284,9 +284,10 @@ class DatabasePool:
 
     `acquire` returns a database name: a ready one, or one being reset (waiting
     for it), or else a new clone of the template; it keeps one more in hand for
-    the next test (unless `spare=False`). `release` gives it back; the reset runs in a background thread
-    (one at a time) while the next test runs. `close` waits for the resets and
-    drops every database the pool made, given back or not.
+    the next test (unless `spare=False`). `release` gives it back; the reset
+    runs in a background thread (one at a time) while the next test runs.
+    `close` waits for the resets and drops every database the pool made, given
+    back or not.
     """
 
     def __init__(self, server: str, template: str, *, spare: bool = True) -> None:
