@@ -8,7 +8,9 @@ runner's, the environment is exactly `env` (as `subprocess.run(env=...)` gives
 it), the working directory is `cwd`. Afterwards it puts back what a command may
 change in the process: the environment, the directory, `sys.path`, the modules
 imported from `cwd` (an app module such as `cliapp`, which the next test writes
-anew), the root logger's handlers and the log levels.
+anew), the root logger's handlers and the log levels, and the OpenTelemetry
+tracer provider an app module may set at import (docs/howto/tracing.md's does),
+with what shepherd.tracing remembers of it.
 
 What needs a real process (exit by signal, readiness lines, two processes on
 one store, the interpreter's own start-up) stays with the `shepherd_cli` and
@@ -47,7 +49,11 @@ def run_in_process(
     """
     overrides: dict[str, str | None] = {name: None for name in os.environ if name not in env}
     overrides.update(env)
-    with _restored(cwd), CliRunner().isolation(input=stdin, env=overrides) as (out, err, both):
+    with (
+        _restored(cwd),
+        _tracing_restored(),
+        CliRunner().isolation(input=stdin, env=overrides) as (out, err, both),
+    ):
         code = run_cli(list(args))
         sys.stdout.flush()
         sys.stderr.flush()
@@ -89,3 +95,29 @@ def _restored(cwd: Path) -> Iterator[None]:
         for name, logger in logging.Logger.manager.loggerDict.items():
             if isinstance(logger, logging.Logger):
                 logger.setLevel(before_levels.get(name, logging.NOTSET))
+
+
+@contextmanager
+def _tracing_restored() -> Iterator[None]:
+    """Put back the process's tracer provider (set once per process) as it was before."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    from shepherd import tracing
+
+    provider = trace._TRACER_PROVIDER
+    was_set = trace._TRACER_PROVIDER_SET_ONCE._done
+    remembered = (tracing._provider_set, tracing._asked_at)
+    proxy = tracing._TRACER if isinstance(tracing._TRACER, trace.ProxyTracer) else None
+    real = None if proxy is None else proxy._real_tracer
+    try:
+        yield
+    finally:
+        if trace._TRACER_PROVIDER is not provider:
+            trace._TRACER_PROVIDER = provider
+            once = Once()
+            once._done = was_set
+            trace._TRACER_PROVIDER_SET_ONCE = once
+            tracing._provider_set, tracing._asked_at = remembered
+            if proxy is not None:
+                proxy._real_tracer = real
