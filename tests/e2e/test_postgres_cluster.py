@@ -189,6 +189,15 @@ async def test_a_cluster_finishes_every_task_after_losing_a_worker_and_the_leade
 
         counts = await app.store.count_tasks()
         assert counts == {ProcessState.PROCESSED: TASKS}, counts
+
+        # The store hands out an event once no older transaction is open anywhere
+        # on the server: another client's (another test's) can hold the last ones
+        # back for a while. Wait, with a deadline, until every stored one is read.
+        async def every_event_readable() -> bool:
+            row = await (await db.execute("SELECT count(*) FROM events")).fetchone()
+            return row is not None and len(await all_events(app)) == row[0]
+
+        await wait_until(every_event_readable, timeout=PATIENCE, interval=0.1)
         events = await all_events(app)
 
     # Every step recorded completed exactly once.
