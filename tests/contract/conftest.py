@@ -5,8 +5,9 @@ to make a fresh database, how to connect a store to it, how to read which
 migrations it recorded); the `store` fixture and the stateful test pick it up.
 The function gets the pytest request, so a backend needing session set-up takes
 it there: PostgreSQL asks for `make_postgres_url` (tests/conftest.py) with
-`request.getfixturevalue(...)`, whose `create` clones the session's template
-database (see STYLE.md). PostgreSQL is never skipped: with the server down its
+`request.getfixturevalue(...)`, whose `create` hands out a ready database with
+the schema (support.postgres: the session's pool of template clones, emptied
+between tests). PostgreSQL is never skipped: with the server down its
 tests fail and say how to start it.
 
 The suite moves time with a `FakeClock`: a backend must take "now" from the
@@ -75,7 +76,7 @@ def _postgres(request: pytest.FixtureRequest) -> Backend:
     make_url: MakePostgresUrl = request.getfixturevalue("make_postgres_url")
 
     async def create(workdir: Path) -> str:
-        # A clone of the session's template: the schema is there, no data.
+        # From the session's pool: the template's schema, no data.
         return make_url()
 
     return Backend(

@@ -200,19 +200,20 @@ async def test_everything_rings_every_channel(
 
 
 async def test_close_removes_the_socket_and_the_folder_with_the_last_store(
-    stores: Callable[[Path], SQLiteStore], tmp_path: Path
+    stores: Callable[[Path], SQLiteStore], short_temp_dir: Callable[[], str]
 ) -> None:
-    first, second = stores(tmp_path / "shared.db"), stores(tmp_path / "shared.db")
+    short = Path(short_temp_dir())  # short enough for the folder beside the file
+    first, second = stores(short / "shared.db"), stores(short / "shared.db")
     await first.open()
     await second.open()
     folder = first.wakeups.folder
-    assert folder == str(tmp_path / "shared.db") + ".wake"
+    assert folder == str(short / "shared.db") + ".wake"
     assert os.stat(folder).st_mode & 0o777 == 0o700
 
     await first.close()
     assert os.listdir(folder) == [os.path.basename(second.wakeups.path)]
     await second.close()
-    assert "shared.db.wake" not in os.listdir(tmp_path)
+    assert "shared.db.wake" not in os.listdir(short)
 
 
 async def test_a_long_path_uses_a_private_folder_in_the_temp_directory(
@@ -266,10 +267,13 @@ async def test_a_shared_temp_folder_is_refused_and_only_the_wake_ups_are_lost(
 
 
 async def test_a_folder_that_cannot_be_made_only_loses_the_wake_ups(
-    stores: Callable[[Path], SQLiteStore], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    stores: Callable[[Path], SQLiteStore],
+    short_temp_dir: Callable[[], str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    (tmp_path / "shared.db.wake").write_text("not a folder")
-    store = stores(tmp_path / "shared.db")
+    short = Path(short_temp_dir())  # short enough for the folder beside the file
+    (short / "shared.db.wake").write_text("not a folder")
+    store = stores(short / "shared.db")
 
     with caplog.at_level(logging.WARNING, logger="shepherd.store.sqlite"):
         await store.open()

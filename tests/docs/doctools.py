@@ -2,7 +2,7 @@
 
 A console session is the `console` blocks of one page, in order. Each `$ ` line
 is a command; the lines after it, up to the next `$ `, are what it prints. The
-commands run for real, in a directory holding copies of the page's files, with
+commands run in a directory holding copies of the page's files, with
 `.venv/bin` first on PATH (as after `. .venv/bin/activate`):
 
 - `shepherd run ...` and `shepherd worker ...` (after optional `NAME=value`
@@ -11,6 +11,9 @@ commands run for real, in a directory holding copies of the page's files, with
   Ctrl-C. What the page shows is the worker's readiness line.
 - Any other command runs to its end; its stdout and stderr, merged, are what
   the page shows. It must exit 0, unless what it prints has an `error:` line.
+  The one-shot `shepherd` commands in `IN_PROCESS` run in the test's process
+  (support.cli_inprocess), the same arguments in the same environment and
+  directory; every other command is a process of its own.
 - A `text` block holds lines the running worker logs: the session waits, with
   a deadline, until the worker's stderr has each of them.
 
@@ -32,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.cli_inprocess import run_in_process
 from support.processes import pump_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +43,25 @@ DOCS = REPO / "docs"
 #: The virtualenv's bin directory: `python`, and the `shepherd` console script.
 VENV_BIN = Path(sys.executable).parent
 
+#: The `shepherd` commands a session runs in its own process (support.cli_inprocess):
+#: one-shot commands whose output is the point. The others (`bench`, `demo`,
+#: `dashboard`, `top`, `python ...`) start a process, as on the page.
+IN_PROCESS = frozenset(
+    {
+        "alerts",
+        "breakers",
+        "cancel",
+        "partitions",
+        "purge",
+        "resources",
+        "retry",
+        "show",
+        "submit",
+        "tasks",
+        "tokens",
+        "workers",
+    }
+)
 #: Seconds a command may take before the session fails.
 COMMAND_TIMEOUT = 60.0
 #: Seconds a worker may take to print its readiness line, or to stop after SIGINT.
@@ -296,16 +319,19 @@ class Session:
         )
 
     def run_to_end(self, words: list[str], extra: dict[str, str], expected: str) -> str:
-        done = subprocess.run(
-            words,
-            cwd=self.cwd,
-            env=self.env(extra),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=COMMAND_TIMEOUT,
-            check=False,
-        )
+        if words[:1] == ["shepherd"] and words[1:2] and words[1] in IN_PROCESS:
+            done = run_in_process(words[1:], cwd=self.cwd, env=self.env(extra), merged=True)
+        else:
+            done = subprocess.run(
+                words,
+                cwd=self.cwd,
+                env=self.env(extra),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=COMMAND_TIMEOUT,
+                check=False,
+            )
         failed = any(line.startswith("error:") for line in expected.splitlines())
         assert (done.returncode != 0) == failed or not self.strict, (
             f"`{shlex.join(words)}` exited {done.returncode}; it printed:\n{done.stdout}"

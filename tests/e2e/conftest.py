@@ -1,6 +1,9 @@
 """Harness for the CLI tests: run `python -m shepherd` for real, against a SQLite file in tmp_path.
 
-`shepherd_cli` runs one command to its end; `shepherd_process` starts a
+`shepherd_cli` runs one command to its end; `shepherd_cli_in_process` runs it
+the same way in the test's own process (support.cli_inprocess: for tests of
+what a command prints and stores, where the process is not the point);
+`shepherd_process` starts a
 long-running one (`run`, `worker`) and waits for its readiness line, with a
 deadline, and always stops it. Commands take the app as `--app cliapp:app`
 (the module `cliapp.py` in the working directory) and find the store in
@@ -32,6 +35,7 @@ from shepherd.core.states import ProcessState
 from shepherd.store.contract import NewTask
 from shepherd.store.sqlite import SQLiteStore
 from shepherd.testing import FakeClock
+from support.cli_inprocess import run_in_process
 from support.processes import pump_lines
 
 #: The app the tests run: a two-step workflow, and one whose code raises.
@@ -181,6 +185,17 @@ def shepherd_cli(cli_dir: Path, cli_env: dict[str, str]) -> Cli:
             timeout=COMMAND_TIMEOUT,
             check=False,
         )
+
+    return run
+
+
+@pytest.fixture
+def shepherd_cli_in_process(cli_dir: Path, cli_env: dict[str, str]) -> Cli:
+    """`shepherd_cli`, run in this process: the same arguments, the same result."""
+
+    def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Any:
+        """`env` replaces the whole environment (start from the `cli_env` fixture)."""
+        return run_in_process(args, cwd=cli_dir, env=cli_env if env is None else env, stdin=stdin)
 
     return run
 

@@ -1,5 +1,8 @@
-"""The `shepherd` command line, run for real: submit, list, run/worker, operate, one-line errors.
+"""The `shepherd` command line: submit, list, run/worker, operate, one-line errors.
 
+Submitting, listing and the one-line errors run in the test's process
+(`shepherd_cli_in_process`, as `cli`): what a command prints and stores is the
+point there. Running tasks uses real processes (`shepherd_cli`, `shepherd_process`).
 The convention itself (--app everywhere, exit codes, JSON on failure, finding
 a task, fitted tables) is tested in test_cli_convention.py and test_cli_lookup.py.
 """
@@ -20,6 +23,12 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 APP = "cliapp:app"
+
+
+@pytest.fixture
+def cli(shepherd_cli_in_process: Cli) -> Cli:
+    """`shepherd ...` run in this process (support.cli_inprocess)."""
+    return shepherd_cli_in_process
 
 
 def ok_json(completed: subprocess.CompletedProcess[str]) -> Any:
@@ -62,59 +71,57 @@ def task_ids(cli: Cli) -> list[str]:
 
 
 # -- submit and list -------------------------------------------------------------
-def test_submit_prints_an_id_and_tasks_lists_it_pending(shepherd_cli: Cli) -> None:
-    task_id = submit(shepherd_cli, "hello", '{"name": "ann"}')
+def test_submit_prints_an_id_and_tasks_lists_it_pending(cli: Cli) -> None:
+    task_id = submit(cli, "hello", '{"name": "ann"}')
 
-    listed = ok_json(shepherd_cli("tasks", "--json"))
+    listed = ok_json(cli("tasks", "--json"))
 
     assert [(t["id"], t["workflow"], t["process_state"]) for t in listed["tasks"]] == [
         (task_id, "hello", "pending")
     ]
     assert (listed["count"], listed["more"]) == (1, False)
     assert listed["tasks"][0]["input"] == {"name": "ann"}
-    table = shepherd_cli("tasks", "--app", APP, "--state", "pending")
+    table = cli("tasks", "--app", APP, "--state", "pending")
     assert table.returncode == 0, table.stderr
     assert task_id in table.stdout
     assert "state" in table.stdout.splitlines()[0]
     assert table.stdout.splitlines()[-1] == "1 task"
-    assert ok_json(shepherd_cli("tasks", "--state", "processed,error", "--json")) == {
+    assert ok_json(cli("tasks", "--state", "processed,error", "--json")) == {
         "tasks": [],
         "count": 0,
         "more": False,
     }
 
 
-def test_submit_json_and_stdin(shepherd_cli: Cli) -> None:
-    printed = ok_json(
-        shepherd_cli("submit", "--app", APP, "hello", "-", "--json", stdin='{"name": "bo"}')
-    )
+def test_submit_json_and_stdin(cli: Cli) -> None:
+    printed = ok_json(cli("submit", "--app", APP, "hello", "-", "--json", stdin='{"name": "bo"}'))
 
-    task = ok_json(shepherd_cli("show", printed["id"], "--json"))
+    task = ok_json(cli("show", printed["id"], "--json"))
     assert task["input"] == {"name": "bo"}
 
 
-def test_submit_with_the_same_key_twice_gives_one_task(shepherd_cli: Cli) -> None:
-    first = submit(shepherd_cli, "hello", '{"name": "ann"}', "--key", "order-1")
-    second = submit(shepherd_cli, "hello", '{"name": "ann"}', "--key", "order-1")
+def test_submit_with_the_same_key_twice_gives_one_task(cli: Cli) -> None:
+    first = submit(cli, "hello", '{"name": "ann"}', "--key", "order-1")
+    second = submit(cli, "hello", '{"name": "ann"}', "--key", "order-1")
 
     assert first == second
-    assert task_ids(shepherd_cli) == [first]
+    assert task_ids(cli) == [first]
 
 
-def test_unknown_workflow_is_refused_and_creates_nothing(shepherd_cli: Cli) -> None:
-    existing = submit(shepherd_cli, "hello", '{"name": "ann"}')
+def test_unknown_workflow_is_refused_and_creates_nothing(cli: Cli) -> None:
+    existing = submit(cli, "hello", '{"name": "ann"}')
 
-    message = user_error(shepherd_cli("submit", "--app", APP, "nope", "{}"))
+    message = user_error(cli("submit", "--app", APP, "nope", "{}"))
 
     assert "unknown workflow 'nope'" in message
-    assert task_ids(shepherd_cli) == [existing]
+    assert task_ids(cli) == [existing]
 
 
 @pytest.mark.parametrize("text", ['{"name": ', "{'name': 1}", "NaN", ""])
 def test_malformed_json_is_refused_and_creates_nothing(
-    shepherd_cli: Cli, cli_store_url: str, text: str
+    cli: Cli, cli_store_url: str, text: str
 ) -> None:
-    message = user_error(shepherd_cli("submit", "--app", APP, "hello", text))
+    message = user_error(cli("submit", "--app", APP, "hello", text))
 
     assert "malformed JSON" in message
     assert not Path(cli_store_url.removeprefix("sqlite:///")).exists()
@@ -128,10 +135,10 @@ def test_malformed_json_is_refused_and_creates_nothing(
         ("cliapp:not_an_app", "is an int, not a shepherd App"),
     ],
 )
-def test_an_app_that_cannot_be_found_is_named(shepherd_cli: Cli, spec: str, named: str) -> None:
-    assert named in user_error(shepherd_cli("submit", "--app", spec, "hello", "{}"))
-    assert named in user_error(shepherd_cli("run", "--app", spec))
-    assert named in user_error(shepherd_cli("tasks", "--app", spec))
+def test_an_app_that_cannot_be_found_is_named(cli: Cli, spec: str, named: str) -> None:
+    assert named in user_error(cli("submit", "--app", spec, "hello", "{}"))
+    assert named in user_error(cli("run", "--app", spec))
+    assert named in user_error(cli("tasks", "--app", spec))
 
 
 # -- stores ------------------------------------------------------------------------
@@ -147,38 +154,38 @@ def test_an_app_that_cannot_be_found_is_named(shepherd_cli: Cli, spec: str, name
     [("submit", "--app", APP, "hello", "{}"), ("tasks",), ("run", "--app", APP)],
 )
 def test_a_store_that_cannot_be_opened_is_one_line(
-    shepherd_cli: Cli, url: str, named: str, code: int, command: tuple[str, ...]
+    cli: Cli, url: str, named: str, code: int, command: tuple[str, ...]
 ) -> None:
-    assert named in user_error(shepherd_cli(*command, "--store", url), code)
-    assert named in user_error(shepherd_cli("--store", url, *command), code)
+    assert named in user_error(cli(*command, "--store", url), code)
+    assert named in user_error(cli("--store", url, *command), code)
 
 
-def test_store_option_overrides_the_environment(shepherd_cli: Cli, cli_dir: Path) -> None:
+def test_store_option_overrides_the_environment(cli: Cli, cli_dir: Path) -> None:
     other = f"sqlite:///{cli_dir / 'other.db'}"
-    submit(shepherd_cli, "hello", "{}")
+    submit(cli, "hello", "{}")
 
-    task_id = submit(shepherd_cli, "hello", "{}", "--store", other)
+    task_id = submit(cli, "hello", "{}", "--store", other)
 
-    listed = ok_json(shepherd_cli("--store", other, "tasks", "--json"))
+    listed = ok_json(cli("--store", other, "tasks", "--json"))
     assert [task["id"] for task in listed["tasks"]] == [task_id]
-    assert task_id not in task_ids(shepherd_cli)
+    assert task_id not in task_ids(cli)
 
 
 # -- operator errors -----------------------------------------------------------------
 @pytest.mark.parametrize("command", ["show", "retry", "cancel"])
-def test_an_unknown_task_is_refused(shepherd_cli: Cli, command: str) -> None:
-    submit(shepherd_cli, "hello", "{}")
+def test_an_unknown_task_is_refused(cli: Cli, command: str) -> None:
+    submit(cli, "hello", "{}")
 
-    assert "unknown task 'no-such-task'" in user_error(shepherd_cli(command, "no-such-task"), 3)
+    assert "unknown task 'no-such-task'" in user_error(cli(command, "no-such-task"), 3)
 
 
-def test_retry_of_a_task_not_in_error_is_refused(shepherd_cli: Cli) -> None:
-    task_id = submit(shepherd_cli, "hello", "{}")
+def test_retry_of_a_task_not_in_error_is_refused(cli: Cli) -> None:
+    task_id = submit(cli, "hello", "{}")
 
-    message = user_error(shepherd_cli("retry", task_id))
+    message = user_error(cli("retry", task_id))
 
     assert f"cannot retry task {task_id}: it is pending" in message
-    assert ok_json(shepherd_cli("show", task_id, "--json"))["process_state"] == "pending"
+    assert ok_json(cli("show", task_id, "--json"))["process_state"] == "pending"
 
 
 @pytest.mark.parametrize(
@@ -195,18 +202,18 @@ def test_retry_of_a_task_not_in_error_is_refused(shepherd_cli: Cli) -> None:
         (("worker", "--app", APP, "--log-level", "loud"), "--log-level"),
     ],
 )
-def test_usage_errors_are_one_line(shepherd_cli: Cli, args: tuple[str, ...], named: str) -> None:
-    assert named in user_error(shepherd_cli(*args))
+def test_usage_errors_are_one_line(cli: Cli, args: tuple[str, ...], named: str) -> None:
+    assert named in user_error(cli(*args))
 
 
-def test_help_works(shepherd_cli: Cli) -> None:
-    completed = shepherd_cli("--help")
+def test_help_works(cli: Cli) -> None:
+    completed = cli("--help")
 
     assert completed.returncode == 0
     for command in ("run", "worker", "submit", "tasks", "show", "retry", "cancel", "demo"):
         assert f"  {command}" in completed.stdout
     for command in ("run", "worker", "submit", "tasks", "show", "workers", "purge"):
-        helped = shepherd_cli(command, "--help")
+        helped = cli(command, "--help")
         assert helped.returncode == 0, helped.stderr
         assert "--app MODULE:ATTR" in helped.stdout
         assert "--store URL" in helped.stdout

@@ -1,4 +1,8 @@
-"""`shepherd alerts` and `shepherd alerts ack`, run for real, on SQLite and PostgreSQL."""
+"""`shepherd alerts` and `shepherd alerts ack`, on SQLite and PostgreSQL.
+
+The commands run in the test's process (`shepherd_cli_in_process`): what they print and
+store is the point here, not the process.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +26,12 @@ _OWNER = "elsewhere:1:0000/s"
 
 
 @pytest.fixture
-def cli(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
+def cli(shepherd_cli_in_process: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
     """`shepherd ...` on the test's shared store (a SQLite file, or a PostgreSQL database)."""
     env = {**cli_env, "SHEPHERD_STORE": shared_store}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return shepherd_cli(*args, env=env)
+        return shepherd_cli_in_process(*args, env=env)
 
     return run
 

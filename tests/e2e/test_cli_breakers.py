@@ -1,4 +1,7 @@
-"""`shepherd breakers`, run for real against a store whose breakers a test set up."""
+"""`shepherd breakers` against a store whose breakers a test set up.
+
+The commands run in the test's process (`shepherd_cli_in_process`): what they print is
+the point here, not the process."""
 
 from __future__ import annotations
 
@@ -18,6 +21,13 @@ from shepherd.store.sqlite import SQLiteStore
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def cli(shepherd_cli_in_process: Cli) -> Cli:
+    """`shepherd ...` run in this process (support.cli_inprocess)."""
+    return shepherd_cli_in_process
+
 
 SLOW = BreakerPolicy(failure_threshold=3, cool_down=60.0)
 
@@ -43,12 +53,10 @@ def prepare(url: str, *, failures: dict[str, int]) -> None:
     asyncio.run(go())
 
 
-def test_breakers_lists_each_service_and_the_latest_changes(
-    shepherd_cli: Cli, cli_store_url: str
-) -> None:
+def test_breakers_lists_each_service_and_the_latest_changes(cli: Cli, cli_store_url: str) -> None:
     prepare(cli_store_url, failures={"payments": 3, "shipping": 1})
 
-    shown = ok_json(shepherd_cli("breakers", "--json"))
+    shown = ok_json(cli("breakers", "--json"))
 
     payments, shipping = shown["breakers"]
     assert (payments["service"], payments["state"], payments["consecutive_failures"]) == (
@@ -71,9 +79,9 @@ def test_breakers_lists_each_service_and_the_latest_changes(
         "open",
     )
     assert event["detail"]["reason"] == "consecutive_failures"
-    assert ok_json(shepherd_cli("breakers", "--json", "--events", "0"))["events"] == []
+    assert ok_json(cli("breakers", "--json", "--events", "0"))["events"] == []
 
-    table = shepherd_cli("breakers", "--app", "cliapp:app")
+    table = cli("breakers", "--app", "cliapp:app")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), table.stdout
@@ -82,16 +90,16 @@ def test_breakers_lists_each_service_and_the_latest_changes(
     assert "closed -> open" in table.stdout
 
 
-def test_breakers_of_a_store_without_any(shepherd_cli: Cli, cli_store_url: str) -> None:
+def test_breakers_of_a_store_without_any(cli: Cli, cli_store_url: str) -> None:
     prepare(cli_store_url, failures={})
 
-    assert ok_json(shepherd_cli("breakers", "--json")) == {"breakers": [], "events": []}
-    table = shepherd_cli("breakers")
+    assert ok_json(cli("breakers", "--json")) == {"breakers": [], "events": []}
+    table = cli("breakers")
     assert (table.returncode, table.stdout.strip()) == (0, "no breakers")
 
 
-def test_breakers_of_a_missing_store_is_a_one_line_error(shepherd_cli: Cli, tmp_path: Path) -> None:
-    completed = shepherd_cli("breakers", "--store", f"sqlite:///{tmp_path}/missing.db")
+def test_breakers_of_a_missing_store_is_a_one_line_error(cli: Cli, tmp_path: Path) -> None:
+    completed = cli("breakers", "--store", f"sqlite:///{tmp_path}/missing.db")
 
     assert completed.returncode == 6, (completed.stdout, completed.stderr)  # store unavailable
     lines = completed.stderr.splitlines()
@@ -100,8 +108,8 @@ def test_breakers_of_a_missing_store_is_a_one_line_error(shepherd_cli: Cli, tmp_
     assert "missing.db" in lines[0]
 
 
-def test_breakers_refuses_a_negative_event_count(shepherd_cli: Cli) -> None:
-    completed = shepherd_cli("breakers", "--events", "-1")
+def test_breakers_refuses_a_negative_event_count(cli: Cli) -> None:
+    completed = cli("breakers", "--events", "-1")
 
     assert completed.returncode == 2
     assert "--events" in completed.stderr

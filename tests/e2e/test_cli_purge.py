@@ -1,4 +1,7 @@
-"""`shepherd purge`, run for real against tasks a test wrote at chosen times."""
+"""`shepherd purge` against tasks a test wrote at chosen times.
+
+The commands run in the test's process (`shepherd_cli_in_process`): what they print and
+delete is the point here, not the process."""
 
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ from shepherd.testing import FakeClock
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def cli(shepherd_cli_in_process: Cli) -> Cli:
+    """`shepherd ...` run in this process (support.cli_inprocess)."""
+    return shepherd_cli_in_process
 
 
 def ok(completed: subprocess.CompletedProcess[str]) -> str:
@@ -70,39 +79,39 @@ def prepare(url: str) -> dict[str, Any]:
 
 
 def test_purge_deletes_every_ended_task_older_than_the_duration_in_batches(
-    shepherd_cli: Cli, cli_store_url: str, cli_env: dict[str, str]
+    cli: Cli, cli_store_url: str, cli_env: dict[str, str]
 ) -> None:
     made = prepare(cli_store_url)
     env = {**cli_env, "SHEPHERD_PURGE_BATCH": "2", "SHEPHERD_KEY_RETENTION": "86400"}
 
-    out = json.loads(ok(shepherd_cli("purge", "--older-than", "2d", "--json", env=env)))
+    out = json.loads(ok(cli("purge", "--older-than", "2d", "--json", env=env)))
 
     assert (out["purged"], out["tombstones"]) == (5, 1)
     cutoff = datetime.fromisoformat(out["ended_before"])
     assert timedelta(days=2) <= datetime.now(UTC) - cutoff < timedelta(days=2, minutes=5)
-    listed = json.loads(ok(shepherd_cli("tasks", "--json")))["tasks"]
+    listed = json.loads(ok(cli("tasks", "--json")))["tasks"]
     assert {t["id"]: t["process_state"] for t in listed} == {
         made["error"]: "error",
         made["recent"]: "cancelled",
     }
-    shown = shepherd_cli("show", made["old"][0])
+    shown = cli("show", made["old"][0])
     assert shown.returncode == 3  # unknown task
     assert "it ended processed and was purged at" in shown.stderr
     # The tombstone of two days ago is past the one-day key retention: gone, so
     # that task is unknown, plainly.
-    gone = shepherd_cli("show", made["purged"])
+    gone = cli("show", made["purged"])
     assert gone.returncode == 3
     assert gone.stderr.strip() == f"error: unknown task {made['purged']!r}"
 
-    again = ok(shepherd_cli("purge", "--older-than", "30m", "--app", "cliapp:app"))
+    again = ok(cli("purge", "--older-than", "30m", "--app", "cliapp:app"))
     assert again.startswith("purged 1 task that ended before ")
     assert again.rstrip().endswith(", and 0 expired key tombstones")
 
 
-def test_purge_refuses_a_bad_or_missing_duration(shepherd_cli: Cli) -> None:
-    bad = shepherd_cli("purge", "--older-than", "a week")
+def test_purge_refuses_a_bad_or_missing_duration(cli: Cli) -> None:
+    bad = cli("purge", "--older-than", "a week")
     assert bad.returncode == 2
     assert "'a week' is not a duration" in bad.stderr
-    missing = shepherd_cli("purge")
+    missing = cli("purge")
     assert missing.returncode == 2
     assert "--older-than" in missing.stderr

@@ -1,4 +1,9 @@
-"""`shepherd resources ...` and `shepherd partitions ...`, run for real, on SQLite and PostgreSQL."""
+"""`shepherd resources ...` and `shepherd partitions ...`, on SQLite and PostgreSQL.
+
+The commands run in the test's process (`shepherd_cli_in_process`): what they
+print and store is the point here, not the process. One test runs its command as
+a real process, to check the exit code and the JSON error document end to end.
+"""
 
 from __future__ import annotations
 
@@ -26,8 +31,19 @@ app.resource("orders-db", kind="sqlite", info={"path": "orders.db"}, capacity=3)
 
 
 @pytest.fixture
-def cli(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
-    """`shepherd ...` on the test's shared store (a SQLite file, or a PostgreSQL database)."""
+def cli(shepherd_cli_in_process: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
+    """`shepherd ...` in this process, on the test's shared store (SQLite or PostgreSQL)."""
+    env = {**cli_env, "SHEPHERD_STORE": shared_store}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return shepherd_cli_in_process(*args, env=env)
+
+    return run
+
+
+@pytest.fixture
+def cli_process(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
+    """`shepherd ...` as a real process, on the test's shared store."""
     env = {**cli_env, "SHEPHERD_STORE": shared_store}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -190,8 +206,8 @@ def test_bad_input_exits_2_naming_it_and_changes_nothing(
     assert state(cli) == ({"resources": [db1], "version": 2}, {"partitions": [p1], "version": 2})
 
 
-def test_a_failure_with_json_prints_an_error_document(cli: Cli) -> None:
-    completed = cli("partitions", "move", "p1", "nope", "--json")
+def test_a_failure_with_json_prints_an_error_document(cli_process: Cli) -> None:
+    completed = cli_process("partitions", "move", "p1", "nope", "--json")
 
     assert completed.returncode == 2
     error = json.loads(completed.stdout)["error"]

@@ -1,4 +1,8 @@
-"""`shepherd tokens`, and `retry`/`cancel --by`, run for real, on SQLite and PostgreSQL."""
+"""`shepherd tokens`, and `retry`/`cancel --by`, on SQLite and PostgreSQL.
+
+The commands run in the test's process (`shepherd_cli_in_process`): what they print and
+store is the point here, not the process.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +26,12 @@ _OWNER = "elsewhere:1:0000/s"
 
 
 @pytest.fixture
-def cli(shepherd_cli: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
+def cli(shepherd_cli_in_process: Cli, cli_env: dict[str, str], shared_store: str) -> Cli:
     """`shepherd ...` on the test's shared store, as the OS user `ops-bot`."""
     env = {**cli_env, "SHEPHERD_STORE": shared_store, "LOGNAME": "ops-bot"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return shepherd_cli(*args, env=env)
+        return shepherd_cli_in_process(*args, env=env)
 
     return run
 

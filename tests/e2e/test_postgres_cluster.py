@@ -25,12 +25,6 @@ import pytest
 
 from shepherd import ProcessState
 from shepherd.testing import wait_until
-from support.postgres import (  # noqa: F401 - fixtures, registered by importing them
-    make_postgres_url,
-    postgres_server,
-    postgres_template,
-    postgres_url,
-)
 from support.processes import Worker, spawn_worker, workers
 from support.worker_app import STEPS, build_app
 
@@ -113,7 +107,7 @@ def stderr_of(watched: list[Worker]) -> str:
 
 
 async def test_a_cluster_finishes_every_task_after_losing_a_worker_and_the_leader(
-    postgres_url: str,  # noqa: F811 - the fixture imported above
+    postgres_url: str,
     tmp_path: Path,
 ) -> None:
     url = postgres_url
@@ -195,6 +189,15 @@ async def test_a_cluster_finishes_every_task_after_losing_a_worker_and_the_leade
 
         counts = await app.store.count_tasks()
         assert counts == {ProcessState.PROCESSED: TASKS}, counts
+
+        # The store hands out an event once no older transaction is open anywhere
+        # on the server: another client's (another test's) can hold the last ones
+        # back for a while. Wait, with a deadline, until every stored one is read.
+        async def every_event_readable() -> bool:
+            row = await (await db.execute("SELECT count(*) FROM events")).fetchone()
+            return row is not None and len(await all_events(app)) == row[0]
+
+        await wait_until(every_event_readable, timeout=PATIENCE, interval=0.1)
         events = await all_events(app)
 
     # Every step recorded completed exactly once.

@@ -9,7 +9,9 @@ first if an earlier test left it stopped.
 One run of the fault suite at a time: the suite takes a lock file before its
 first test (waiting for another run to finish), then removes what an earlier
 run that crashed left behind: clusters, network namespaces, veth links, the
-blackhole route, tmpfs mounts.
+blackhole route, tmpfs mounts. Under pytest-xdist with `--dist loadgroup`
+(scripts/test) a single worker runs them, one after another, beside the rest of
+the suite on the other workers (SERIAL_FOLDERS in tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -73,14 +75,22 @@ def _take_lock() -> None:
         disk.remove_leftovers()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Taken here, not in a fixture: the wait must not count against a test's timeout.
-    if (
-        _lock is None
-        and not _lock_problem
-        and any(item.get_closest_marker("faults") for item in items)
-    ):
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    faults = any(item.get_closest_marker("faults") for item in items)
+    # Taken here, not in a fixture: the wait must not count against a test's
+    # timeout. Not in a pytest-xdist worker: every worker collects these tests,
+    # one runs them all (tests/conftest.py, SERIAL_FOLDERS) and takes the lock
+    # before its first one (below).
+    if faults and _lock is None and not _lock_problem and not hasattr(config, "workerinput"):
         _take_lock()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    # Outside pytest-timeout's timer, which starts inside this wrapper.
+    if _lock is None and not _lock_problem and item.get_closest_marker("faults"):
+        _take_lock()
+    yield
 
 
 @pytest.fixture(autouse=True)

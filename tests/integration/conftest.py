@@ -1,8 +1,9 @@
 """An App over a real store, SQLite and PostgreSQL, with short windows so that failures show quickly.
 
 Every test using `app` runs once per backend: a file of its own for SQLite, a
-fresh clone of the session's template database for PostgreSQL (which never
-skips: with the server down those tests fail and say how to start it).
+ready database with the schema and no rows for PostgreSQL (support.postgres;
+PostgreSQL never skips: with the server down those tests fail and say how to
+start it).
 """
 
 from __future__ import annotations

@@ -26,9 +26,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+#: The server's request timeout here: a client that never finishes its request is
+#: cut off after it (the default, 10 s, is longer than a test should wait).
+REQUEST_TIMEOUT = 1.0
+
+
 @pytest.fixture
 async def server(app: App) -> AsyncIterator[MetricsServer]:
-    started = MetricsServer(app, port=0)
+    started = MetricsServer(app, port=0, request_timeout=REQUEST_TIMEOUT)
     await started.start()
     try:
         yield started
@@ -75,7 +80,8 @@ async def test_other_paths_methods_and_malformed_requests_are_refused(
     assert (await raw(server, b"nonsense\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
     oversized = b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"a" * MAX_REQUEST_BYTES + b"\r\n\r\n"
     assert (await raw(server, oversized)).startswith(b"HTTP/1.1 400 ")
-    # A client that leaves mid-request costs nothing: the next scrape is answered.
+    # A client that stops mid-request is cut off unanswered once the request
+    # timeout passes; the next scrape is answered.
     assert await raw(server, b"GET /metr") == b""
     async with httpx.AsyncClient() as client:
         assert (await client.get(server.url)).status_code == 200

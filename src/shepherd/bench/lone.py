@@ -111,7 +111,7 @@ async def one_at_a_time(app: App, n: int, tally: Tally, *, deadline: float) -> N
 async def _summarize(
     app: App, mode: str, tally: Tally, run_s: float, worker_exit: int | None
 ) -> LoneRun:
-    line = await timeline(app.store, tally.ids)
+    line = await timeline(app.store, tally.ids, complete=tally.done)
     return LoneRun(
         mode=mode,
         n=len(tally.ids),

@@ -103,8 +103,21 @@ class Timeline:
     resets: int
 
 
-async def timeline(store: Store, task_ids: Collection[str]) -> Timeline:
-    """Read the whole event log once and keep the instants of `task_ids`."""
+async def timeline(
+    store: Store,
+    task_ids: Collection[str],
+    *,
+    complete: Collection[str] = (),
+    patience: float = 10.0,
+) -> Timeline:
+    """Read the whole event log once and keep the instants of `task_ids`.
+
+    `complete` names tasks the caller saw processed: the log is read on (for up
+    to `patience` seconds) until each has its `received` and `processed` events.
+    On PostgreSQL a reader gets an event only once no older transaction is open
+    anywhere on the server, so right after a run another client's transaction
+    can hold the last events back for a while.
+    """
     wanted = set(task_ids)
     received: dict[str, datetime] = {}
     claimed: dict[str, datetime] = {}
@@ -112,10 +125,16 @@ async def timeline(store: Store, task_ids: Collection[str]) -> Timeline:
     reset: dict[str, datetime] = {}
     resets = 0
     cursor = 0
+    deadline = time.monotonic() + patience
     while True:
         batch = await store.read_events(reply_to=None, after_id=cursor, limit=5000)
         if not batch:
-            break
+            if all(t in received and t in processed for t in complete):
+                break
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.05)  # a poll of the log, with the deadline above
+            continue
         cursor = batch[-1].id
         for ev in batch:
             if ev.task_id not in wanted:

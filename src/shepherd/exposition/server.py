@@ -53,12 +53,22 @@ class MetricsServer:
         app: The App whose metrics are served (its store is read at each scrape).
         host: The address to listen on (loopback by default).
         port: The TCP port; 0 lets the system choose one (see `port`).
+        request_timeout: Seconds a client has to send its request before the
+            connection is closed unanswered.
     """
 
-    def __init__(self, app: App, *, host: str = "127.0.0.1", port: int) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        host: str = "127.0.0.1",
+        port: int,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
         self.app = app
         self.host = host
         self.requested_port = port
+        self.request_timeout = request_timeout
         self.scrapes = 0
         self._server: asyncio.Server | None = None
         self._failing = False
@@ -105,7 +115,7 @@ class MetricsServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             try:
-                async with asyncio.timeout(REQUEST_TIMEOUT):
+                async with asyncio.timeout(self.request_timeout):
                     method, path = await _read_request(reader)
             except (ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                 await _send(writer, 400, _TEXT, b"bad request\n")
