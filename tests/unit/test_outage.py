@@ -130,3 +130,23 @@ def test_a_slow_call_is_a_span_of_trouble_of_its_own(fake_clock: FakeClock) -> N
     assert not watch.active
     assert watch.covers(start + timedelta(seconds=1), margin=0)
     assert not watch.covers(start - timedelta(seconds=1), margin=0)
+
+
+def test_an_outage_stays_covered_however_often_loops_fail_after_it(fake_clock: FakeClock) -> None:
+    """Short troubles after an outage (a pool still reconnecting) never push it out."""
+    watch = StoreWatch(fake_clock.now, lead=5.0)
+    watch.failed()
+    in_outage = fake_clock.now()
+    fake_clock.advance(20)
+    watch.wrote()  # the store answers a write
+    for _ in range(40):  # then another loop fails and one writes, every second
+        fake_clock.advance(0.5)
+        watch.failed()
+        fake_clock.advance(0.5)
+        watch.wrote()
+    assert watch.covers(in_outage, margin=0)
+    assert len(watch.spans) == 1
+    fake_clock.advance(60)
+    watch.slow(1.0)  # a trouble of its own, well apart: a span of its own
+    assert len(watch.spans) == 2
+    assert watch.covers(in_outage, margin=0)

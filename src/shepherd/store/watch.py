@@ -69,16 +69,29 @@ class StoreWatch:
         """
         if self.since is None:
             end = self._now()
-            self.spans.append((end - timedelta(seconds=seconds), end))
+            self._add(end - timedelta(seconds=seconds), end)
 
     def wrote(self) -> None:
         """A loop wrote: the trouble, if any, is over; loops that only read since, too."""
         if self.since is None:
             return
-        self.spans.append((self.since, self._now()))
+        self._add(self.since, self._now())
         self.since = None
         for outage in list(self._outages):
             outage.settle()
+
+    def _add(self, start: datetime, end: datetime) -> None:
+        """Keep the span `start`..`end`, joined to the last one if they overlap.
+
+        A process whose loops keep failing now and then after an outage (a
+        pool still reconnecting) makes many short spans, each dated back by
+        the lead into the one before: joined, they cover what they covered
+        apart, and never push the outage itself out of the spans kept.
+        """
+        if self.spans and start <= self.spans[-1][1]:
+            first, last = self.spans.pop()
+            start, end = min(first, start), max(last, end)
+        self.spans.append((start, end))
 
     def covers(self, instant: datetime, *, margin: float) -> bool:
         """Whether `instant` fell in the current trouble or a recent one (to `margin` past its end).
