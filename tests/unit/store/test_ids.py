@@ -28,7 +28,11 @@ def test_ids_drawn_by_many_threads_never_repeat() -> None:
         thread.join()
     everything = [task_id for ids in found for task_id in ids]
     assert len(everything) == 20_000
-    assert len({task_id[12:] for task_id in everything}) == 20_000
+    # Threads sharing their bytes would repeat thousands of random parts. 20,000
+    # draws of 32 random bits repeat one about once in 20 runs (the birthday
+    # bound), which the time part tells apart: a handful is chance, not sharing.
+    assert 20_000 - len({task_id[12:] for task_id in everything}) <= 5
+    assert len(set(everything)) >= 20_000 - 1
 
 
 def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
