@@ -6,7 +6,7 @@ matter and each one unreadable without the other; an import made only under
 reads it. The graph is grimp's, the one import-linter reads: it holds every import,
 whatever guards it. Importing `a.b.c` also runs the `__init__` of package `a.b`, so
 it counts as importing `a.b` too, unless the importer lies inside `a.b` (which is
-then already being imported).
+then already being imported); an import that names `a.b` itself always counts.
 
 `scripts/check` runs this file (`python tests/unit/test_import_cycles.py`: it prints
 each cycle, import by import, and fails); the suite runs its tests.
@@ -60,14 +60,16 @@ def module_edges(graph: grimp.ImportGraph, *, leave_out: Iterable[tuple[str, str
     left_out = set(leave_out)
     edges: Edges = {}
     for importer in graph.modules:
-        own = set(_packages(importer)) | {importer}
+        own = {importer, *_packages(importer)}
         found = edges.setdefault(importer, {})
         for imported in graph.find_modules_directly_imported_by(importer):
             if (importer, imported) in left_out:
                 continue
-            for target in [imported, *_packages(imported)]:
-                if target not in own:
-                    found.setdefault(target, (importer, imported))
+            if imported != importer:
+                found.setdefault(imported, (importer, imported))
+            for package in _packages(imported):
+                if package not in own:
+                    found.setdefault(package, (importer, imported))
     return edges
 
 
@@ -178,27 +180,30 @@ def _package(root: Path, files: Mapping[str, str]) -> None:
         path.write_text(text)
 
 
-def test_an_import_for_type_checking_or_inside_a_function_closes_a_cycle(
+def test_imports_for_type_checking_inside_a_function_or_of_the_own_package_close_cycles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _package(
         tmp_path,
         {
-            "cyc/__init__.py": "",
+            "cyc/__init__.py": "from cyc.e import E\n",
             "cyc/a.py": "from cyc import b\n",
             "cyc/b.py": (
                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyc import a\n"
             ),
             "cyc/c.py": "def f():\n    from cyc import d\n",
             "cyc/d.py": "import cyc.c\n",
+            "cyc/e.py": "E = 1\ndef f():\n    from cyc import E\n",
         },
     )
     monkeypatch.syspath_prepend(tmp_path)
     found = problems(grimp.build_graph("cyc", cache_dir=None), allowed=())
-    assert len(found) == 2
-    assert found[0].startswith("import cycle among cyc.a, cyc.b:")
-    assert "cyc.b -> cyc.a: line 3: from cyc import a" in found[0]
-    assert found[1].startswith("import cycle among cyc.c, cyc.d:")
+    assert [f.splitlines()[0] for f in found] == [
+        "import cycle among cyc, cyc.e:",
+        "import cycle among cyc.a, cyc.b:",
+        "import cycle among cyc.c, cyc.d:",
+    ]
+    assert "  cyc.b -> cyc.a: line 3: from cyc import a" in found[1].splitlines()
 
 
 def test_importing_a_module_runs_its_package() -> None:
