@@ -21,7 +21,7 @@ from shepherd.store.postgres.rows import utc
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import Raised, StoredAlert
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["acknowledge", "list_alerts", "store_alert"]
@@ -44,7 +44,7 @@ _OPEN_OF_TASK = (
 
 
 async def store_alert(
-    batch: Batch, task_id: str, workflow: str, key: str | None, raised: Raised
+    batch: PostgresBatch, task_id: str, workflow: str, key: str | None, raised: Raised
 ) -> None:
     """Queue the insert of the alert a write into `error` raises, at the batch's instant."""
     params = (task_id, workflow, key, raised.reason, raised.failure_count, batch.now)
@@ -52,7 +52,7 @@ async def store_alert(
 
 
 @WRITES.handles(AcknowledgeAlert)
-async def acknowledge(batch: Batch, ops: Sequence[AcknowledgeAlert]) -> list[object]:
+async def acknowledge(batch: PostgresBatch, ops: Sequence[AcknowledgeAlert]) -> list[object]:
     """Acknowledge alerts: each as stored after (an acknowledged one keeps its first)."""
     cursors = []
     for op in ops:

@@ -1,6 +1,6 @@
 """One group-commit transaction: its connection, its instant, and what it announces.
 
-Handlers of every kind of operation write through a `Batch`. Events are queued
+Handlers of every kind of operation write through a `PostgresBatch`. Events are queued
 and inserted together at the end, in one statement with the NOTIFYs (one
 `pg_notify` per channel), inside the transaction, so that other processes
 learn of the commit exactly when it becomes visible.
@@ -46,12 +46,12 @@ if TYPE_CHECKING:
 
     from shepherd.store.postgres.connection import Connection
 
-__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Batch", "Later"]
+__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Later", "PostgresBatch"]
 
 #: Operations whose handlers read the batch's instant as a value only through
-#: `await Batch.clock()`, after their first read (or give it only to statements,
-#: as `Batch.instant`): a batch of these alone does not wait for the database's
-#: clock in a round trip of its own. Other handlers may read `Batch.now` at
+#: `await PostgresBatch.clock()`, after their first read (or give it only to statements,
+#: as `PostgresBatch.instant`): a batch of these alone does not wait for the database's
+#: clock in a round trip of its own. Other handlers may read `PostgresBatch.now` at
 #: once, so the writer reads the clock before it runs them.
 CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
     {
@@ -68,7 +68,7 @@ CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
     }
 )
 
-#: `coalesce(%b::timestamptz, now())` of `Batch.instant`: the batch's instant in SQL.
+#: `coalesce(%b::timestamptz, now())` of `PostgresBatch.instant`: the batch's instant in SQL.
 INSTANT = "coalesce(%b::timestamptz, now())"
 
 _INSERT_EVENTS = (
@@ -83,7 +83,7 @@ _EVENTS_AND_NOTIFY = f"WITH inserted AS ({_INSERT_EVENTS}) {_NOTIFY}"
 
 
 @final
-class Batch(Encoding):
+class PostgresBatch(Encoding):
     """The context every handler of one batch shares; it encodes payloads (`Encoding`).
 
     Attributes:
@@ -143,7 +143,7 @@ class Batch(Encoding):
         if self._now is None:
             raise ShepherdError(
                 "a PostgreSQL batch handler read the batch's instant before it was read: "
-                "handlers of CLOCK_ON_DEMAND operations await Batch.clock() first"
+                "handlers of CLOCK_ON_DEMAND operations await PostgresBatch.clock() first"
             )
         return self._now
 
@@ -222,7 +222,7 @@ class Later:
 
 
 #: Operation type -> the handler that runs every operation of that type in a batch.
-WRITES: WriteTable[Batch, Awaitable[list[object]]] = WriteTable()
+WRITES: WriteTable[PostgresBatch, Awaitable[list[object]]] = WriteTable()
 
 
 @final

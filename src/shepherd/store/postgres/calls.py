@@ -34,7 +34,7 @@ from shepherd.store.postgres.rows import utc
 from shepherd.store.step_writes import reply_body
 
 if TYPE_CHECKING:
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = [
@@ -134,7 +134,7 @@ def _call(row: Sequence[object]) -> CallRequest:
 
 
 @WRITES.handles(SendCall)
-async def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
+async def send_call(batch: PostgresBatch, ops: Sequence[SendCall]) -> list[object]:
     """Store each call whose payload encodes; the encoding error is its caller's.
 
     One row is one plain INSERT; more go in one statement over arrays.
@@ -161,7 +161,7 @@ async def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
 
 
 @WRITES.handles(TakeCalls)
-async def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
+async def take_calls(batch: PostgresBatch, ops: Sequence[TakeCalls]) -> list[object]:
     """Take each operation's waiting calls; give up those out of handlings."""
     now = batch.now
     out: list[object] = []
@@ -175,7 +175,7 @@ async def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
 
 
 async def _take(
-    batch: Batch, waiting: Sequence[Sequence[object]], taker: str
+    batch: PostgresBatch, waiting: Sequence[Sequence[object]], taker: str
 ) -> tuple[list[CallRequest], list[CallRequest]]:
     """Take `waiting` calls for `taker`, giving up those out of handlings."""
     now = batch.now
@@ -197,12 +197,12 @@ async def _take(
     return taken, given_up
 
 
-async def _owns(batch: Batch, agent: str, key: str, owner: str, epoch: int) -> bool:
+async def _owns(batch: PostgresBatch, agent: str, key: str, owner: str, epoch: int) -> bool:
     return await batch.scalar(_OWNS, (agent, key, owner, epoch, batch.now)) is not None
 
 
 @WRITES.handles(TakeKeyCalls)
-async def take_key_calls(batch: Batch, ops: Sequence[TakeKeyCalls]) -> list[object]:
+async def take_key_calls(batch: PostgresBatch, ops: Sequence[TakeKeyCalls]) -> list[object]:
     """Take the next calls of each operation's key, for its owner at its epoch."""
     out: list[object] = []
     for op in ops:
@@ -215,7 +215,7 @@ async def take_key_calls(batch: Batch, ops: Sequence[TakeKeyCalls]) -> list[obje
 
 
 @WRITES.handles(AnswerOwned)
-async def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
+async def answer_owned(batch: PostgresBatch, ops: Sequence[AnswerOwned]) -> list[object]:
     """Each owner's answers and state, where it still owns the key; whether it did."""
     now = batch.now
     out: list[object] = []
@@ -242,7 +242,7 @@ async def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]
 
 
 @WRITES.handles(AnswerAndTake)
-async def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[object]:
+async def answer_and_take(batch: PostgresBatch, ops: Sequence[AnswerAndTake]) -> list[object]:
     """Each owner's answers and state, then its key's next batch if due (one transaction)."""
     now = batch.now
     out: list[object] = []
@@ -287,7 +287,7 @@ async def waiting_keys(reader: Reader, op: WaitingKeys) -> list[str]:
 
 
 @WRITES.handles(AnswerCall)
-async def answer_call(batch: Batch, ops: Sequence[AnswerCall]) -> list[object]:
+async def answer_call(batch: PostgresBatch, ops: Sequence[AnswerCall]) -> list[object]:
     """Write each answer where its handling is the call's latest; whether it was."""
     now = batch.now
     params = []
@@ -301,7 +301,7 @@ async def answer_call(batch: Batch, ops: Sequence[AnswerCall]) -> list[object]:
 
 
 @WRITES.handles(PurgeCalls)
-async def purge_calls(batch: Batch, ops: Sequence[PurgeCalls]) -> list[object]:
+async def purge_calls(batch: PostgresBatch, ops: Sequence[PurgeCalls]) -> list[object]:
     """Delete expired calls, up to each operation's limit."""
     cursors = [await batch.send(_PURGE, (batch.now, op.limit)) for op in ops]
     return [len(await cursor.fetchall()) for cursor in cursors]

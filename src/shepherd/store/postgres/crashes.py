@@ -31,7 +31,7 @@ from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.core.workers import Worker
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["HELD", "RUNNING", "UNREAPED", "VICTIMS", "apply", "held_requests", "mark_died", "reap"]
@@ -65,14 +65,14 @@ _REAP = "UPDATE workers SET reaped_at = %s WHERE instance = %s"
 
 
 @WRITES.handles(MarkDied)
-async def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
+async def mark_died(batch: PostgresBatch, ops: Sequence[MarkDied]) -> list[object]:
     """Processes found gone on their host: dead from now, whatever their last beat."""
     cursors = [await batch.send(_MARK_DIED, (batch.now, op.instance)) for op in ops]
     return [await cursor.fetchone() is not None for cursor in cursors]
 
 
 @WRITES.handles(ReapWorker)
-async def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
+async def reap(batch: PostgresBatch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
     for instance in (op.instance for op in ops):
         await batch.send(_REAP, (batch.now, instance))
@@ -80,7 +80,7 @@ async def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
 
 
 @WRITES.handles(ApplyCrash)
-async def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
+async def apply(batch: PostgresBatch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease.
 
     A quarantine (`Escalate`) stores its alert with the task.

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.store.effect_rows import EffectRow
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
 
 __all__ = ["UPDATE", "UPDATE_EACH", "params", "params_each", "written"]
 
@@ -78,7 +78,7 @@ def _values(row: EffectRow) -> tuple[object, ...]:
     )
 
 
-def written(batch: Batch, row: EffectRow, key: str | None, reply_to: str | None) -> None:
+def written(batch: PostgresBatch, row: EffectRow, key: str | None, reply_to: str | None) -> None:
     """Once `row` is written by `batch`: queue its event (the task's `key` and `reply_to` in it), ring."""
     batch.event(row.task_id, key, reply_to, row.event, row.detail)
     batch.rings.update(row.rings)

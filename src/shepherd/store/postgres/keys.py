@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.core.records import JsonValue, Request
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
 
@@ -62,12 +62,12 @@ _CLEAR_STARTED = (
 
 
 @WRITES.handles(ExtendStep)
-async def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
+async def extend_step(batch: PostgresBatch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
     return [await _extend(batch, op.request, op.worker) for op in ops]
 
 
-async def _extend(batch: Batch, request: Request, worker: str) -> datetime | None:
+async def _extend(batch: PostgresBatch, request: Request, worker: str) -> datetime | None:
     """The execution's new complete_by; None if it has no window or is no longer current."""
     if request.within is None:
         return None
@@ -84,12 +84,12 @@ async def _extend(batch: Batch, request: Request, worker: str) -> datetime | Non
 
 
 @WRITES.handles(BeginOnce)
-async def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
+async def begin_once(batch: PostgresBatch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
     return [await _begin(batch, op.key, op.holder) for op in ops]
 
 
-async def _begin(batch: Batch, key: str, holder: str) -> tuple[str, JsonValue]:
+async def _begin(batch: PostgresBatch, key: str, holder: str) -> tuple[str, JsonValue]:
     while True:
         if await batch.scalar(_MARK, (key, holder, batch.now)) is not None:
             return "new", None
@@ -101,7 +101,7 @@ async def _begin(batch: Batch, key: str, holder: str) -> tuple[str, JsonValue]:
 
 
 @WRITES.handles(FinishOnce)
-async def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
+async def finish_once(batch: PostgresBatch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
     results = [batch.encode(op.result) for op in ops]
     finishing = [
@@ -114,12 +114,12 @@ async def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
 
 
 @WRITES.handles(AbandonOnce)
-async def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
+async def abandon_once(batch: PostgresBatch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
     return [*await batch.found(_ABANDON, [(op.key, op.holder) for op in ops])]
 
 
-async def clear_started(batch: Batch, task_id: str, seq: int) -> None:
+async def clear_started(batch: PostgresBatch, task_id: str, seq: int) -> None:
     """Delete the started (never the done) marks of step `seq` of a task."""
     key = f"{task_id}/{seq}"
     await batch.send(_CLEAR_STARTED, (key, key + "/"))

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from shepherd.core.alerts import Raised
     from shepherd.core.effects import TaskEffect
     from shepherd.core.records import Lease
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["acquire", "apply_effects", "release", "supervise"]
@@ -66,7 +66,7 @@ _DROP_REQUESTS = (
 
 
 @WRITES.handles(AcquireLease)
-async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
+async def acquire(batch: PostgresBatch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases; None where someone else holds an unexpired one."""
     now = batch.instant
     rows = await batch.first_rows(_ACQUIRE, [(op.name, op.holder, now, op.ttl, now) for op in ops])
@@ -74,7 +74,7 @@ async def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
 
 
 @WRITES.handles(ReleaseLease)
-async def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
+async def release(batch: PostgresBatch, ops: Sequence[ReleaseLease]) -> list[object]:
     """Expire leases now, if the caller still holds them."""
     for op in ops:
         name, holder = op.name, op.holder
@@ -83,7 +83,7 @@ async def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
 
 
 @WRITES.handles(ApplySupervision)
-async def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
+async def supervise(batch: PostgresBatch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions, fenced by task epoch and leadership."""
     now = batch.now
     return await apply_effects(
@@ -96,7 +96,7 @@ async def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[objec
 
 
 async def apply_effects(
-    batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
+    batch: PostgresBatch, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
 ) -> list[object]:
     """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
 

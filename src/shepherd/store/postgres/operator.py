@@ -22,7 +22,7 @@ from shepherd.store.rows import Row, TaskCol
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
 
 __all__ = ["cancel", "retry"]
 
@@ -47,7 +47,7 @@ _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = %s"
 
 
 @WRITES.handles(RetryTask)
-async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
+async def retry(batch: PostgresBatch, ops: Sequence[RetryTask]) -> list[object]:
     """Put `error` tasks back to work from their failed step (or step `seq`)."""
     out: list[object] = []
     for op in ops:
@@ -81,7 +81,7 @@ async def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
 
 
 @WRITES.handles(CancelTask)
-async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
+async def cancel(batch: PostgresBatch, ops: Sequence[CancelTask]) -> list[object]:
     """Ask for compensation of tasks that have not ended; they end `cancelled`."""
     out: list[object] = []
     for op in ops:
@@ -97,7 +97,7 @@ async def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
 
 
 async def _lock(
-    batch: Batch, task_id: str, may: Callable[[str], bool], action: str
+    batch: PostgresBatch, task_id: str, may: Callable[[str], bool], action: str
 ) -> Row | ShepherdError:
     """Lock the task's row: the row, or the caller's error if `action` is not allowed now."""
     row = await (await batch.send(_LOCK_TASK, (task_id,))).fetchone()
@@ -108,7 +108,9 @@ async def _lock(
     return row
 
 
-async def _apply(batch: Batch, task_id: str, row: Row, effect: rules.OperatorEffect) -> Task:
+async def _apply(
+    batch: PostgresBatch, task_id: str, row: Row, effect: rules.OperatorEffect
+) -> Task:
     """Write `effect` to the task locked as `row`, with its event; return the task."""
     params = (
         str(effect.process_state),

@@ -31,7 +31,7 @@ from shepherd.store.rows import LEASE_COLUMNS
 if TYPE_CHECKING:
     from shepherd.core.overview import Operator
     from shepherd.core.records import Lease
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["add", "ended_counts", "find", "get_lease", "list_operators", "remove", "touch"]
@@ -56,7 +56,7 @@ _ENDED = (
 
 
 @WRITES.handles(AddOperator)
-async def add(batch: Batch, ops: Sequence[AddOperator]) -> list[object]:
+async def add(batch: PostgresBatch, ops: Sequence[AddOperator]) -> list[object]:
     """Insert operators; a name (or token hash) taken already is refused, nothing written."""
     out: list[object] = []
     for op in ops:
@@ -69,7 +69,7 @@ async def add(batch: Batch, ops: Sequence[AddOperator]) -> list[object]:
 
 
 @WRITES.handles(RemoveOperator)
-async def remove(batch: Batch, ops: Sequence[RemoveOperator]) -> list[object]:
+async def remove(batch: PostgresBatch, ops: Sequence[RemoveOperator]) -> list[object]:
     """Delete operators; an unknown name is refused."""
     found = await batch.found(_REMOVE, [(op.name,) for op in ops])
     return [
@@ -78,7 +78,7 @@ async def remove(batch: Batch, ops: Sequence[RemoveOperator]) -> list[object]:
 
 
 @WRITES.handles(TouchOperator)
-async def touch(batch: Batch, ops: Sequence[TouchOperator]) -> list[object]:
+async def touch(batch: PostgresBatch, ops: Sequence[TouchOperator]) -> list[object]:
     """Set operators' last use to now."""
     for op in ops:
         await batch.send(_TOUCH, (batch.now, op.name))

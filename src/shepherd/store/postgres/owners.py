@@ -23,7 +23,7 @@ from shepherd.store.postgres.rows import utc
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
@@ -59,7 +59,7 @@ _LIST = (
 
 
 @WRITES.handles(TakeKeys)
-async def take_keys(batch: Batch, ops: Sequence[TakeKeys]) -> list[object]:
+async def take_keys(batch: PostgresBatch, ops: Sequence[TakeKeys]) -> list[object]:
     """Take or renew each operation's keys; the ones granted, in the order asked."""
     now = batch.now
     asked: list[tuple[TakeKeys, str, tuple[object, ...]]] = []
@@ -85,7 +85,7 @@ async def take_keys(batch: Batch, ops: Sequence[TakeKeys]) -> list[object]:
 
 
 @WRITES.handles(RenewKeys)
-async def renew_keys(batch: Batch, ops: Sequence[RenewKeys]) -> list[object]:
+async def renew_keys(batch: PostgresBatch, ops: Sequence[RenewKeys]) -> list[object]:
     """Move each owner's live key leases ahead; the leases renewed."""
     now = batch.now
     cursors = [
@@ -102,7 +102,7 @@ async def renew_keys(batch: Batch, ops: Sequence[RenewKeys]) -> list[object]:
 
 
 @WRITES.handles(ReleaseKeys)
-async def release_keys(batch: Batch, ops: Sequence[ReleaseKeys]) -> list[object]:
+async def release_keys(batch: PostgresBatch, ops: Sequence[ReleaseKeys]) -> list[object]:
     """Hand keys back; how many of each operation's the owner still held."""
     now = batch.now
     cursors = [
@@ -112,7 +112,7 @@ async def release_keys(batch: Batch, ops: Sequence[ReleaseKeys]) -> list[object]
 
 
 @WRITES.handles(SetOwnerState)
-async def set_owner_state(batch: Batch, ops: Sequence[SetOwnerState]) -> list[object]:
+async def set_owner_state(batch: PostgresBatch, ops: Sequence[SetOwnerState]) -> list[object]:
     """Set each key's owner state where the owner still holds it at its epoch."""
     now = batch.now
     out: list[object] = [None] * len(ops)

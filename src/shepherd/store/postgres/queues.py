@@ -24,7 +24,7 @@ from shepherd.store.rows import EVENT_COLUMNS, RequestCol
 from shepherd.store.step_writes import STEP_OWNER_COLUMNS, StepOwnerCol, plan_answers, reply_body
 
 if TYPE_CHECKING:
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["reply", "take"]
@@ -72,7 +72,7 @@ _INSERT_REPLIES = (
 
 
 @WRITES.handles(TakeRequests)
-async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
+async def take(batch: PostgresBatch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible, unexpired requests until their complete_by.
 
     At most `suspects` of each take are requests of suspect tasks, so that an
@@ -94,7 +94,7 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 
 @WRITES.handles(ReplyAndAck)
-async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
+async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
     False where the request moved on. The capacity slots the handlings held are
@@ -140,7 +140,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
 
 
 @WRITES.handles(Note)
-async def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
+async def note(batch: PostgresBatch, ops: Sequence[Note]) -> list[object]:
     """Append events to tasks' histories (an agent that timed out or gave up)."""
     for op in ops:
         task_id, kind, detail = op.task_id, op.kind, op.detail

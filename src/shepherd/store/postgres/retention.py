@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
     from shepherd.core.retention import Tombstone
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = [
@@ -74,7 +74,7 @@ tombstone_from_row = RECORDS.tombstone
 
 
 @WRITES.handles(PurgeTasks)
-async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
+async def purge_tasks(batch: PostgresBatch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     # The planner cannot estimate the done keys' ranges, overestimates the
     # statement's cost and would JIT-compile it: a second instead of milliseconds.
@@ -85,13 +85,15 @@ async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
 
 
 @WRITES.handles(PurgeTombstones)
-async def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
+async def purge_tombstones(batch: PostgresBatch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
     cursors = [await batch.send(_PURGE_TOMBSTONES, (op.purged_before, op.limit)) for op in ops]
     return [await _count(cursor) for cursor in cursors]
 
 
-async def purged_keys(batch: Batch, keys: Sequence[tuple[str, str]]) -> AsyncCursor[TupleRow]:
+async def purged_keys(
+    batch: PostgresBatch, keys: Sequence[tuple[str, str]]
+) -> AsyncCursor[TupleRow]:
     """Send the look-up of tombstones for (workflow, key) pairs; read it later."""
     return await batch.send(PURGED_KEYS, ([w for w, _ in keys], [k for _, k in keys]))
 

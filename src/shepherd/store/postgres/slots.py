@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
@@ -56,7 +56,7 @@ _RELEASE = (
 
 
 @WRITES.handles(AcquireSlots)
-async def acquire(batch: Batch, ops: Sequence[AcquireSlots]) -> list[object]:
+async def acquire(batch: PostgresBatch, ops: Sequence[AcquireSlots]) -> list[object]:
     """Grant slots to each operation's holders, in order, while the capacity allows."""
     now = batch.now
     names = sorted({op.resource for op in ops})
@@ -85,7 +85,7 @@ async def acquire(batch: Batch, ops: Sequence[AcquireSlots]) -> list[object]:
 
 
 @WRITES.handles(RenewSlots)
-async def renew(batch: Batch, ops: Sequence[RenewSlots]) -> list[object]:
+async def renew(batch: PostgresBatch, ops: Sequence[RenewSlots]) -> list[object]:
     """Move each worker's unexpired slots ahead; the slots renewed."""
     now = batch.now
     cursors = [
@@ -95,13 +95,13 @@ async def renew(batch: Batch, ops: Sequence[RenewSlots]) -> list[object]:
 
 
 @WRITES.handles(ReleaseSlots)
-async def release_slots(batch: Batch, ops: Sequence[ReleaseSlots]) -> list[object]:
+async def release_slots(batch: PostgresBatch, ops: Sequence[ReleaseSlots]) -> list[object]:
     """Give slots back; how many of each operation's were still held."""
     cursors = [await release(batch, op.slots) for op in ops]
     return [0 if c is None else len(await c.fetchall()) for c in cursors]
 
 
-async def release(batch: Batch, slots: Sequence[Slot]) -> AsyncCursor[TupleRow] | None:
+async def release(batch: PostgresBatch, slots: Sequence[Slot]) -> AsyncCursor[TupleRow] | None:
     """Send the deletion of `slots` (also from a reply's transaction); SLOTS is NOTIFYed
     at commit. Its cursor returns a row per slot that was still held."""
     if not slots:

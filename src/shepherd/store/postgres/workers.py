@@ -20,7 +20,7 @@ from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.workers import Worker
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["beat", "dead_workers", "list_workers", "register", "stop"]
@@ -40,7 +40,7 @@ _STOP = "UPDATE workers SET stopped_at = %s WHERE instance = %s AND stopped_at I
 
 
 @WRITES.handles(RegisterWorker)
-async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
+async def register(batch: PostgresBatch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     now = batch.now
     await batch.send(_FORGET, (now - _RETENTION,))
@@ -57,13 +57,13 @@ async def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
 
 
 @WRITES.handles(BeatWorker)
-async def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
+async def beat(batch: PostgresBatch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
     return [*await batch.found(_BEAT, [(batch.instant, op.instance) for op in ops])]
 
 
 @WRITES.handles(StopWorker)
-async def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
+async def stop(batch: PostgresBatch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
     for op in ops:
         await batch.send(_STOP, (batch.now, op.instance))

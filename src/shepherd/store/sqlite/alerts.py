@@ -19,7 +19,7 @@ from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import Raised, StoredAlert
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["acknowledge", "list_alerts", "store_alert"]
 
@@ -40,14 +40,16 @@ _OPEN_OF_TASK = (
 )
 
 
-def store_alert(batch: Batch, task_id: str, workflow: str, key: str | None, raised: Raised) -> None:
+def store_alert(
+    batch: SqliteBatch, task_id: str, workflow: str, key: str | None, raised: Raised
+) -> None:
     """Insert the alert a write into `error` raises, at the batch's instant."""
     params = (task_id, workflow, key, raised.reason, raised.failure_count, batch.now)
     batch.conn.execute(_INSERT, params)
 
 
 @WRITES.handles(AcknowledgeAlert)
-def acknowledge(batch: Batch, ops: Sequence[AcknowledgeAlert]) -> list[object]:
+def acknowledge(batch: SqliteBatch, ops: Sequence[AcknowledgeAlert]) -> list[object]:
     """Acknowledge alerts: each as stored after (an acknowledged one keeps its first)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []

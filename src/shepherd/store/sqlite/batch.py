@@ -1,6 +1,6 @@
 """One group-commit transaction: its connection, its instant, and what it announces.
 
-Handlers of every kind of operation write through a `Batch`, as the PostgreSQL
+Handlers of every kind of operation write through a `SqliteBatch`, as the PostgreSQL
 store's handlers do through theirs. The transaction began with BEGIN IMMEDIATE,
 so it holds the database's write lock: no other process writes between a
 handler's reads (the fencing checks) and its writes.
@@ -18,7 +18,7 @@ from shepherd.store import signals as ch
 from shepherd.store.dispatch import ReadTable, WriteTable
 from shepherd.store.encoding import Encoding
 
-__all__ = ["READS", "WRITES", "Batch", "EventRow", "Reading"]
+__all__ = ["READS", "WRITES", "EventRow", "Reading", "SqliteBatch"]
 
 #: (task_id, key, reply_to, kind, detail as JSON text, at).
 EventRow = tuple[str, str | None, str | None, str, str, float]
@@ -29,7 +29,7 @@ _INSERT_EVENTS = (
 
 
 @final
-class Batch(Encoding):
+class SqliteBatch(Encoding):
     """The context every handler of one batch shares; it encodes payloads (`Encoding`).
 
     Attributes:
@@ -72,6 +72,6 @@ class Reading:
 
 
 #: Operation type -> the handler that runs every operation of that type in a batch.
-WRITES: WriteTable[Batch, list[object]] = WriteTable()
+WRITES: WriteTable[SqliteBatch, list[object]] = WriteTable()
 #: Operation type -> the handler that runs one read.
 READS: ReadTable[Reading, Any] = ReadTable()

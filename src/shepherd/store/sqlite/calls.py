@@ -36,7 +36,7 @@ from shepherd.store.sqlite.rows import chunks
 from shepherd.store.step_writes import reply_body
 
 if TYPE_CHECKING:
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = [
     "answer_and_take",
@@ -123,7 +123,7 @@ def _call(row: Sequence[object]) -> CallRequest:
 
 
 @WRITES.handles(SendCall)
-def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
+def send_call(batch: SqliteBatch, ops: Sequence[SendCall]) -> list[object]:
     """Store each call whose payload encodes (one statement); the encoding error is its caller's."""
     now = batch.now
     out: list[object] = []
@@ -152,7 +152,7 @@ def send_call(batch: Batch, ops: Sequence[SendCall]) -> list[object]:
 
 
 @WRITES.handles(TakeCalls)
-def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
+def take_calls(batch: SqliteBatch, ops: Sequence[TakeCalls]) -> list[object]:
     """Take each operation's waiting calls; give up those out of handlings."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -167,7 +167,7 @@ def take_calls(batch: Batch, ops: Sequence[TakeCalls]) -> list[object]:
 
 
 def _take(
-    batch: Batch, waiting: Sequence[Sequence[object]], taker: str
+    batch: SqliteBatch, waiting: Sequence[Sequence[object]], taker: str
 ) -> tuple[list[CallRequest], list[CallRequest]]:
     """Take `waiting` calls for `taker`, giving up those out of handlings."""
     conn, now = batch.conn, batch.now
@@ -188,13 +188,13 @@ def _take(
     return [_call(rows[call_id]) for call_id in takes], given_up
 
 
-def _owns(batch: Batch, agent: str, key: str, owner: str, epoch: int) -> bool:
+def _owns(batch: SqliteBatch, agent: str, key: str, owner: str, epoch: int) -> bool:
     row = batch.conn.execute(_OWNS, (agent, key, owner, epoch, batch.now)).fetchone()
     return row is not None
 
 
 @WRITES.handles(TakeKeyCalls)
-def take_key_calls(batch: Batch, ops: Sequence[TakeKeyCalls]) -> list[object]:
+def take_key_calls(batch: SqliteBatch, ops: Sequence[TakeKeyCalls]) -> list[object]:
     """Take the next calls of each operation's key, for its owner at its epoch."""
     out: list[object] = []
     for op in ops:
@@ -207,7 +207,7 @@ def take_key_calls(batch: Batch, ops: Sequence[TakeKeyCalls]) -> list[object]:
 
 
 @WRITES.handles(AnswerOwned)
-def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
+def answer_owned(batch: SqliteBatch, ops: Sequence[AnswerOwned]) -> list[object]:
     """Each owner's answers and state, where it still owns the key; whether it did."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -234,7 +234,7 @@ def answer_owned(batch: Batch, ops: Sequence[AnswerOwned]) -> list[object]:
 
 
 @WRITES.handles(AnswerAndTake)
-def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[object]:
+def answer_and_take(batch: SqliteBatch, ops: Sequence[AnswerAndTake]) -> list[object]:
     """Each owner's answers and state, then its key's next batch if due (one transaction)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -274,7 +274,7 @@ def waiting_keys(at: Reading, op: WaitingKeys) -> list[str]:
 
 
 @WRITES.handles(AnswerCall)
-def answer_call(batch: Batch, ops: Sequence[AnswerCall]) -> list[object]:
+def answer_call(batch: SqliteBatch, ops: Sequence[AnswerCall]) -> list[object]:
     """Write each answer where its handling is the call's latest; whether it was."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -289,7 +289,7 @@ def answer_call(batch: Batch, ops: Sequence[AnswerCall]) -> list[object]:
 
 
 @WRITES.handles(PurgeCalls)
-def purge_calls(batch: Batch, ops: Sequence[PurgeCalls]) -> list[object]:
+def purge_calls(batch: SqliteBatch, ops: Sequence[PurgeCalls]) -> list[object]:
     """Delete expired calls, up to each operation's limit."""
     return [batch.conn.execute(_PURGE, (batch.now, op.limit)).rowcount for op in ops]
 

@@ -30,7 +30,7 @@ from shepherd.store.worker_rows import WORKER_COLUMNS, worker_from_row
 if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.core.workers import Worker
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["apply", "crash_victims", "held_requests", "mark_died", "reap", "unreaped_workers"]
 
@@ -59,20 +59,20 @@ _REAP = "UPDATE workers SET reaped_at = ? WHERE instance = ?"
 
 
 @WRITES.handles(MarkDied)
-def mark_died(batch: Batch, ops: Sequence[MarkDied]) -> list[object]:
+def mark_died(batch: SqliteBatch, ops: Sequence[MarkDied]) -> list[object]:
     """Processes found gone on their host: dead from now, whatever their last beat."""
     return [batch.conn.execute(_MARK_DIED, (batch.now, op.instance)).rowcount == 1 for op in ops]
 
 
 @WRITES.handles(ReapWorker)
-def reap(batch: Batch, ops: Sequence[ReapWorker]) -> list[object]:
+def reap(batch: SqliteBatch, ops: Sequence[ReapWorker]) -> list[object]:
     """Record that a dead process's crash was attributed to the tasks it held."""
     batch.conn.executemany(_REAP, [(batch.now, op.instance) for op in ops])
     return [None] * len(ops)
 
 
 @WRITES.handles(ApplyCrash)
-def apply(batch: Batch, ops: Sequence[ApplyCrash]) -> list[object]:
+def apply(batch: SqliteBatch, ops: Sequence[ApplyCrash]) -> list[object]:
     """Apply crash verdicts, fenced by the task's lock_epoch and the supervisor's lease.
 
     A quarantine (`Escalate`) stores its alert with the task.

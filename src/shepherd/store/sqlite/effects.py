@@ -13,7 +13,7 @@ from shepherd.store.sqlite.rows import ts
 
 if TYPE_CHECKING:
     from shepherd.store.effect_rows import EffectRow
-    from shepherd.store.sqlite.batch import Batch, EventRow
+    from shepherd.store.sqlite.batch import EventRow, SqliteBatch
 
 __all__ = ["UPDATE", "params", "written"]
 
@@ -48,7 +48,7 @@ def params(row: EffectRow, now: float) -> tuple[object, ...]:
     )
 
 
-def written(batch: Batch, row: EffectRow, key: str | None, reply_to: str | None) -> EventRow:
+def written(batch: SqliteBatch, row: EffectRow, key: str | None, reply_to: str | None) -> EventRow:
     """Once `row` is written by `batch`: drop requests if it says so, ring; the event to insert.
 
     `key` and `reply_to` are the task's, which every event repeats.

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.core.records import JsonValue, Request
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["abandon_once", "begin_once", "clear_started", "extend_step", "finish_once"]
 
@@ -55,12 +55,12 @@ CLEAR_STARTED = (
 
 
 @WRITES.handles(ExtendStep)
-def extend_step(batch: Batch, ops: Sequence[ExtendStep]) -> list[object]:
+def extend_step(batch: SqliteBatch, ops: Sequence[ExtendStep]) -> list[object]:
     """Heartbeats: move the deadlines of current executions one window ahead."""
     return [_extend(batch, op.request, op.worker) for op in ops]
 
 
-def _extend(batch: Batch, request: Request, worker: str) -> datetime | None:
+def _extend(batch: SqliteBatch, request: Request, worker: str) -> datetime | None:
     """The execution's new complete_by; None if it has no window or is no longer current."""
     conn, now = batch.conn, batch.now
     if request.within is None:
@@ -77,12 +77,12 @@ def _extend(batch: Batch, request: Request, worker: str) -> datetime | None:
 
 
 @WRITES.handles(BeginOnce)
-def begin_once(batch: Batch, ops: Sequence[BeginOnce]) -> list[object]:
+def begin_once(batch: SqliteBatch, ops: Sequence[BeginOnce]) -> list[object]:
     """Mark keys started, or say how an earlier execution left them."""
     return [_begin(batch, op.key, op.holder) for op in ops]
 
 
-def _begin(batch: Batch, key: str, holder: str) -> tuple[str, JsonValue]:
+def _begin(batch: SqliteBatch, key: str, holder: str) -> tuple[str, JsonValue]:
     if batch.conn.execute(_MARK, (key, holder, batch.now)).rowcount == 1:
         return "new", None
     state, result = batch.conn.execute(_READ_MARK, (key,)).fetchone()
@@ -90,7 +90,7 @@ def _begin(batch: Batch, key: str, holder: str) -> tuple[str, JsonValue]:
 
 
 @WRITES.handles(FinishOnce)
-def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
+def finish_once(batch: SqliteBatch, ops: Sequence[FinishOnce]) -> list[object]:
     """Record effects' results on their holders' started marks."""
     out: list[object] = []
     for op in ops:
@@ -104,7 +104,7 @@ def finish_once(batch: Batch, ops: Sequence[FinishOnce]) -> list[object]:
 
 
 @WRITES.handles(AbandonOnce)
-def abandon_once(batch: Batch, ops: Sequence[AbandonOnce]) -> list[object]:
+def abandon_once(batch: SqliteBatch, ops: Sequence[AbandonOnce]) -> list[object]:
     """Delete holders' started marks (their effects did not happen)."""
     return [*batch.changed(_ABANDON, [(op.key, op.holder) for op in ops])]
 

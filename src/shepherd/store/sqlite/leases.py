@@ -29,7 +29,7 @@ from shepherd.store.sqlite.rows import TASK_COLUMNS, task_from_row
 if TYPE_CHECKING:
     from shepherd.core.alerts import Raised
     from shepherd.core.effects import TaskEffect
-    from shepherd.store.sqlite.batch import Batch, EventRow
+    from shepherd.store.sqlite.batch import EventRow, SqliteBatch
 
 __all__ = ["acquire", "apply_effects", "expired_claims", "leads", "release", "supervise"]
 
@@ -63,7 +63,7 @@ def leads(conn: sqlite3.Connection, leader: Lease, now: float) -> bool:
 
 
 @WRITES.handles(AcquireLease)
-def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
+def acquire(batch: SqliteBatch, ops: Sequence[AcquireLease]) -> list[object]:
     """Take or renew leases: a Lease, or None while another holder's is unexpired."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -84,7 +84,7 @@ def acquire(batch: Batch, ops: Sequence[AcquireLease]) -> list[object]:
 
 
 @WRITES.handles(ReleaseLease)
-def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
+def release(batch: SqliteBatch, ops: Sequence[ReleaseLease]) -> list[object]:
     """Let leases expire now, if their holders still hold them."""
     for op in ops:
         name, holder = op.name, op.holder
@@ -93,7 +93,7 @@ def release(batch: Batch, ops: Sequence[ReleaseLease]) -> list[object]:
 
 
 @WRITES.handles(ApplySupervision)
-def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
+def supervise(batch: SqliteBatch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions on expired claims: True where the task was changed."""
     now = datetime.fromtimestamp(batch.now, UTC)
     return apply_effects(
@@ -106,7 +106,7 @@ def supervise(batch: Batch, ops: Sequence[ApplySupervision]) -> list[object]:
 
 
 def apply_effects(
-    batch: Batch, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
+    batch: SqliteBatch, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
 ) -> list[object]:
     """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from shepherd.core.records import Task
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["cancel", "retry"]
 
@@ -48,7 +48,7 @@ _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
 @WRITES.handles(RetryTask)
-def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
+def retry(batch: SqliteBatch, ops: Sequence[RetryTask]) -> list[object]:
     """Put tasks in `error` back to work (and resubmit one step, with a new payload)."""
     conn = batch.conn
     out: list[object] = []
@@ -79,7 +79,7 @@ def retry(batch: Batch, ops: Sequence[RetryTask]) -> list[object]:
 
 
 @WRITES.handles(CancelTask)
-def cancel(batch: Batch, ops: Sequence[CancelTask]) -> list[object]:
+def cancel(batch: SqliteBatch, ops: Sequence[CancelTask]) -> list[object]:
     """Request cancellation: unended tasks turn `compensating`, their requests go."""
     conn = batch.conn
     out: list[object] = []
@@ -107,7 +107,9 @@ def _find(
     return row
 
 
-def _apply(batch: Batch, task_id: str, row: sqlite3.Row, effect: rules.OperatorEffect) -> Task:
+def _apply(
+    batch: SqliteBatch, task_id: str, row: sqlite3.Row, effect: rules.OperatorEffect
+) -> Task:
     """Write `effect` to the task read as `row`, with its event; return the task."""
     now = batch.now
     params = (

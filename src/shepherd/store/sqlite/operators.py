@@ -30,7 +30,7 @@ from shepherd.store.sqlite.rows import ts
 
 if TYPE_CHECKING:
     from shepherd.core.overview import Operator
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["add", "ended_counts", "find", "get_lease", "list_operators", "remove", "touch"]
 
@@ -59,7 +59,7 @@ _ERRORS = (
 
 
 @WRITES.handles(AddOperator)
-def add(batch: Batch, ops: Sequence[AddOperator]) -> list[object]:
+def add(batch: SqliteBatch, ops: Sequence[AddOperator]) -> list[object]:
     """Insert operators; a name (or token hash) taken already is refused, nothing written."""
     out: list[object] = []
     for op in ops:
@@ -73,7 +73,7 @@ def add(batch: Batch, ops: Sequence[AddOperator]) -> list[object]:
 
 
 @WRITES.handles(RemoveOperator)
-def remove(batch: Batch, ops: Sequence[RemoveOperator]) -> list[object]:
+def remove(batch: SqliteBatch, ops: Sequence[RemoveOperator]) -> list[object]:
     """Delete operators; an unknown name is refused."""
     out: list[object] = []
     for op in ops:
@@ -83,7 +83,7 @@ def remove(batch: Batch, ops: Sequence[RemoveOperator]) -> list[object]:
 
 
 @WRITES.handles(TouchOperator)
-def touch(batch: Batch, ops: Sequence[TouchOperator]) -> list[object]:
+def touch(batch: SqliteBatch, ops: Sequence[TouchOperator]) -> list[object]:
     """Set operators' last use to now."""
     for op in ops:
         batch.conn.execute(_TOUCH, (batch.now, op.name))

@@ -19,7 +19,7 @@ from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
 
@@ -54,7 +54,7 @@ _LIST = (
 
 
 @WRITES.handles(TakeKeys)
-def take_keys(batch: Batch, ops: Sequence[TakeKeys]) -> list[object]:
+def take_keys(batch: SqliteBatch, ops: Sequence[TakeKeys]) -> list[object]:
     """Take or renew each operation's keys; the ones granted, in the order asked."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -75,7 +75,7 @@ def take_keys(batch: Batch, ops: Sequence[TakeKeys]) -> list[object]:
 
 
 @WRITES.handles(RenewKeys)
-def renew_keys(batch: Batch, ops: Sequence[RenewKeys]) -> list[object]:
+def renew_keys(batch: SqliteBatch, ops: Sequence[RenewKeys]) -> list[object]:
     """Move each owner's live key leases ahead; the leases renewed."""
     conn, now = batch.conn, batch.now
     return [
@@ -90,7 +90,7 @@ def renew_keys(batch: Batch, ops: Sequence[RenewKeys]) -> list[object]:
 
 
 @WRITES.handles(ReleaseKeys)
-def release_keys(batch: Batch, ops: Sequence[ReleaseKeys]) -> list[object]:
+def release_keys(batch: SqliteBatch, ops: Sequence[ReleaseKeys]) -> list[object]:
     """Hand keys back; how many of each operation's the owner still held."""
     conn, now = batch.conn, batch.now
     return [
@@ -103,7 +103,7 @@ def release_keys(batch: Batch, ops: Sequence[ReleaseKeys]) -> list[object]:
 
 
 @WRITES.handles(SetOwnerState)
-def set_owner_state(batch: Batch, ops: Sequence[SetOwnerState]) -> list[object]:
+def set_owner_state(batch: SqliteBatch, ops: Sequence[SetOwnerState]) -> list[object]:
     """Set each key's owner state where the owner still holds it at its epoch."""
     conn, now = batch.conn, batch.now
     out: list[object] = []

@@ -28,7 +28,7 @@ from shepherd.store.step_writes import (
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["note", "read_events", "reply", "take", "task_events"]
 
@@ -69,7 +69,7 @@ _EVENTS_FOR = (
 
 
 @WRITES.handles(TakeRequests)
-def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
+def take(batch: SqliteBatch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible requests of the given agents to a worker, oldest first."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -90,7 +90,7 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 
 @WRITES.handles(ReplyAndAck)
-def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
+def reply(batch: SqliteBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
     False for a request no longer the worker's. The capacity slots the handlings
@@ -133,7 +133,7 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
 
 
 @WRITES.handles(Note)
-def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
+def note(batch: SqliteBatch, ops: Sequence[Note]) -> list[object]:
     """Append events of the given kinds to tasks' timelines (unknown tasks are skipped)."""
     found = owners(batch.conn, [op.task_id for op in ops])
     batch.events(

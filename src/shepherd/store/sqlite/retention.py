@@ -18,7 +18,7 @@ from shepherd.store.sqlite.rows import RECORDS, chunks
 
 if TYPE_CHECKING:
     from shepherd.core.retention import Tombstone
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["checkpoint", "get_tombstone", "purge_tasks", "purge_tombstones", "purged_key"]
 
@@ -51,12 +51,12 @@ _PURGED_KEY = "SELECT task_id FROM tombstones WHERE workflow = ? AND key = ?"
 
 
 @WRITES.handles(PurgeTasks)
-def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
+def purge_tasks(batch: SqliteBatch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     return [_purge(batch, op.ended_before.timestamp(), op.limit) for op in ops]
 
 
-def _purge(batch: Batch, ended_before: float, limit: int) -> int:
+def _purge(batch: SqliteBatch, ended_before: float, limit: int) -> int:
     """Purge up to `limit` tasks ended before `ended_before`; how many were."""
     conn = batch.conn
     rows = conn.execute(_ENDED, (ended_before, limit)).fetchall()
@@ -79,7 +79,7 @@ def _purge(batch: Batch, ended_before: float, limit: int) -> int:
 
 
 @WRITES.handles(PurgeTombstones)
-def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
+def purge_tombstones(batch: SqliteBatch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
     return [
         batch.conn.execute(_OLD_TOMBSTONES, (op.purged_before.timestamp(), op.limit)).rowcount

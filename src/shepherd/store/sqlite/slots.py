@@ -22,7 +22,7 @@ from shepherd.store.sqlite.batch import READS, WRITES, Reading
 if TYPE_CHECKING:
     import sqlite3
 
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
 
@@ -47,7 +47,7 @@ _LIST = (
 
 
 @WRITES.handles(AcquireSlots)
-def acquire(batch: Batch, ops: Sequence[AcquireSlots]) -> list[object]:
+def acquire(batch: SqliteBatch, ops: Sequence[AcquireSlots]) -> list[object]:
     """Grant slots to each operation's holders, in order, while the capacity allows."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -71,7 +71,7 @@ def acquire(batch: Batch, ops: Sequence[AcquireSlots]) -> list[object]:
 
 
 @WRITES.handles(RenewSlots)
-def renew(batch: Batch, ops: Sequence[RenewSlots]) -> list[object]:
+def renew(batch: SqliteBatch, ops: Sequence[RenewSlots]) -> list[object]:
     """Move each worker's unexpired slots ahead; the slots renewed."""
     conn, now = batch.conn, batch.now
     return [
@@ -81,12 +81,12 @@ def renew(batch: Batch, ops: Sequence[RenewSlots]) -> list[object]:
 
 
 @WRITES.handles(ReleaseSlots)
-def release_slots(batch: Batch, ops: Sequence[ReleaseSlots]) -> list[object]:
+def release_slots(batch: SqliteBatch, ops: Sequence[ReleaseSlots]) -> list[object]:
     """Give slots back; how many of each operation's were still held."""
     return [release(batch, op.slots) for op in ops]
 
 
-def release(batch: Batch, slots: Sequence[Slot]) -> int:
+def release(batch: SqliteBatch, slots: Sequence[Slot]) -> int:
     """Delete `slots` (also from a reply's transaction) and ring SLOTS; how many were held."""
     if not slots:
         return 0

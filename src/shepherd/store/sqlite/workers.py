@@ -18,7 +18,7 @@ from shepherd.store.worker_rows import WORKER_COLUMNS, names, worker_from_row
 
 if TYPE_CHECKING:
     from shepherd.core.workers import Worker
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["beat", "dead_workers", "list_workers", "register", "stop"]
 
@@ -47,7 +47,7 @@ _ALIVE = (
 
 
 @WRITES.handles(RegisterWorker)
-def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
+def register(batch: SqliteBatch, ops: Sequence[RegisterWorker]) -> list[object]:
     """Write each process's row afresh; forget rows silent for longer than the retention."""
     conn, now = batch.conn, batch.now
     conn.execute(_FORGET, (now - WORKER_RETENTION,))
@@ -62,13 +62,13 @@ def register(batch: Batch, ops: Sequence[RegisterWorker]) -> list[object]:
 
 
 @WRITES.handles(BeatWorker)
-def beat(batch: Batch, ops: Sequence[BeatWorker]) -> list[object]:
+def beat(batch: SqliteBatch, ops: Sequence[BeatWorker]) -> list[object]:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
     return [*batch.changed(_BEAT, [(batch.now, op.instance) for op in ops])]
 
 
 @WRITES.handles(StopWorker)
-def stop(batch: Batch, ops: Sequence[StopWorker]) -> list[object]:
+def stop(batch: SqliteBatch, ops: Sequence[StopWorker]) -> list[object]:
     """Mark rows stopped (graceful stops)."""
     batch.conn.executemany(_STOP, [(batch.now, op.instance) for op in ops])
     return [None] * len(ops)
