@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from psycopg.rows import tuple_row
 
@@ -39,12 +39,18 @@ from shepherd.store.ops import (
 )
 from shepherd.store.postgres.listener import notifications
 from shepherd.store.postgres.rows import utc
+from shepherd.store.sql.dialect import POSTGRES
+from shepherd.store.sql.plan import run_async
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
     from shepherd.store.postgres.connection import Connection
+    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.sql.plan import Plan, Query, Rows
+
+T = TypeVar("T")
 
 __all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Later", "PostgresBatch"]
 
@@ -96,6 +102,9 @@ class PostgresBatch(Encoding):
             transaction's `SELECT now()`, sent first and read when a handler
             first needs the instant (`clock`).
     """
+
+    #: This backend's SQL, for the plans written once for both (`store.sql`).
+    dialect: Dialect = POSTGRES
 
     def __init__(
         self,
@@ -163,6 +172,17 @@ class PostgresBatch(Encoding):
         connection, in a transactional submit, may have its own).
         """
         return await self.conn.cursor(row_factory=tuple_row).execute(query, params)
+
+    async def run(self, plan: Plan[T]) -> T:
+        """Run a plan (`store.sql.plan`): each yield's statements sent at once, then read."""
+        return await run_async(plan, self._execute)
+
+    async def _execute(self, queries: list[Query]) -> list[Rows]:
+        cursors = [await self.send(query.sql, query.params) for query in queries]
+        return [
+            await cursor.fetchall() if query.rows else []
+            for query, cursor in zip(queries, cursors, strict=True)
+        ]
 
     async def scalar(self, query: str, params: Sequence[object] = ()) -> Any:
         """Run one statement now: its first row's one column, or None if it returns no row."""

@@ -9,14 +9,22 @@ handler's reads (the fencing checks) and its writes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import signals as ch
 from shepherd.store.dispatch import ReadTable, WriteTable
 from shepherd.store.encoding import Encoding
+from shepherd.store.sql.dialect import SQLITE
+from shepherd.store.sql.plan import run
+
+if TYPE_CHECKING:
+    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.sql.plan import Plan, Query, Rows
+
+T = TypeVar("T")
 
 __all__ = ["READS", "WRITES", "EventRow", "Reading", "SqliteBatch"]
 
@@ -41,6 +49,9 @@ class SqliteBatch(Encoding):
 
     __slots__ = ("conn", "now", "rings")
 
+    #: This backend's SQL, for the plans written once for both (`store.sql`).
+    dialect: Dialect = SQLITE
+
     def __init__(
         self, conn: sqlite3.Connection, now: float, *, payload_limit: int = MAX_PAYLOAD_BYTES
     ) -> None:
@@ -48,6 +59,15 @@ class SqliteBatch(Encoding):
         self.conn = conn
         self.now = now
         self.rings: set[str] = set()
+
+    @property
+    def instant(self) -> float:
+        """The batch's instant as the parameter of a `{now}` (`store.sql.dialect`)."""
+        return self.now
+
+    def run(self, plan: Plan[T]) -> T:
+        """Run a plan's statements one after another (`store.sql.plan`): its outcome."""
+        return run(plan, _executor(self.conn))
 
     def changed(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
         """Run one statement per parameter set: whether each changed a row."""
@@ -60,6 +80,12 @@ class SqliteBatch(Encoding):
         self.conn.executemany(_INSERT_EVENTS, rows)
         self.rings.add(ch.EVENTS)
 
+    def event(
+        self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str
+    ) -> None:
+        """Insert one event (its detail is JSON text) into the log, at the batch's instant."""
+        self.events([(task_id, key, reply_to, kind, detail, self.now)])
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -69,6 +95,21 @@ class Reading:
     conn: sqlite3.Connection
     #: Unix seconds.
     now: float
+
+    def run(self, plan: Plan[T]) -> T:
+        """Run a read plan's statements one after another (`store.sql.plan`): its outcome."""
+        return run(plan, _executor(self.conn))
+
+
+def _executor(conn: sqlite3.Connection) -> Callable[[Query], Rows]:
+    """Runs one statement on `conn`: its rows, as plain tuples."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+
+    def execute(query: Query) -> Rows:
+        return cursor.execute(query.sql, query.params).fetchall()
+
+    return execute
 
 
 #: Operation type -> the handler that runs every operation of that type in a batch.
