@@ -178,9 +178,16 @@ class PostgresBatch(Encoding):
         return await run_async(plan, self._execute)
 
     async def _execute(self, queries: list[Query]) -> list[Rows]:
-        cursors = [await self.send(query.sql, query.params) for query in queries]
+        cursors: list[AsyncCursor[TupleRow] | None] = []
+        for query in queries:
+            if query.many:
+                for params in query.params:
+                    await self.send(query.sql, params)
+                cursors.append(None)
+            else:
+                cursors.append(await self.send(query.sql, query.params))
         return [
-            await cursor.fetchall() if query.rows else []
+            await cursor.fetchall() if query.rows and cursor is not None else []
             for query, cursor in zip(queries, cursors, strict=True)
         ]
 

@@ -9,6 +9,9 @@ in braces where the dialects differ in a word:
 * `{seconds}`, after an expression of seconds: nothing on SQLite (instants
   are seconds), `* interval '1 second'` on PostgreSQL.
 * `{greatest}`: `max` on SQLite, `greatest` on PostgreSQL.
+* `{for_update}`, `{for_share}`: PostgreSQL's row locks at the end of a
+  SELECT; nothing on SQLite, whose write transaction holds the database's
+  write lock throughout.
 * `{int}`, `{bigint}`, `{float}`, `{text}`, `{ts}`, after a `?`: the
   parameter's type, where PostgreSQL cannot tell it from the statement (a
   bare `?` compared with NULL); nothing on SQLite.
@@ -142,7 +145,12 @@ _TYPES = ("int", "bigint", "float", "text", "ts")
 SQLITE = Dialect(
     name="sqlite",
     mark="?",
-    hooks={"now": "?", "seconds": "", "greatest": "max", **dict.fromkeys(_TYPES, "")},
+    hooks={
+        "now": "?",
+        "seconds": "",
+        "greatest": "max",
+        **dict.fromkeys(("for_update", "for_share", *_TYPES), ""),
+    },
     arrays=False,
     instant=unix_instant,
     stored=_timestamp,
@@ -157,6 +165,8 @@ POSTGRES = Dialect(
         "now": "coalesce(?::timestamptz, now())",
         "seconds": " * interval '1 second'",
         "greatest": "greatest",
+        "for_update": " FOR UPDATE",
+        "for_share": " FOR SHARE",
         "int": "::integer",
         "bigint": "::bigint",
         "float": "::float8",

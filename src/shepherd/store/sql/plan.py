@@ -28,6 +28,7 @@ __all__ = [
     "Query",
     "Rows",
     "Writing",
+    "each",
     "first",
     "one",
     "run",
@@ -42,8 +43,11 @@ class Query(NamedTuple):
     """A statement in its backend's text, its parameters, and whether the plan reads its rows."""
 
     sql: str
-    params: Sequence[object] = ()
+    params: Sequence[Any] = ()
     rows: bool = True
+    #: Whether `params` is a list of parameter sets, one run each (its rows are
+    #: not read): SQLite's `executemany`, PostgreSQL's statements sent together.
+    many: bool = False
 
 
 #: A statement's rows, as tuples.
@@ -108,6 +112,11 @@ def first(
 def send(sql: str, params: Sequence[object] = ()) -> Generator[list[Query], list[Rows], None]:
     """Run one statement whose rows are not needed (PostgreSQL does not wait for it)."""
     yield [Query(sql, params, rows=False)]
+
+
+def each(sql: str, params: Sequence[Sequence[object]]) -> Query:
+    """One statement run once per parameter set, whose rows are not needed."""
+    return Query(sql, params, rows=False, many=True)
 
 
 def run(plan: Plan[T], execute: Callable[[Query], Rows]) -> T:

@@ -107,6 +107,9 @@ def _executor(conn: sqlite3.Connection) -> Callable[[Query], Rows]:
     cursor.row_factory = None
 
     def execute(query: Query) -> Rows:
+        if query.many:
+            cursor.executemany(query.sql, query.params)
+            return []
         return cursor.execute(query.sql, query.params).fetchall()
 
     return execute
