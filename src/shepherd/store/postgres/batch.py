@@ -178,18 +178,21 @@ class PostgresBatch(Encoding):
         return await run_async(plan, self._execute)
 
     async def _execute(self, queries: list[Query]) -> list[Rows]:
-        cursors: list[AsyncCursor[TupleRow] | None] = []
-        for query in queries:
-            if query.many:
-                for params in query.params:
-                    await self.send(query.sql, params)
-                cursors.append(None)
-            else:
-                cursors.append(await self.send(query.sql, query.params))
-        return [
-            await cursor.fetchall() if query.rows and cursor is not None else []
-            for query, cursor in zip(queries, cursors, strict=True)
+        sent = [
+            [await self.send(query.sql, params) for params in query.params]
+            if query.many
+            else [await self.send(query.sql, query.params)]
+            for query in queries
         ]
+        out: list[Rows] = []
+        for query, cursors in zip(queries, sent, strict=True):
+            if not query.rows:
+                out.append([])
+            elif query.many:  # `{changed}`: each statement returns a row per row changed
+                out.append([(sum([len(await cursor.fetchall()) for cursor in cursors]),)])
+            else:
+                out.append(await cursors[0].fetchall())
+        return out
 
     async def scalar(self, query: str, params: Sequence[object] = ()) -> Any:
         """Run one statement now: its first row's one column, or None if it returns no row."""

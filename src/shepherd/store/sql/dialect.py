@@ -15,6 +15,9 @@ in braces where the dialects differ in a word:
 * `{int}`, `{bigint}`, `{float}`, `{text}`, `{ts}`, after a `?`: the
   parameter's type, where PostgreSQL cannot tell it from the statement (a
   bare `?` compared with NULL); nothing on SQLite.
+* `{changed}`, at the end of an UPDATE or a DELETE that `plan.changed` runs:
+  nothing on SQLite, which counts the rows it changed; ` RETURNING 1` on
+  PostgreSQL, whose rows are counted.
 * `{list}`: a list of values as one condition (`column {list}`): `IN (?, ...)`
   on SQLite, one mark per value, or `= ANY(%s::text[])` on PostgreSQL, one
   array (`Dialect.listed`).
@@ -149,7 +152,7 @@ SQLITE = Dialect(
         "now": "?",
         "seconds": "",
         "greatest": "max",
-        **dict.fromkeys(("for_update", "for_share", *_TYPES), ""),
+        **dict.fromkeys(("for_update", "for_share", "changed", *_TYPES), ""),
     },
     arrays=False,
     instant=unix_instant,
@@ -167,6 +170,7 @@ POSTGRES = Dialect(
         "greatest": "greatest",
         "for_update": " FOR UPDATE",
         "for_share": " FOR SHARE",
+        "changed": " RETURNING 1",
         "int": "::integer",
         "bigint": "::bigint",
         "float": "::float8",

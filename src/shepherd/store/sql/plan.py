@@ -28,6 +28,8 @@ __all__ = [
     "Query",
     "Rows",
     "Writing",
+    "changed",
+    "count_changed",
     "each",
     "first",
     "one",
@@ -45,8 +47,9 @@ class Query(NamedTuple):
     sql: str
     params: Sequence[Any] = ()
     rows: bool = True
-    #: Whether `params` is a list of parameter sets, one run each (its rows are
-    #: not read): SQLite's `executemany`, PostgreSQL's statements sent together.
+    #: Whether `params` is a list of parameter sets, one run each: SQLite's
+    #: `executemany`, PostgreSQL's statements sent together. Its rows, if read,
+    #: are one: how many rows it changed in all (the template ends in `{changed}`).
     many: bool = False
 
 
@@ -117,6 +120,22 @@ def send(sql: str, params: Sequence[object] = ()) -> Generator[list[Query], list
 def each(sql: str, params: Sequence[Sequence[object]]) -> Query:
     """One statement run once per parameter set, whose rows are not needed."""
     return Query(sql, params, rows=False, many=True)
+
+
+def changed(sql: str, params: Sequence[Sequence[object]]) -> Query:
+    """One statement run once per parameter set; its one row: `(rows changed in all,)`.
+
+    The statement's template ends in `{changed}`.
+    """
+    return Query(sql, params, many=True)
+
+
+def count_changed(
+    sql: str, params: Sequence[Sequence[object]]
+) -> Generator[list[Query], list[Rows], int]:
+    """Run `changed`: how many rows the statement changed, in all."""
+    (((count,),),) = yield [changed(sql, params)]
+    return int(count)
 
 
 def run(plan: Plan[T], execute: Callable[[Query], Rows]) -> T:

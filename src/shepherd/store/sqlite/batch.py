@@ -109,7 +109,7 @@ def _executor(conn: sqlite3.Connection) -> Callable[[Query], Rows]:
     def execute(query: Query) -> Rows:
         if query.many:
             cursor.executemany(query.sql, query.params)
-            return []
+            return [(cursor.rowcount,)] if query.rows else []
         return cursor.execute(query.sql, query.params).fetchall()
 
     return execute
