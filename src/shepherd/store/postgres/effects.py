@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from shepherd.store import effect_rows
+from shepherd.store.sql.dialect import POSTGRES
+
 if TYPE_CHECKING:
     from datetime import datetime
 
@@ -20,17 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["UPDATE", "UPDATE_EACH", "params", "params_each", "written"]
 
-#: An `EffectRow`'s columns (`params`); a NULL leaves its column as it is. The
-#: writer appends its `WHERE`.
-UPDATE = (
-    "UPDATE tasks SET process_state = %s, "
-    "locked_by = CASE WHEN %s THEN NULL ELSE locked_by END, "
-    "complete_by = CASE WHEN %s THEN NULL ELSE complete_by END, "
-    "lock_epoch = lock_epoch + %s, failure_count = coalesce(%s::integer, failure_count), "
-    "not_before = coalesce(%s::timestamptz, not_before), result = coalesce(%s::text, result), "
-    "error = coalesce(%s::text, error), crashes = coalesce(%s::text, crashes), "
-    "owner_deaths = coalesce(%s::integer, owner_deaths), updated_at = %s"
-)
+#: `effect_rows.UPDATE` in PostgreSQL's words.
+UPDATE = POSTGRES.sql(effect_rows.UPDATE)
 #: `UPDATE` of many tasks (`params_each`), each fenced by its owner and epoch. The
 #: rows are found by `id = ANY(...)` (see KEYED in postgres/rows.py).
 UPDATE_EACH = (
@@ -52,7 +46,7 @@ UPDATE_EACH = (
 
 def params(row: EffectRow, now: datetime) -> tuple[object, ...]:
     """The parameters of `UPDATE` for `row`, written at `now`; the fence's follow."""
-    return (row.process_state, row.release, row.release, int(row.revoke), *_values(row), now)
+    return effect_rows.update_params(POSTGRES, row, now)
 
 
 def params_each(writes: Iterable[tuple[EffectRow, int, str]], now: datetime) -> tuple[object, ...]:

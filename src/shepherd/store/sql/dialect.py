@@ -9,9 +9,9 @@ in braces where the dialects differ in a word:
 * `{seconds}`, after an expression of seconds: nothing on SQLite (instants
   are seconds), `* interval '1 second'` on PostgreSQL.
 * `{greatest}`: `max` on SQLite, `greatest` on PostgreSQL.
-* `{for_update}`, `{for_share}`: PostgreSQL's row locks at the end of a
-  SELECT; nothing on SQLite, whose write transaction holds the database's
-  write lock throughout.
+* `{for_update}`, `{for_share}`, `{skip_locked}` (`FOR UPDATE SKIP
+  LOCKED`): PostgreSQL's row locks at the end of a SELECT; nothing on SQLite,
+  whose write transaction holds the database's write lock throughout.
 * `{int}`, `{bigint}`, `{float}`, `{text}`, `{ts}`, after a `?`: the
   parameter's type, where PostgreSQL cannot tell it from the statement (a
   bare `?` compared with NULL); nothing on SQLite.
@@ -66,6 +66,7 @@ class Dialect:
         stored: An aware datetime to the stored time.
         later: The stored instant `at` plus `seconds`.
         between: Seconds from the stored instant `earlier` to `later`.
+        limit: A LIMIT's parameter for a count (a negative one: no limit).
         records: Records from rows, with `instant`.
     """
 
@@ -77,6 +78,7 @@ class Dialect:
     stored: Callable[[datetime], Any]
     later: Callable[[Any, float], Any]
     between: Callable[[Any, Any], float]
+    limit: Callable[[int], int | None]
     records: Records = field(init=False)
     _texts: dict[str, str] = field(init=False, default_factory=dict)
 
@@ -134,6 +136,14 @@ def _plus_delta(at: datetime, seconds: float) -> datetime:
     return at + timedelta(seconds=seconds)
 
 
+def _limit(limit: int) -> int:
+    return limit  # LIMIT -1 is no limit
+
+
+def _limit_or_none(limit: int) -> int | None:
+    return None if limit < 0 else limit  # LIMIT NULL is no limit
+
+
 def _minus(later: float, earlier: float) -> float:
     return later - earlier
 
@@ -152,13 +162,14 @@ SQLITE = Dialect(
         "now": "?",
         "seconds": "",
         "greatest": "max",
-        **dict.fromkeys(("for_update", "for_share", "changed", *_TYPES), ""),
+        **dict.fromkeys(("for_update", "for_share", "skip_locked", "changed", *_TYPES), ""),
     },
     arrays=False,
     instant=unix_instant,
     stored=_timestamp,
     later=_plus,
     between=_minus,
+    limit=_limit,
 )
 #: PostgreSQL: `%s`, timestamptz.
 POSTGRES = Dialect(
@@ -170,6 +181,7 @@ POSTGRES = Dialect(
         "greatest": "greatest",
         "for_update": " FOR UPDATE",
         "for_share": " FOR SHARE",
+        "skip_locked": " FOR UPDATE SKIP LOCKED",
         "changed": " RETURNING 1",
         "int": "::integer",
         "bigint": "::bigint",
@@ -182,4 +194,5 @@ POSTGRES = Dialect(
     stored=_same,
     later=_plus_delta,
     between=_minus_delta,
+    limit=_limit_or_none,
 )
