@@ -18,8 +18,7 @@ from shepherd.store import signals as ch
 from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import utc
-from shepherd.store.postgres.tasks import limit_of
+from shepherd.store.postgres.rows import limit_of, utc
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerEvent

@@ -17,9 +17,14 @@ from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, Task
 from shepherd.store.postgres import slots
 from shepherd.store.postgres.batch import INSTANT, WRITES
 from shepherd.store.postgres.reader import READS, read
-from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, event_from_row, request_from_row
+from shepherd.store.postgres.rows import (
+    REQUEST_COLUMNS_R,
+    columns,
+    event_from_row,
+    limit_of,
+    request_from_row,
+)
 from shepherd.store.postgres.steps import write_recorded
-from shepherd.store.postgres.tasks import columns, limit_of
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
 from shepherd.store.sql import queues
 from shepherd.store.sql.dialect import POSTGRES

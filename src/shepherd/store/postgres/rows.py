@@ -7,7 +7,9 @@ as aware UTC datetimes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from shepherd.store.rows import (
     EVENT_COLUMNS,
@@ -52,8 +54,10 @@ __all__ = [
     "UNINDEXED_OWNER",
     "StepCol",
     "TaskCol",
+    "columns",
     "event_from_row",
     "lease_from_row",
+    "limit_of",
     "request_from_row",
     "step_from_row",
     "task_from_row",
@@ -66,6 +70,16 @@ STEP_COLUMNS_S = StepCol.select("s")
 REQUEST_COLUMNS_R = RequestCol.select("r")
 #: How many columns a task row has (a joined step's columns follow them).
 TASK_WIDTH = len(TaskCol.names())
+
+
+def columns(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows as columns: the parameters of an `unnest(...)`."""
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def limit_of(limit: int) -> int | None:
+    """A LIMIT value: SQLite reads a negative limit as none, and so do we (NULL)."""
+    return None if limit < 0 else limit
 
 
 def utc(value: datetime) -> datetime:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from shepherd.store import signals as ch
 from shepherd.store.ops import RecordReplies, StartStep
 from shepherd.store.postgres.batch import WRITES, Later
-from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
+from shepherd.store.postgres.rows import columns, limit_of
+from shepherd.store.postgres.tasks import lock_owners
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:

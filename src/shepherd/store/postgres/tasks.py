@@ -15,8 +15,8 @@ exactly as the SQLite store decides them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
@@ -43,6 +43,7 @@ from shepherd.store.postgres.rows import (
     TASK_WIDTH,
     StepCol,
     TaskCol,
+    limit_of,
     step_from_row,
     task_from_row,
     utc,
@@ -61,10 +62,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "claim",
-    "columns",
     "fail",
     "finish",
-    "limit_of",
     "lock_owners",
     "release",
     "start_compensation",
@@ -159,16 +158,6 @@ async def lock_owners(batch: PostgresBatch, task_ids: Sequence[str]) -> Owners:
     cursor = await batch.send(_LOCK_OWNERS, (list(dict.fromkeys(task_ids)),))
     found.add(await cursor.fetchall())
     return found
-
-
-def columns(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
-    """Rows as columns: the parameters of an `unnest(...)`."""
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
-def limit_of(limit: int) -> int | None:
-    """A LIMIT value: SQLite reads a negative limit as none, and so do we (NULL)."""
-    return None if limit < 0 else limit
 
 
 @WRITES.handles(ops.SubmitTask)

@@ -27,17 +27,22 @@ _SLICE = {
     "sqlite": "CAST((updated_at - ?) / ? AS INTEGER)",
     "postgres": "floor(extract(epoch FROM updated_at - ?) / ?)::bigint",
 }
-_INDEXED_BY = {"sqlite": " INDEXED BY {}", "postgres": ""}
-# (since, bucket, since) twice: the ended tasks by state, then those in error.
-_ENDED = {
-    name: f"SELECT {_SLICE[name]}, process_state, count(*) "
-    f"FROM tasks{_INDEXED_BY[name].format('tasks_ended')} "
-    "WHERE process_state IN ('processed', 'compensated', 'cancelled') AND updated_at >= ? "
-    f"GROUP BY 1, 2 UNION ALL SELECT {_SLICE[name]}, 'error', count(*) "
-    f"FROM tasks{_INDEXED_BY[name].format('tasks_errors')} "
-    "WHERE process_state = 'error' AND updated_at >= ? GROUP BY 1"
-    for name in _SLICE
-}
+
+
+def _ended(name: str) -> str:
+    """The statement in dialect `name`: (since, bucket, since) twice, ended tasks then errors."""
+    indexed = " INDEXED BY {}" if name == "sqlite" else ""
+    return (
+        f"SELECT {_SLICE[name]}, process_state, count(*) "
+        f"FROM tasks{indexed.format('tasks_ended')} "
+        "WHERE process_state IN ('processed', 'compensated', 'cancelled') AND updated_at >= ? "
+        f"GROUP BY 1, 2 UNION ALL SELECT {_SLICE[name]}, 'error', count(*) "
+        f"FROM tasks{indexed.format('tasks_errors')} "
+        "WHERE process_state = 'error' AND updated_at >= ? GROUP BY 1"
+    )
+
+
+_ENDED = {name: _ended(name) for name in _SLICE}
 
 
 def ended_counts(d: Dialect, op: EndedCounts) -> Plan[dict[tuple[int, ProcessState], int]]:
