@@ -12,7 +12,7 @@ a transaction or a pipeline of its own.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
@@ -201,17 +201,6 @@ class PostgresBatch(Encoding):
             return None
         (value,) = row
         return value
-
-    async def first_rows(
-        self, query: str, params: Iterable[Sequence[object]]
-    ) -> list[TupleRow | None]:
-        """Send one statement per parameter set (all at once), then each one's first row, or None."""
-        cursors = [await self.send(query, one) for one in params]
-        return [await cursor.fetchone() for cursor in cursors]
-
-    async def found(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
-        """Send one statement per parameter set (all at once), then whether each returned a row."""
-        return [row is not None for row in await self.first_rows(query, params)]
 
     def event(
         self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str

@@ -56,7 +56,6 @@ __all__ = [
     "TaskCol",
     "columns",
     "event_from_row",
-    "lease_from_row",
     "limit_of",
     "request_from_row",
     "step_from_row",
@@ -93,4 +92,3 @@ task_from_row = RECORDS.task
 step_from_row = RECORDS.step
 request_from_row = RECORDS.request
 event_from_row = RECORDS.event
-lease_from_row = RECORDS.lease

@@ -9,7 +9,7 @@ handler's reads (the fencing checks) and its writes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
@@ -68,10 +68,6 @@ class SqliteBatch(Encoding):
     def run(self, plan: Plan[T]) -> T:
         """Run a plan's statements one after another (`store.sql.plan`): its outcome."""
         return run(plan, _executor(self.conn))
-
-    def changed(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
-        """Run one statement per parameter set: whether each changed a row."""
-        return [self.conn.execute(query, one).rowcount == 1 for one in params]
 
     def events(self, rows: list[EventRow]) -> None:
         """Insert events (their detail is JSON text) into the log, in order."""
