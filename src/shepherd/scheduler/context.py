@@ -239,7 +239,7 @@ class WorkflowContext:
         future = scheduler.expect_reply(self.task_id, seq)
         start = StepStart(
             task_id=self.task_id,
-            owner=scheduler.owner,
+            locked_by=scheduler.owner,
             epoch=self.epoch,
             seq=seq,
             agent=agent,

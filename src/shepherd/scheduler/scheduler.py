@@ -217,7 +217,7 @@ class Scheduler:
 
     async def _release(self, task_ids: list[str]) -> None:
         try:
-            await self.store.release_tasks(task_ids, owner=self.owner)
+            await self.store.release_tasks(task_ids, locked_by=self.owner)
         except Exception:  # the supervisor recovers them through complete_by anyway
             log.exception("could not release %d tasks on shutdown", len(task_ids))
 
@@ -237,7 +237,7 @@ class Scheduler:
             wake = signals.event(ch.TASKS)
             try:
                 tasks = await self.store.claim_tasks(
-                    owner=self.owner, limit=min(free, settings.claim_batch)
+                    locked_by=self.owner, limit=min(free, settings.claim_batch)
                 )
             except StoreUnavailableError as exc:  # wait it out; anything else stops us
                 await self.claims_outage.pause(exc)
@@ -283,7 +283,7 @@ class Scheduler:
             wake = signals.event(ch.REPLIES)
             try:
                 taken = await self.store.record_replies(
-                    owner=self.owner, limit=self.settings.claim_batch * 4
+                    locked_by=self.owner, limit=self.settings.claim_batch * 4
                 )
             except StoreUnavailableError as exc:
                 if isinstance(exc, CommitUnknownError):
@@ -455,7 +455,7 @@ class Scheduler:
                 "detail": exc.detail,
             }
             await self.store.start_compensation(
-                task.id, owner=self.owner, epoch=ctx.epoch, error=error
+                task.id, locked_by=self.owner, epoch=ctx.epoch, error=error
             )
             task_event(
                 task.id,
@@ -489,7 +489,9 @@ class Scheduler:
                 },
             )
         else:
-            await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
+            await self.store.finish_task(
+                task.id, locked_by=self.owner, epoch=ctx.epoch, result=result
+            )
             task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
             self.counters.ended(task.workflow, ProcessState.PROCESSED)
             if ctx.traced is not None:
@@ -538,7 +540,7 @@ class Scheduler:
             return
         final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
         await self.store.fail_task(
-            ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason
+            ctx.task_id, locked_by=self.owner, epoch=ctx.epoch, state=final, error=reason
         )
         task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
         self.counters.ended(ctx.task.workflow, final)
@@ -547,7 +549,11 @@ class Scheduler:
 
     async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
         await self.store.fail_task(
-            ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
+            ctx.task_id,
+            locked_by=self.owner,
+            epoch=ctx.epoch,
+            state=ProcessState.ERROR,
+            error=error,
         )
         seq = error.get("seq")
         task_event(

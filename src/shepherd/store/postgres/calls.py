@@ -20,7 +20,6 @@ from shepherd.store.ops import (
     AnswerCall,
     AnswerOwned,
     GetAnswers,
-    KeyBacklog,
     KeyBacklogs,
     PurgeCalls,
     SendCall,
@@ -42,7 +41,6 @@ __all__ = [
     "answer_call",
     "answer_owned",
     "get_answers",
-    "key_backlog",
     "key_backlogs",
     "purge_calls",
     "send_call",
@@ -264,13 +262,6 @@ async def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[ob
         else:
             out.append((True, [], [], backlog))
     return out
-
-
-@READS.handles(KeyBacklog)
-async def key_backlog(reader: Reader, op: KeyBacklog) -> tuple[int, datetime | None]:
-    """How many calls one key has waiting, and when the oldest was sent."""
-    ((count, oldest),) = await reader.fetch(_BACKLOG, (op.agent, op.key))
-    return int(count), None if oldest is None else utc(oldest)
 
 
 @READS.handles(KeyBacklogs)

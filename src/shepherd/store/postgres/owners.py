@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.ownership import KeyLease, TakenKey
 from shepherd.payloads import loads
-from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, SetOwnerState, TakeKeys
+from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, TakeKeys
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import utc
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.batch import Batch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
+__all__ = ["list_key_leases", "release_keys", "renew_keys", "take_keys"]
 
 # (agent, key, owner, lease_until, now, now, now): a free key is taken with its
 # epoch bumped, one's own live lease is renewed.
@@ -47,10 +47,6 @@ _RELEASE = (
     "UPDATE owner_keys SET owner = NULL, lease_until = %s, updated_at = %s "
     "WHERE agent = %s AND key = ANY(%s::text[]) AND owner = %s AND lease_until > %s "
     "RETURNING key"
-)
-_SET_STATE = (
-    "UPDATE owner_keys SET state = %s, updated_at = %s WHERE agent = %s AND key = %s "
-    "AND owner = %s AND epoch = %s AND lease_until > %s RETURNING key"
 )
 _LIST = (
     "SELECT key, owner, epoch, lease_until FROM owner_keys "
@@ -109,24 +105,6 @@ async def release_keys(batch: Batch, ops: Sequence[ReleaseKeys]) -> list[object]
         await batch.send(_RELEASE, (now, now, op.agent, list(op.keys), op.owner, now)) for op in ops
     ]
     return [len(await cursor.fetchall()) for cursor in cursors]
-
-
-@WRITES.handles(SetOwnerState)
-async def set_owner_state(batch: Batch, ops: Sequence[SetOwnerState]) -> list[object]:
-    """Set each key's owner state where the owner still holds it at its epoch."""
-    now = batch.now
-    out: list[object] = [None] * len(ops)
-    sent: list[tuple[int, tuple[object, ...]]] = []
-    for i, op in enumerate(ops):
-        state = batch.encode(op.state)
-        if isinstance(state, Exception):
-            out[i] = state
-            continue
-        sent.append((i, (state, now, op.agent, op.key, op.owner, op.epoch, now)))
-    found = await batch.found(_SET_STATE, [params for _, params in sent])
-    for (i, _), ok in zip(sent, found, strict=True):
-        out[i] = ok
-    return out
 
 
 @READS.handles(ListKeyLeases)

@@ -15,22 +15,19 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from shepherd.core.resources import Slot, SlotLease, grant_slots
+from shepherd.core.resources import Slot, grant_slots
 from shepherd.errors import UnknownResourceError
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlots, ListSlots, ReleaseSlots, RenewSlots
+from shepherd.store.ops import AcquireSlots, ReleaseSlots, RenewSlots
 from shepherd.store.postgres.batch import WRITES
-from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import utc
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
     from shepherd.store.postgres.batch import Batch
-    from shepherd.store.postgres.reader import Reader
 
-__all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
+__all__ = ["acquire", "release", "release_slots", "renew"]
 
 _LOCK = "SELECT name, capacity FROM resources WHERE name = ANY(%s) ORDER BY name FOR UPDATE"
 _EXPIRED = "DELETE FROM resource_slots WHERE resource = ANY(%s) AND expires_at <= %s"
@@ -44,10 +41,6 @@ _TAKE = (
 _RENEW = (
     "UPDATE resource_slots SET expires_at = %s WHERE worker = %s AND expires_at > %s "
     "RETURNING resource, holder"
-)
-_LIST = (
-    "SELECT resource, holder, worker, acquired_at, expires_at FROM resource_slots "
-    "WHERE %s::text IS NULL OR resource = %s ORDER BY acquired_at, resource, holder"
 )
 _RELEASE = (
     "DELETE FROM resource_slots s USING unnest(%s::text[], %s::text[]) AS g (resource, holder) "
@@ -110,13 +103,3 @@ async def release(batch: Batch, slots: Sequence[Slot]) -> AsyncCursor[TupleRow] 
     cursor = await batch.send(_RELEASE, params)
     batch.rings.add(ch.SLOTS)
     return cursor
-
-
-@READS.handles(ListSlots)
-async def list_slots(reader: Reader, op: ListSlots) -> list[SlotLease]:
-    """The slots held (of one resource, or all), oldest first."""
-    rows = await reader.fetch(_LIST, (op.resource, op.resource))
-    return [
-        SlotLease(resource=r, holder=h, worker=w, acquired_at=utc(a), expires_at=utc(e))
-        for r, h, w, a, e in rows
-    ]

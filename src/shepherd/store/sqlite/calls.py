@@ -22,7 +22,6 @@ from shepherd.store.ops import (
     AnswerCall,
     AnswerOwned,
     GetAnswers,
-    KeyBacklog,
     KeyBacklogs,
     PurgeCalls,
     SendCall,
@@ -43,7 +42,6 @@ __all__ = [
     "answer_call",
     "answer_owned",
     "get_answers",
-    "key_backlog",
     "key_backlogs",
     "purge_calls",
     "send_call",
@@ -251,13 +249,6 @@ def answer_and_take(batch: Batch, ops: Sequence[AnswerAndTake]) -> list[object]:
         else:
             out.append((True, [], [], backlog))
     return out
-
-
-@READS.handles(KeyBacklog)
-def key_backlog(at: Reading, op: KeyBacklog) -> tuple[int, datetime | None]:
-    """How many calls one key has waiting, and when the oldest was sent."""
-    count, oldest = at.conn.execute(_BACKLOG, (op.agent, op.key, at.now)).fetchone()
-    return int(count), None if oldest is None else unix_instant(float(oldest))
 
 
 @READS.handles(KeyBacklogs)

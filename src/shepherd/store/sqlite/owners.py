@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.ownership import KeyLease, TakenKey
 from shepherd.payloads import loads
-from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, SetOwnerState, TakeKeys
+from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, TakeKeys
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
     from shepherd.store.sqlite.batch import Batch
 
-__all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
+__all__ = ["list_key_leases", "release_keys", "renew_keys", "take_keys"]
 
 # (agent, key, owner, lease_until, now, now, now): a free key is taken with its
 # epoch bumped, one's own live lease is renewed.
@@ -42,10 +42,6 @@ _RENEW = (
 _RELEASE = (
     "UPDATE owner_keys SET owner = NULL, lease_until = ?, updated_at = ? "
     "WHERE agent = ? AND key = ? AND owner = ? AND lease_until > ?"
-)
-_SET_STATE = (
-    "UPDATE owner_keys SET state = ?, updated_at = ? "
-    "WHERE agent = ? AND key = ? AND owner = ? AND epoch = ? AND lease_until > ?"
 )
 _LIST = (
     "SELECT key, owner, epoch, lease_until FROM owner_keys "
@@ -100,21 +96,6 @@ def release_keys(batch: Batch, ops: Sequence[ReleaseKeys]) -> list[object]:
         )
         for op in ops
     ]
-
-
-@WRITES.handles(SetOwnerState)
-def set_owner_state(batch: Batch, ops: Sequence[SetOwnerState]) -> list[object]:
-    """Set each key's owner state where the owner still holds it at its epoch."""
-    conn, now = batch.conn, batch.now
-    out: list[object] = []
-    for op in ops:
-        state = batch.encode(op.state)
-        if isinstance(state, Exception):
-            out.append(state)
-            continue
-        params = (state, now, op.agent, op.key, op.owner, op.epoch, now)
-        out.append(conn.execute(_SET_STATE, params).rowcount == 1)
-    return out
 
 
 @READS.handles(ListKeyLeases)

@@ -12,19 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.core.resources import Slot, SlotLease, grant_slots
+from shepherd.core.resources import Slot, grant_slots
 from shepherd.errors import UnknownResourceError
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlots, ListSlots, ReleaseSlots, RenewSlots
-from shepherd.store.rows import unix_instant
-from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.ops import AcquireSlots, ReleaseSlots, RenewSlots
+from shepherd.store.sqlite.batch import WRITES
 
 if TYPE_CHECKING:
     import sqlite3
 
     from shepherd.store.sqlite.batch import Batch
 
-__all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
+__all__ = ["acquire", "release", "release_slots", "renew"]
 
 _CAPACITY = "SELECT capacity FROM resources WHERE name = ?"
 _EXPIRED = "DELETE FROM resource_slots WHERE resource = ? AND expires_at <= ?"
@@ -40,10 +39,6 @@ _RENEW = (
     "RETURNING resource, holder"
 )
 _RELEASE = "DELETE FROM resource_slots WHERE resource = ? AND holder = ?"
-_LIST = (
-    "SELECT resource, holder, worker, acquired_at, expires_at FROM resource_slots "
-    "WHERE ? IS NULL OR resource = ? ORDER BY acquired_at, resource, holder"
-)
 
 
 @WRITES.handles(AcquireSlots)
@@ -94,15 +89,3 @@ def release(batch: Batch, slots: Sequence[Slot]) -> int:
     held = sum(conn.execute(_RELEASE, (s.resource, s.holder)).rowcount for s in slots)
     batch.rings.add(ch.SLOTS)
     return held
-
-
-@READS.handles(ListSlots)
-def list_slots(at: Reading, op: ListSlots) -> list[SlotLease]:
-    """The slots held (of one resource, or all), oldest first."""
-    rows = at.conn.execute(_LIST, (op.resource, op.resource)).fetchall()
-    return [
-        SlotLease(
-            resource=r, holder=h, worker=w, acquired_at=unix_instant(a), expires_at=unix_instant(e)
-        )
-        for r, h, w, a, e in rows
-    ]
