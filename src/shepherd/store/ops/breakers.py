@@ -8,6 +8,7 @@ breaker event in the same transaction and rings `signals.BREAKERS`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import KW_ONLY
 
 from shepherd.core.breaker import Breaker, BreakerEvent, BreakerPolicy
@@ -20,6 +21,7 @@ __all__ = [
     "BreakerReport",
     "Breakers",
     "GetBreaker",
+    "LatestBreakerEvents",
     "ListBreakers",
 ]
 
@@ -73,6 +75,16 @@ class BreakerEvents(Read[list[BreakerEvent]]):
     limit: int = 50
 
 
+@operation
+class LatestBreakerEvents(Read[dict[str, BreakerEvent]]):
+    """The latest state change of each of `services`, by service (those without one are absent).
+
+    One read for a listing of breakers, however many it shows.
+    """
+
+    services: Sequence[str]
+
+
 class Breakers(Runs):
     """The store's methods for circuit breakers."""
 
@@ -81,3 +93,4 @@ class Breakers(Runs):
     get_breaker = method(GetBreaker)
     list_breakers = method(ListBreakers)
     breaker_events = method(BreakerEvents)
+    latest_breaker_events = method(LatestBreakerEvents)
