@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar, assert_type
+from typing import Any, TypeVar, assert_type, cast
 
 import grimp
 import pytest
@@ -26,6 +26,7 @@ from shepherd.store.ops import base
 from shepherd.store.ops.base import Runs
 from shepherd.store.ops.claims import Claims
 from shepherd.store.ops.events import Events
+from shepherd.store.ops.queues import Queues
 from shepherd.store.postgres import handlers as pg
 from shepherd.store.sqlite import SQLiteStore
 from shepherd.store.sqlite import handlers as lite
@@ -143,9 +144,22 @@ async def test_a_derived_method_builds_its_operation_and_runs_it_by_its_kind() -
         await store.claim_tasks(owner="s1", limit=2)  # type: ignore[call-arg]
 
 
-def test_a_sequence_field_holds_a_tuple_so_an_operation_stays_a_value() -> None:
-    op = ops.TakeRequests(agents=["a", "b"], worker="w", limit=1)
-    assert op.agents == ("a", "b")
+async def test_a_derived_method_passes_a_tuple_for_a_sequence_so_its_operation_is_a_value() -> None:
+    ran: list[object] = []
+
+    class Recording(Queues):
+        async def write(self, op: ops.Write[T], /) -> T:
+            ran.append(op)
+            return cast("T", [])
+
+        async def read(self, op: ops.Read[T], /) -> T:
+            raise AssertionError(op)
+
+    agents = ["a", "b"]
+    await Recording().take_requests(agents=agents, worker="w", limit=1)
+    agents.append("c")  # the caller's list, changed after the call
+    (op,) = ran
+    assert op == ops.TakeRequests(agents=("a", "b"), worker="w", limit=1)
     assert hash(op) == hash(ops.TakeRequests(agents=("a", "b"), worker="w", limit=1))
 
 

@@ -51,21 +51,9 @@ def operation(cls: type[C]) -> type[C]:
 
     Fields come in the order of the store method's parameters; those after a
     `_: KW_ONLY` marker are keyword-only. A field declared `Sequence[...]`
-    holds a tuple of what it was given, so that an operation stays an
-    immutable value however its caller built the sequence.
+    takes any sequence; the store's method for the operation passes a tuple of
+    what its caller gave, so that the operation stays an immutable value.
     """
-    sequences = tuple(
-        name
-        for name, hint in inspect.get_annotations(cls).items()
-        if isinstance(hint, str) and hint.startswith("Sequence[")
-    )
-    if sequences:
-
-        def __post_init__(self: object) -> None:
-            for name in sequences:
-                object.__setattr__(self, name, tuple(getattr(self, name)))
-
-        cls.__post_init__ = __post_init__  # type: ignore[attr-defined]
     return dataclass(frozen=True, slots=True)(cls)
 
 
@@ -85,34 +73,20 @@ class method(Generic[P, T]):
     """The store method that builds operation `op` from its arguments and runs it.
 
     `claim_tasks = method(ClaimTasks)` in a class of store methods (a `Runs`)
-    is an `async def claim_tasks(self, *, locked_by, limit)` that awaits
-    `self.write(ClaimTasks(locked_by=..., limit=...))` (`self.read` for a
-    `Read`): its parameters are the operation's fields, its result the
-    operation's. The class gets a plain function, with the operation's
-    docstring, so that a call costs what a hand-written method costs.
+    is `async def claim_tasks(self, *, locked_by, limit)`, which returns
+    `await self.write(ClaimTasks(locked_by=locked_by, limit=limit))`
+    (`self.read` for a `Read`): its parameters are the operation's fields, its
+    result the operation's, and a `Sequence` field gets a tuple of what the
+    caller passed. The class gets that function, written out for the
+    operation's fields as a dataclass writes its `__init__`, so that a call
+    costs what a hand-written method costs; its docstring is the operation's.
     """
 
     def __init__(self, op: Callable[P, Op[T]]) -> None:
         self.op = op
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
-        op: Any = self.op
-        if issubclass(op, Write):
-
-            async def run(self: Runs, /, *args: Any, **kwargs: Any) -> Any:
-                return await self.write(op(*args, **kwargs))
-
-        else:
-
-            async def run(self: Runs, /, *args: Any, **kwargs: Any) -> Any:
-                return await self.read(op(*args, **kwargs))
-
-        run.__name__ = name
-        run.__qualname__ = f"{owner.__qualname__}.{name}"
-        run.__doc__ = op.__doc__
-        run.__signature__ = _method_signature(op)  # type: ignore[attr-defined]
-        run.op = op  # type: ignore[attr-defined]
-        setattr(owner, name, run)
+        setattr(owner, name, _derive(owner, name, self.op))
 
     @overload
     def __get__(self, obj: None, owner: type[Any] | None = None) -> Self: ...
@@ -125,10 +99,33 @@ class method(Generic[P, T]):
         raise AttributeError(f"{self.op!r}: a store method outside a class body")
 
 
-def _method_signature(op: type[Any]) -> inspect.Signature:
-    """The operation's constructor's signature, as a method's (self first)."""
-    made = inspect.signature(op)
-    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-    return made.replace(
-        parameters=[self, *made.parameters.values()], return_annotation=inspect.Signature.empty
+def _derive(owner: type[Any], name: str, op: Any) -> Callable[..., Any]:
+    """`async def name(self, <op's fields>)` that runs `op` built from them."""
+    run = "write" if issubclass(op, Write) else "read"
+    hints = inspect.get_annotations(op)
+    namespace: dict[str, Any] = {"__name__": owner.__module__, "_op": op}
+    fields = inspect.signature(op).parameters
+    params, args = ["self", "/"], []
+    for field in fields.values():
+        if field.kind is field.KEYWORD_ONLY and "*" not in params:
+            params.append("*")
+        if field.default is field.empty:
+            params.append(field.name)
+        else:
+            namespace[f"_default_{field.name}"] = field.default
+            params.append(f"{field.name}=_default_{field.name}")
+        sequence = str(hints.get(field.name, "")).startswith("Sequence[")
+        args.append(
+            f"{field.name}=tuple({field.name})" if sequence else f"{field.name}={field.name}"
+        )
+    source = (
+        f"async def {name}({', '.join(params)}):\n"
+        f"    return await self.{run}(_op({', '.join(args)}))\n"
     )
+    exec(source, namespace)
+    function: Callable[..., Any] = namespace[name]
+    function.__qualname__ = f"{owner.__qualname__}.{name}"
+    function.__doc__ = op.__doc__
+    function.__annotations__ = {field: hint for field, hint in hints.items() if field in fields}
+    function.op = op  # type: ignore[attr-defined]
+    return function

@@ -89,4 +89,4 @@ class Crashes(Runs):
         """`HeldRequests`; none asked reads nothing."""
         if not task_ids:
             return []
-        return await self.read(HeldRequests(task_ids))
+        return await self.read(HeldRequests(tuple(task_ids)))

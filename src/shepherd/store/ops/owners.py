@@ -214,7 +214,7 @@ class Owners(Runs):
             key,
             owner=owner,
             epoch=epoch,
-            answers=answers,
+            answers=tuple(answers),
             set_state=not isinstance(state, NoState),
             state=None if isinstance(state, NoState) else state,
         )

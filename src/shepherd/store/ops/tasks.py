@@ -212,7 +212,7 @@ class Tasks(Runs):
         """`SubmitTasks`; none at all writes nothing."""
         if not tasks:
             return []
-        return await self.write(SubmitTasks(tasks))
+        return await self.write(SubmitTasks(tuple(tasks)))
 
     async def list_tasks(self, *, limit: int = 100, **filters: Unpack[TaskFilters]) -> list[Task]:
         """`ListTasks`, its filters checked first (`checked_listing`)."""

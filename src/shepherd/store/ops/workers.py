@@ -125,4 +125,4 @@ class Workers(Runs):
         """`DeadWorkers`; none asked reads nothing."""
         if not instances:
             return set()
-        return await self.read(DeadWorkers(instances, ttl=ttl))
+        return await self.read(DeadWorkers(tuple(instances), ttl=ttl))
