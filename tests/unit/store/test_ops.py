@@ -11,7 +11,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar, assert_type, cast
 
-import grimp
 import pytest
 
 from shepherd.core.breaker import Breaker, BreakerPolicy
@@ -161,19 +160,6 @@ async def test_a_derived_method_passes_a_tuple_for_a_sequence_so_its_operation_i
     (op,) = ran
     assert op == ops.TakeRequests(agents=("a", "b"), worker="w", limit=1)
     assert hash(op) == hash(ops.TakeRequests(agents=("a", "b"), worker="w", limit=1))
-
-
-def test_the_store_seam_imports_no_cycle() -> None:
-    """Not even through imports made only for type checking (grimp reads those too)."""
-    graph = grimp.build_graph("shepherd")
-    store = [m for m in graph.modules if m.startswith("shepherd.store")]
-    cycles = {
-        tuple(sorted((a, b)))
-        for a in store
-        for b in graph.find_modules_directly_imported_by(a)
-        if b.startswith("shepherd.store") and graph.chain_exists(importer=b, imported=a)
-    }
-    assert cycles == set()
 
 
 async def test_the_facade_returns_what_each_operation_promises(tmp_path: Path) -> None:
