@@ -110,7 +110,7 @@ async def test_held_requests_say_who_holds_each_step_of_a_claim(store: Store) ->
 async def test_a_suspects_window_starts_when_it_is_taken(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    suspect, healthy = [await claimed_task(store, owner="s") for _ in range(2)]
+    suspect, healthy = [await claimed_task(store, locked_by="s") for _ in range(2)]
     waits = replace(step_start(suspect, seq=1, agent="a", within=2.0), suspect=True)
     await store.start_step(replace(waits, queue_allowance=60.0))
     await store.start_step(step_start(healthy, seq=1, agent="a", within=60.0))
