@@ -32,9 +32,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         # removed by issue 31's other parts: the `Agent` spec moves out of the worker.
         ("shepherd.agents.breakers", "shepherd.agents.worker"),
         ("shepherd.agents.capacity", "shepherd.agents.worker"),
-        # removed by issue 31's other parts: one declaration per operation, the role
-        # protocols derived from it (contract -> roles -> ops -> contract).
-        ("shepherd.store.contract", "shepherd.store.roles"),
         # removed by issue 31's other parts: bench and demo take nothing back from the
         # CLI (importing `shepherd.cli.*` runs `shepherd/cli/__init__.py`, whose
         # `run_cli` imports `cli.commands`, which imports `bench.cli` and `demo.cli`).
