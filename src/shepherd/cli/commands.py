@@ -26,9 +26,7 @@ from shepherd.cli import (
     token_commands,
     top,
 )
-from shepherd.cli.exits import WaitTimeoutError
 from shepherd.cli.loader import parse_json_argument, parse_roles, run_with, serve
-from shepherd.cli.logs import configure_logging, log_options
 from shepherd.cli.metrics_option import MetricsEndpoint, endpoint, metrics_options
 from shepherd.cli.options import (
     APP_REQUIRED,
@@ -40,6 +38,8 @@ from shepherd.cli.options import (
     require_app,
     store_option,
 )
+from shepherd.console.exits import WaitTimeoutError
+from shepherd.console.logs import configure_logging, log_options
 from shepherd.core.workers import WorkerState
 from shepherd.errors import ConfigError, ShepherdError
 from shepherd.payloads import dumps
@@ -277,7 +277,7 @@ async def _timed_out(app: App, task_id: str, wait: float, spec: str) -> WaitTime
 
 
 # -- demo and bench: click commands of their own packages ------------------------
-# Their modules import only click and the CLI's conventions; the work is imported to run.
+# Their modules import only click and shepherd.console; the work is imported to run.
 from shepherd.bench.cli import bench  # noqa: E402 - joins the group defined above
 from shepherd.demo.cli import demo  # noqa: E402
 

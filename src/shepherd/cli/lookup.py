@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from shepherd.cli.exits import AmbiguousTaskError
+from shepherd.console.exits import AmbiguousTaskError
 
 if TYPE_CHECKING:
     from shepherd.app import App
