@@ -478,6 +478,7 @@ class Supervisor:
                         probation=_in_probation(t, held),
                         recovery=self._recovering(t, held),
                         outage=self.forgives(t),
+                        running=_running(t, held, now),
                     ),
                     now=now,
                     rng=self.rng,
@@ -576,6 +577,11 @@ def _holders(task: Task, held: Held) -> set[str]:
 def _in_probation(task: Task, held: Held) -> bool:
     """Whether a step of `task`'s claim is a suspect's still waiting, untaken, to run apart."""
     return any(r.suspect and not r.taken_by for r in held.get(task.id, ()))
+
+
+def _running(task: Task, held: Held, now: datetime) -> bool:
+    """Whether a step of `task`'s claim is taken and still inside its own window."""
+    return any(r.taken_by and r.complete_by > now for r in held.get(task.id, ()))
 
 
 def _decided(decision: object) -> EventKind:

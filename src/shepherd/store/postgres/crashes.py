@@ -42,7 +42,7 @@ UNREAPED = (
 )
 #: (task ids): their requests, queued or taken.
 HELD = (
-    "SELECT task_id, seq, lock_epoch, taken_by, suspect, created_at FROM requests "
+    "SELECT task_id, seq, lock_epoch, taken_by, suspect, created_at, complete_by FROM requests "
     "WHERE task_id = ANY(%s::text[]) ORDER BY task_id, seq"
 )
 #: (agent owner, beat_at): the tasks whose request the dead agent held.
@@ -125,6 +125,7 @@ async def held_requests(reader: Reader, op: HeldRequests) -> list[HeldRequest]:
             taken_by=by,
             suspect=bool(s),
             created_at=utc(at),
+            complete_by=utc(until),
         )
-        for t, seq, epoch, by, s, at in rows
+        for t, seq, epoch, by, s, at, until in rows
     ]

@@ -29,14 +29,21 @@ if TYPE_CHECKING:
 
 __all__ = ["reply", "take"]
 
-# (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
+# (worker, now, now, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before).
 # The ids are locked in an ARRAY(...) sub-select, run once: as a join, a
 # planner trusting statistics taken while the queue was empty would run the
 # locking sub-select again for every row (seconds for a few thousand requests).
 # The batch's instant in SQL (`INSTANT`): a take need not wait for the clock.
+# A suspect's window starts when it is taken (it waited in line to run apart):
+# its complete_by moves to now + within in the take itself, so that no instant
+# passes with the suspect taken and its probation's deadline behind it.
+_STARTS = (
+    f"CASE WHEN r.suspect = 1 AND r.within IS NOT NULL THEN {INSTANT} "
+    "+ r.within * interval '1 second' ELSE r.complete_by END"
+)
 _TAKE = (
-    "UPDATE requests r SET taken_by = %b, visible_at = r.complete_by "
+    f"UPDATE requests r SET taken_by = %b, complete_by = {_STARTS}, visible_at = {_STARTS} "
     "WHERE r.id = ANY(ARRAY(SELECT id FROM requests WHERE agent = ANY(%b::text[]) "
     f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} AND (suspect = 0 OR id IN "
     "(SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND suspect = 1 "
@@ -83,7 +90,19 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     for op in ops:
         agents, worker, limit, suspects = op.agents, op.worker, op.limit, op.suspects
         names = list(agents)
-        params = (worker, names, now, now, names, now, now, max(suspects, 0), limit_of(limit))
+        params = (
+            worker,
+            now,
+            now,
+            names,
+            now,
+            now,
+            names,
+            now,
+            now,
+            max(suspects, 0),
+            limit_of(limit),
+        )
         cursors.append(await batch.send(_TAKE, params))
     out: list[object] = []
     for cursor in cursors:

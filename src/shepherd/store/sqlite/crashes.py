@@ -49,7 +49,7 @@ _VICTIMS = (
 )
 #: The requests of some tasks (`{marks}`: one ? each), queued or taken.
 _HELD = (
-    "SELECT task_id, seq, lock_epoch, taken_by, suspect, created_at FROM requests "
+    "SELECT task_id, seq, lock_epoch, taken_by, suspect, created_at, complete_by FROM requests "
     "WHERE task_id IN ({marks}) ORDER BY task_id, seq"
 )
 _MARK_DIED = (
@@ -121,6 +121,7 @@ def held_requests(at: Reading, op: HeldRequests) -> list[HeldRequest]:
                 taken_by=row["taken_by"],
                 suspect=bool(row["suspect"]),
                 created_at=unix_instant(row["created_at"]),
+                complete_by=unix_instant(row["complete_by"]),
             )
             for row in rows
         )

@@ -32,11 +32,15 @@ if TYPE_CHECKING:
 
 __all__ = ["note", "read_events", "reply", "take", "task_events"]
 
-# (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
+# (worker, now, now, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before),
 # so that a suspect runs apart from others.
+# A suspect's window starts when it is taken (it waited in line to run apart):
+# its complete_by moves to now + within in the take itself, so that no instant
+# passes with the suspect taken and its probation's deadline behind it.
+_STARTS = "CASE WHEN suspect = 1 AND within IS NOT NULL THEN ? + within ELSE complete_by END"
 _TAKE = (
-    "UPDATE requests SET taken_by = ?, visible_at = complete_by "
+    f"UPDATE requests SET taken_by = ?, complete_by = {_STARTS}, visible_at = {_STARTS} "
     "WHERE id IN (SELECT id FROM requests WHERE agent IN ({marks}) "
     "AND visible_at <= ? AND complete_by > ? AND (suspect = 0 OR id IN "
     "(SELECT id FROM requests WHERE agent IN ({marks}) AND suspect = 1 "
@@ -80,7 +84,7 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
             tuples(conn)
             .execute(
                 _TAKE.format(marks=marks),
-                (worker, *agents, now, now, *agents, now, now, max(suspects, 0), limit),
+                (worker, now, now, *agents, now, now, *agents, now, now, max(suspects, 0), limit),
             )
             .fetchall()
         )
