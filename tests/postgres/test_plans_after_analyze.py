@@ -96,7 +96,7 @@ async def test_a_steps_round_trip_touches_rows_in_proportion(
     tasks = await claimed_with_a_step(store, "s1")
     now = store.now()
 
-    take = ("w1", ["a"], now, now, ["a"], now, now, 0, N)
+    take = ("w1", now, now, ["a"], now, now, ["a"], now, now, 0, N)
     assert await work(postgres_url, queues._TAKE, take) <= PER_ROW * N
 
     requests = await store.take_requests(agents=["a"], worker="w1", limit=N)
