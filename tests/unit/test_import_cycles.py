@@ -32,13 +32,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         # removed by issue 31's other parts: the `Agent` spec moves out of the worker.
         ("shepherd.agents.breakers", "shepherd.agents.worker"),
         ("shepherd.agents.capacity", "shepherd.agents.worker"),
-        # removed by issue 31's other parts: bench and demo take nothing back from the
-        # CLI (importing `shepherd.cli.*` runs `shepherd/cli/__init__.py`, whose
-        # `run_cli` imports `cli.commands`, which imports `bench.cli` and `demo.cli`).
-        ("shepherd.bench.cli", "shepherd.cli.exits"),
-        ("shepherd.bench.cli", "shepherd.cli.logs"),
-        ("shepherd.demo.cli", "shepherd.cli.exits"),
-        ("shepherd.demo.cli", "shepherd.cli.logs"),
     }
 )
 
