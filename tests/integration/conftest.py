@@ -20,12 +20,10 @@ from typing import Any
 import pytest
 
 from shepherd import Alert, App
+from support.fake_time import PERIODS
 
 #: The app's periods on real time: short, so that failures show quickly.
 REAL_TIME: dict[str, Any] = {"supervisor_interval": 0.1, "poll_interval": 0.05, "lease_ttl": 1.0}
-#: The app's periods on a FakeClock: a fake second each, as the defaults of
-#: `worker_beat` and `breaker_refresh` are; moving the clock costs no wall time.
-FAKE_TIME: dict[str, Any] = {"supervisor_interval": 1.0, "poll_interval": 1.0, "lease_ttl": 3.0}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,7 +58,7 @@ async def app(
         alerts=[alerts.append],
         clock=request.getfixturevalue("fake_clock") if fake_time else None,
         sqlite_synchronous="NORMAL",
-        **(FAKE_TIME if fake_time else REAL_TIME),
+        **(PERIODS if fake_time else REAL_TIME),
     )
     try:
         yield app

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from shepherd import App
     from shepherd.core.records import Task
 
-#: The most fake seconds one move of the clock goes on: the app's periods
-#: (support: the `app` fixture's FAKE_TIME) are a fake second each.
+#: The periods of an app on a FakeClock: a fake second each, as the defaults of
+#: `worker_beat` and `breaker_refresh` are (moving the clock costs no wall time).
+PERIODS: dict[str, float] = {"supervisor_interval": 1.0, "poll_interval": 1.0, "lease_ttl": 3.0}
+#: The most fake seconds one move of the clock goes on: about one of PERIODS.
 STEP = 1.0
 #: A step window on fake time: many moves long (see the module's docstring).
 WINDOW = 10.0
