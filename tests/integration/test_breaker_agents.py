@@ -3,7 +3,8 @@
 The service is down (503) or up (200) as the test says, and records every
 request it receives and what it answered. The breaker's events in the store say
 when it opened and when each probe was allowed, so the tests compare the two
-logs instead of timing anything.
+logs instead of timing anything. The tests that wait for cool-downs and windows
+run on a FakeClock (`fake_time`) and move it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from shepherd import App, BreakerPolicy, ProcessState, RetryPolicy
 from shepherd.agents.http import http_agent
 from shepherd.core.breaker import BreakerState
 from shepherd.errors import TaskFailedError
-from shepherd.testing import wait_until
+from support import fake_time
+from support.fake_time import WINDOW, pass_until
 from support.http_service import serve
 
 if TYPE_CHECKING:
@@ -115,6 +117,7 @@ async def ended(app: App, task_id: str) -> Task:
     return await app.get_task(task_id)
 
 
+@pytest.mark.fake_time
 async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
     app: App, switch: Switch
 ) -> None:
@@ -126,7 +129,7 @@ async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
         async def opened() -> bool:
             return ("closed", "open") in await changes(app)
 
-        await wait_until(opened, timeout=PATIENCE, message="the breaker never opened")
+        await pass_until(app, opened, message="the breaker never opened")
         # Exactly the threshold reached the service; every later try waits.
         assert switch.count(503) == POLICY.failure_threshold
         rest = [await app.submit("pay", {"n": n}) for n in range(1, 5)]
@@ -134,11 +137,11 @@ async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
         async def failed_probes(n: int) -> bool:
             return (await changes(app)).count(("half_open", "open")) >= n
 
-        await wait_until(lambda: failed_probes(2), timeout=PATIENCE, message="no probes while down")
+        await pass_until(app, lambda: failed_probes(2), message="no probes while down")
         mid = await app.get_task(rest[0])
         assert mid.process_state is ProcessState.PROCESSING, "an open breaker fails no task"
         switch.up = True
-        done = [await ended(app, task_id) for task_id in [first, *rest]]
+        done = [await fake_time.ended(app, task_id) for task_id in [first, *rest]]
 
     assert [t.process_state for t in done] == [ProcessState.PROCESSED] * 5
     assert [t.failure_count for t in done] == [0] * 5
@@ -160,16 +163,17 @@ async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
     assert metrics.value("breaker_waits", service=SERVICE) >= 4
 
 
+@pytest.mark.fake_time
 async def test_a_step_whose_complete_by_passes_while_open_is_left_to_the_supervisor(
     app: App, switch: Switch, alerts: list[Alert]
 ) -> None:
     slow = BreakerPolicy(failure_threshold=3, cool_down=60.0)
-    register(app, switch, within=0.3, max_failures=1, policy=slow)
+    register(app, switch, within=WINDOW, max_failures=1, policy=slow)
     for _ in range(slow.failure_threshold):  # another process found the service down
         await app.store.breaker_report(SERVICE, slow, failed=True)
 
     async with app.running():
-        task = await ended(app, await app.submit("pay", {"n": 1}))
+        task = await fake_time.ended(app, await app.submit("pay", {"n": 1}))
 
     assert switch.answers == [], "no request may reach the service while the breaker is open"
     assert task.process_state is ProcessState.ERROR
