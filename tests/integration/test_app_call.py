@@ -15,6 +15,7 @@ from shepherd import Alert, App, CallFailedError, PermanentError
 from shepherd.core.calls import GAVE_UP
 from shepherd.errors import ConfigError, PayloadError, UnknownAgentError
 from shepherd.testing import wait_until
+from support.backends import sqlite_only
 from support.fake_time import WINDOW, pass_until
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ async def test_the_caller_times_out_while_the_call_may_still_run(app: App) -> No
         assert started.is_set()
 
 
+@sqlite_only()  # refused before the store is touched
 async def test_bad_calls_are_refused_before_anything_is_sent(app: App) -> None:
     calls: list[object] = []
 

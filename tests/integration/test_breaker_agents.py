@@ -3,8 +3,10 @@
 The service is down (503) or up (200) as the test says, and records every
 request it receives and what it answered. The breaker's events in the store say
 when it opened and when each probe was allowed, so the tests compare the two
-logs instead of timing anything. The tests that wait for cool-downs and windows
-run on a FakeClock (`fake_time`) and move it.
+logs instead of timing anything. The test whose step's window passes while the
+breaker is open runs on a FakeClock (`fake_time`) and moves it; the one of the
+probes stays on real time, as a probe that has not reported after `cool_down`
+is replaced, and a probe is a real HTTP call (which a moved clock does not wait for).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from shepherd import App, BreakerPolicy, ProcessState, RetryPolicy
 from shepherd.agents.http import http_agent
 from shepherd.core.breaker import BreakerState
 from shepherd.errors import TaskFailedError
+from shepherd.testing import wait_until
 from support import fake_time
-from support.fake_time import WINDOW, pass_until
+from support.fake_time import WINDOW
 from support.http_service import serve
 
 if TYPE_CHECKING:
@@ -117,7 +120,6 @@ async def ended(app: App, task_id: str) -> Task:
     return await app.get_task(task_id)
 
 
-@pytest.mark.fake_time
 async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
     app: App, switch: Switch
 ) -> None:
@@ -129,7 +131,7 @@ async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
         async def opened() -> bool:
             return ("closed", "open") in await changes(app)
 
-        await pass_until(app, opened, message="the breaker never opened")
+        await wait_until(opened, timeout=PATIENCE, message="the breaker never opened")
         # Exactly the threshold reached the service; every later try waits.
         assert switch.count(503) == POLICY.failure_threshold
         rest = [await app.submit("pay", {"n": n}) for n in range(1, 5)]
@@ -137,11 +139,11 @@ async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
         async def failed_probes(n: int) -> bool:
             return (await changes(app)).count(("half_open", "open")) >= n
 
-        await pass_until(app, lambda: failed_probes(2), message="no probes while down")
+        await wait_until(lambda: failed_probes(2), timeout=PATIENCE, message="no probes while down")
         mid = await app.get_task(rest[0])
         assert mid.process_state is ProcessState.PROCESSING, "an open breaker fails no task"
         switch.up = True
-        done = [await fake_time.ended(app, task_id) for task_id in [first, *rest]]
+        done = [await ended(app, task_id) for task_id in [first, *rest]]
 
     assert [t.process_state for t in done] == [ProcessState.PROCESSED] * 5
     assert [t.failure_count for t in done] == [0] * 5

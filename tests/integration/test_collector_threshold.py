@@ -1,4 +1,7 @@
-"""While roles run, the collector's first threshold is `gc_threshold`; afterwards, as before."""
+"""While roles run, the collector's first threshold is `gc_threshold`; afterwards, as before.
+
+The process's collector is the same whatever the store: on SQLite only.
+"""
 
 from __future__ import annotations
 

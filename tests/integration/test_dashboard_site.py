@@ -2,8 +2,11 @@
 
 Requests go through the ASGI application in process (httpx's ASGITransport):
 who may see what, the CSRF check, escaping, and the actions with the
-operator's name in the task's history. The tests that need a task in `error`
-run on a FakeClock (`fake_time`): its step's window passes when they move it.
+operator's name in the task's history. The tests of the dashboard's own logic
+(who may see what, the CSRF and origin checks, escaping) run on SQLite only;
+those whose outcome the store decides (operators, retries, searches, counts,
+wake-ups) on both backends. The tests that need a task in `error` run on a
+FakeClock (`fake_time`): its step's window passes when they move it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from shepherd.errors import StoreUnavailableError
 from shepherd.store.signals import task_channel
 from shepherd.testing import wait_until
 from support import fake_time
+from support.backends import sqlite_only
 from support.fake_time import WINDOW
 
 if TYPE_CHECKING:
@@ -95,6 +99,7 @@ async def _log_in(http: httpx.AsyncClient, token: str) -> None:
     assert response.headers["location"] == "/"
 
 
+@sqlite_only()
 async def test_every_page_and_action_needs_the_token(app: App, client: httpx.AsyncClient) -> None:
     page = await client.get("/tasks")
     assert page.status_code == 303
@@ -110,6 +115,7 @@ async def test_every_page_and_action_needs_the_token(app: App, client: httpx.Asy
     assert COOKIE not in client.cookies
 
 
+@sqlite_only()
 async def test_the_cookie_holds_a_signed_name_not_the_token(
     app: App, client: httpx.AsyncClient
 ) -> None:
@@ -162,6 +168,7 @@ async def test_a_named_operator_retries_with_a_new_payload_and_is_recorded(
     assert '<strong class="by">anna</strong> retried' in page.text
 
 
+@sqlite_only()
 @pytest.mark.fake_time
 async def test_an_action_without_its_csrf_token_is_refused_and_changes_nothing(
     app: App, client: httpx.AsyncClient
@@ -185,6 +192,7 @@ async def test_an_action_without_its_csrf_token_is_refused_and_changes_nothing(
     assert asked == [{"by": "shared-token"}]
 
 
+@sqlite_only()
 @pytest.mark.fake_time
 async def test_a_script_tag_in_a_payload_key_or_error_is_shown_as_text(
     app: App, client: httpx.AsyncClient
@@ -253,6 +261,7 @@ async def test_the_overview_shows_counts_alerts_and_the_metrics(
     assert (await app.alerts())[0].acknowledged_by == "shared-token"
 
 
+@sqlite_only()
 @pytest.mark.fake_time
 async def test_without_a_token_everyone_is_local_and_actions_still_need_csrf(app: App) -> None:
     taken = _register(app)
@@ -319,6 +328,7 @@ async def test_the_live_stream_sends_a_part_again_only_once_it_changed(
         await events.aclose()
 
 
+@sqlite_only()
 async def test_a_post_from_another_sites_page_is_refused(
     app: App, client: httpx.AsyncClient
 ) -> None:
@@ -336,6 +346,7 @@ async def test_a_post_from_another_sites_page_is_refused(
     ).status_code == 303
 
 
+@sqlite_only()
 async def test_a_store_that_fails_is_a_message_not_a_traceback(
     app: App, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

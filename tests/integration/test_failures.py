@@ -34,6 +34,7 @@ from shepherd.core.states import StepKind
 from shepherd.errors import InvalidStateError
 from shepherd.testing import wait_until
 from support import fake_time
+from support.backends import sqlite_only
 from support.fake_time import WINDOW, has_event, pass_until
 from support.spies import spy_on_replies
 
@@ -371,6 +372,7 @@ def nested(depth: int) -> JsonValue:
     return value
 
 
+@sqlite_only()  # refused before the store is touched
 async def test_an_unknown_workflow_is_refused_and_nothing_is_written(app: App) -> None:
     @app.workflow("known")
     async def known(ctx: WorkflowContext, data: Any) -> JsonValue:
@@ -383,6 +385,7 @@ async def test_an_unknown_workflow_is_refused_and_nothing_is_written(app: App) -
     assert await app.list_tasks() == []
 
 
+@sqlite_only()  # refused before the store is touched
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [

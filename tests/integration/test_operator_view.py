@@ -20,6 +20,7 @@ from shepherd import ConfigError, ProcessState, TaskCursor, TaskFailedError
 from shepherd.errors import OperatorExistsError, UnknownOperatorError
 from shepherd.testing import wait_until
 from support import fake_time
+from support.backends import sqlite_only
 from support.fake_time import WINDOW
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App)
         (3600, timedelta(minutes=1)),
     ],
 )
+@sqlite_only()  # refused before the store is touched
 async def test_a_bad_throughput_window_is_refused(app: App, window: Any, bucket: Any) -> None:
     with pytest.raises(ConfigError):
         await app.throughput(window=window, bucket=bucket)
