@@ -3,6 +3,8 @@
 The commands run in the test's process (`shepherd_cli_in_process`): what they
 print and store is the point here, not the process. One test runs its command as
 a real process, to check the exit code and the JSON error document end to end.
+Input refused before the store is opened, and the error document, are checked
+on SQLite only; what the store decides, on both backends.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from support.backends import sqlite_only
 from support.cli_checks import ok, ok_json, refused
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -164,37 +167,42 @@ def test_remove_refuses_a_resource_in_use_then_removes_it(cli: Cli) -> None:
     assert [r["name"] for r in ok_json(cli("resources", "list", "--json"))["resources"]] == ["db2"]
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("resources", "add", "db9", "--kind", "k", "--info", "{not json"), "malformed JSON"),
-        (
-            ("resources", "add", "db9", "--kind", "k", "--info", "[1, 2]"),
-            "resource 'db9': --info must be a JSON object, not [1,2]",
-        ),
-        (("resources", "set", "db1", "--info", '{"a": NaN}'), "NaN is not a JSON value"),
-        (
-            ("resources", "add", "db9", "--kind", "k", "--capacity", "0"),
-            "resource 'db9': capacity must be at least 1, not 0",
-        ),
-        (("resources", "set", "db1", "--rate", "-2"), "resource 'db1': rate must be above 0"),
-        (("resources", "set", "db1", "--capacity", "lots"), "'lots' is not a whole number"),
-        (("resources", "set", "db1"), "nothing to change"),
-        (("resources", "add", "db1", "--kind", "sqlite"), "resource 'db1' exists already"),
-        (("resources", "set", "nope", "--capacity", "2"), "unknown resource 'nope'"),
-        (("resources", "remove", "nope"), "unknown resource 'nope'"),
-        (("partitions", "move", "p1", "nope"), "unknown resource 'nope' (for partition 'p1')"),
-        (
-            ("partitions", "assign", "user-1", "nope"),
-            "unknown partition 'nope' (for entity 'user-1')",
-        ),
-        (("partitions", "assign", " user-1", "p1"), "entity name ' user-1' must be non-empty"),
-    ],
-    ids=lambda v: v if isinstance(v, str) else "-".join(v[:3]),
-)
-def test_bad_input_exits_2_naming_it_and_changes_nothing(
-    cli: Cli, args: tuple[str, ...], message: str
-) -> None:
+#: Input the command refuses before it opens the store: the same on every backend.
+REFUSED_BEFORE_THE_STORE = [
+    (("resources", "add", "db9", "--kind", "k", "--info", "{not json"), "malformed JSON"),
+    (
+        ("resources", "add", "db9", "--kind", "k", "--info", "[1, 2]"),
+        "resource 'db9': --info must be a JSON object, not [1,2]",
+    ),
+    (("resources", "set", "db1", "--info", '{"a": NaN}'), "NaN is not a JSON value"),
+    (("resources", "set", "db1", "--capacity", "lots"), "'lots' is not a whole number"),
+    (("resources", "set", "db1"), "nothing to change"),
+]
+#: Input refused once the store is open, by the store's operation: on both backends.
+REFUSED_BY_THE_STORE = [
+    (
+        ("resources", "add", "db9", "--kind", "k", "--capacity", "0"),
+        "resource 'db9': capacity must be at least 1, not 0",
+    ),
+    (("resources", "set", "db1", "--rate", "-2"), "resource 'db1': rate must be above 0"),
+    (("resources", "add", "db1", "--kind", "sqlite"), "resource 'db1' exists already"),
+    (("resources", "set", "nope", "--capacity", "2"), "unknown resource 'nope'"),
+    (("resources", "remove", "nope"), "unknown resource 'nope'"),
+    (("partitions", "move", "p1", "nope"), "unknown resource 'nope' (for partition 'p1')"),
+    (
+        ("partitions", "assign", "user-1", "nope"),
+        "unknown partition 'nope' (for entity 'user-1')",
+    ),
+    (("partitions", "assign", " user-1", "p1"), "entity name ' user-1' must be non-empty"),
+]
+
+
+def _ids(value: Any) -> str:
+    return value if isinstance(value, str) else "-".join(value[:3])
+
+
+def refused_and_nothing_changed(cli: Cli, args: tuple[str, ...], message: str) -> None:
+    """With db1 and p1 in the store, `args` exits 2 naming `message`; the store is as it was."""
     ok(cli("resources", "add", "db1", "--kind", "sqlite", "--capacity", "3"))
     ok(cli("partitions", "move", "p1", "db1"))
 
@@ -206,6 +214,22 @@ def test_bad_input_exits_2_naming_it_and_changes_nothing(
     assert state(cli) == ({"resources": [db1], "version": 2}, {"partitions": [p1], "version": 2})
 
 
+@pytest.mark.parametrize(("args", "message"), REFUSED_BY_THE_STORE, ids=_ids)
+def test_bad_input_exits_2_naming_it_and_changes_nothing(
+    cli: Cli, args: tuple[str, ...], message: str
+) -> None:
+    refused_and_nothing_changed(cli, args, message)
+
+
+@sqlite_only("shared_store")
+@pytest.mark.parametrize(("args", "message"), REFUSED_BEFORE_THE_STORE, ids=_ids)
+def test_input_refused_before_the_store_exits_2_naming_it_and_changes_nothing(
+    cli: Cli, args: tuple[str, ...], message: str
+) -> None:
+    refused_and_nothing_changed(cli, args, message)
+
+
+@sqlite_only("shared_store")  # the error document is drawn the same whatever the store
 def test_a_failure_with_json_prints_an_error_document(cli_process: Cli) -> None:
     completed = cli_process("partitions", "move", "p1", "nope", "--json")
 

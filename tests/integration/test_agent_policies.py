@@ -1,10 +1,15 @@
-"""Per-call retry policies and the agent counters, in an App running all its roles."""
+"""Per-call retry policies and the agent counters, in an App running all its roles.
+
+On a FakeClock (`fake_time`): the retries' sleeps and the steps' windows pass
+when the tests move it (support.fake_time).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from shepherd import (
     AgentRequest,
@@ -12,13 +17,16 @@ from shepherd import (
     PermanentError,
     ProcessState,
     RetryPolicy,
-    TaskFailedError,
     TransientError,
     WorkflowContext,
 )
+from shepherd.testing import wait_until
+from support.fake_time import WINDOW, ended
 
 if TYPE_CHECKING:
-    from shepherd.core.records import JsonValue, Task
+    from shepherd.core.records import JsonValue
+
+pytestmark = pytest.mark.fake_time
 
 #: Seconds a test waits for an outcome before it fails (a backstop, not a timing claim).
 PATIENCE = 15.0
@@ -27,12 +35,6 @@ PATIENCE = 15.0
 def quick(max_attempts: int) -> RetryPolicy:
     """A retry policy that waits a millisecond between tries."""
     return RetryPolicy(max_attempts=max_attempts, initial_delay=0.001, max_delay=0.001)
-
-
-async def ended(app: App, task_id: str) -> Task:
-    with contextlib.suppress(TaskFailedError):
-        await app.result(task_id, timeout=PATIENCE)
-    return await app.get_task(task_id)
 
 
 async def test_a_call_can_override_the_agents_retry_policy(app: App) -> None:
@@ -48,14 +50,15 @@ async def test_a_call_can_override_the_agents_retry_policy(app: App) -> None:
 
     @app.workflow("patient")
     async def patient(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("flaky", data, within=5.0)
+        return await ctx.call("flaky", data, within=5 * WINDOW)
 
     @app.workflow("impatient", max_failures=1)
     async def impatient(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("flaky", data, within=0.5, retry=quick(2))
+        return await ctx.call("flaky", data, within=WINDOW, retry=quick(2))
 
     async with app.running():
         ok = await app.submit("patient", {"label": "a", "succeeds_on": 4})
+        await ended(app, ok)
         assert await app.result(ok, timeout=PATIENCE) == {"tries": 4}
         short = await app.submit("impatient", {"label": "b", "succeeds_on": 4})
         task = await ended(app, short)
@@ -90,10 +93,11 @@ async def test_agent_counters_count_calls_retries_timeouts_and_failures(app: App
 
     @app.workflow("flow", max_failures=1)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call(data["agent"], data, within=0.5)
+        return await ctx.call(data["agent"], data, within=WINDOW)
 
     async with app.running():
         ids = [await app.submit("flow", {"agent": name}) for name in ("flaky", "refuses", "hangs")]
+        await wait_until(hung.is_set, timeout=PATIENCE)  # the clock stands still meanwhile
         outcomes = [await ended(app, task_id) for task_id in ids]
 
     assert [t.process_state for t in outcomes] == [

@@ -17,6 +17,7 @@ from shepherd import App
 from shepherd.core.states import ProcessState, StepState
 from shepherd.errors import ConfigError
 from shepherd.testing import wait_until
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -138,6 +139,7 @@ async def test_without_patterns_a_process_serves_every_agent(app: App) -> None:
         (["scheduler", "supervisor"], ["pay.*"], "choosing agents needs the agent role"),
     ],
 )
+@sqlite_only()
 async def test_a_pool_that_would_serve_nothing_is_refused_before_the_store_is_touched(
     app: App, roles: list[str], agents: list[str], says: str
 ) -> None:

@@ -1,4 +1,8 @@
-"""`app.call`: a durable call from plain code, answered once, handed on when a handling dies."""
+"""`app.call`: a durable call from plain code, answered once, handed on when a handling dies.
+
+The tests whose handlings outlive their windows run on a FakeClock (`fake_time`)
+and move it while the caller waits (the caller's own `timeout` is real time).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from shepherd import Alert, App, CallFailedError, PermanentError
 from shepherd.core.calls import GAVE_UP
 from shepherd.errors import ConfigError, PayloadError, UnknownAgentError
 from shepherd.testing import wait_until
+from support.backends import sqlite_only
+from support.fake_time import WINDOW, pass_until
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -49,6 +55,7 @@ async def test_a_permanent_error_is_raised_to_the_caller(app: App) -> None:
     assert caught.value.error["type"] == "PermanentError"
 
 
+@pytest.mark.fake_time
 async def test_a_handling_that_never_answers_is_handed_to_another(app: App) -> None:
     attempts: list[int] = []
     never = asyncio.Event()
@@ -61,11 +68,15 @@ async def test_a_handling_that_never_answers_is_handed_to_another(app: App) -> N
         return f"answered by handling {request.attempt}"
 
     async with app.running():
-        answer = await app.call("slow.service", {}, within=0.3, timeout=PATIENCE)
+        call = asyncio.ensure_future(app.call("slow.service", {}, within=WINDOW, timeout=PATIENCE))
+        await wait_until(lambda: attempts == [1], timeout=PATIENCE)
+        await pass_until(app, call.done)
+        answer = await call
     assert answer == "answered by handling 2"
     assert attempts == [1, 2]
 
 
+@pytest.mark.fake_time
 async def test_a_call_that_is_never_answered_is_given_up_and_alerted(
     app: App, alerts: list[Alert]
 ) -> None:
@@ -74,8 +85,12 @@ async def test_a_call_that_is_never_answered_is_given_up_and_alerted(
         await asyncio.Event().wait()
 
     async with app.running():
+        call = asyncio.ensure_future(
+            app.call("poison.pill", {}, within=WINDOW, attempts=2, timeout=PATIENCE)
+        )
+        await pass_until(app, call.done)
         with pytest.raises(CallFailedError, match=GAVE_UP) as caught:
-            await app.call("poison.pill", {}, within=0.2, attempts=2, timeout=PATIENCE)
+            await call
         await wait_until(lambda: bool(alerts), timeout=PATIENCE, message="no alert")
     assert "2 times" in caught.value.error["message"]
     (alert,) = alerts
@@ -98,6 +113,7 @@ async def test_the_caller_times_out_while_the_call_may_still_run(app: App) -> No
         assert started.is_set()
 
 
+@sqlite_only()  # refused before the store is touched
 async def test_bad_calls_are_refused_before_anything_is_sent(app: App) -> None:
     calls: list[object] = []
 

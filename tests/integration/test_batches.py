@@ -15,6 +15,7 @@ from shepherd import App, Batch, CallFailedError, PermanentError
 from shepherd.core.calls import BATCH_ERROR
 from shepherd.errors import ConfigError
 from shepherd.testing import wait_until
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -103,6 +104,7 @@ async def _queued(app: App, n: int) -> bool:
     return (await app.store.key_backlogs(AGENT)).get("csv", (0,))[0] == n
 
 
+@sqlite_only()  # refused at registration
 def test_bad_batches_are_refused(app: App) -> None:
     with pytest.raises(ConfigError, match="max_items"):
         Batch(max_items=0)

@@ -5,7 +5,8 @@ process. The watchdog must say so *while* it happens: the blocking handlers
 below block the loop exactly until the watchdog's warning naming them arrives
 (`LogWatch.wait_for`), and return whether it did. A `threads=True` handler runs
 in a thread of its own: the loop stays free, and the thread keeps its slot until
-it returns, past its step's deadline too.
+it returns, past its step's deadline too (on a FakeClock the test moves: the
+watchdog measures the real loop, but a step's window is the app's clock's).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 
 from shepherd import AgentRequest, Alert, App, TransientError, WorkflowContext
 from shepherd.core.records import JsonValue
-from shepherd.testing import wait_until
+from shepherd.testing import FakeClock, wait_until
+from support.fake_time import PERIODS, WINDOW, pass_until
 from support.logs import LogWatch
 
 #: Seconds a test waits for an outcome before it fails (a backstop, not a timing claim).
@@ -32,17 +34,24 @@ LONG = 60.0
 
 @pytest.fixture
 async def make_app(store_url: str, alerts: list[Alert]) -> AsyncIterator[Callable[..., App]]:
-    """Apps on the test's store, with the integration suite's short windows plus `settings`."""
+    """Apps on the test's store, with the integration suite's short windows plus `settings`.
+
+    Given a `clock` (a FakeClock), the app runs on it, with the periods of support.fake_time.
+    """
     made: list[App] = []
 
-    def make(**settings: Any) -> App:
+    def make(*, clock: FakeClock | None = None, **settings: Any) -> App:
+        periods: dict[str, Any] = (
+            {"supervisor_interval": 0.1, "poll_interval": 0.05, "lease_ttl": 1.0}
+            if clock is None
+            else PERIODS
+        )
         app = App(
             store_url,
             alerts=[alerts.append],
-            supervisor_interval=0.1,
-            poll_interval=0.05,
-            lease_ttl=1.0,
+            clock=clock,
             sqlite_synchronous="NORMAL",
+            **periods,
             **settings,
         )
         made.append(app)
@@ -190,14 +199,14 @@ async def test_a_worker_runs_at_most_agent_threads_blocking_handlers(
 
 
 async def test_a_thread_past_its_deadline_keeps_its_slot_until_it_returns(
-    make_app: Callable[..., App],
+    make_app: Callable[..., App], fake_clock: FakeClock
 ) -> None:
-    app = make_app(agent_concurrency=1)
+    app = make_app(agent_concurrency=1, clock=fake_clock)
     release = threading.Event()
     #: (task, attempt, whether the first thread had been released) of each execution.
     entered: list[tuple[str, int, bool]] = []
 
-    @app.agent("legacy", threads=True, within=0.3)
+    @app.agent("legacy", threads=True, within=WINDOW)
     def legacy(request: AgentRequest) -> JsonValue:
         entered.append((request.task_id, request.attempt, release.is_set()))
         if len(entered) == 1:
@@ -218,14 +227,15 @@ async def test_a_thread_past_its_deadline_keeps_its_slot_until_it_returns(
             first = await app.submit("old", 1)
             await wait_until(lambda: len(entered) == 1, timeout=PATIENCE)
             second = await app.submit("old", 2)
-            await wait_until(lambda: bool(watch.matching(overdue)), timeout=PATIENCE)
+            await pass_until(app, lambda: bool(watch.matching(overdue)))
             # The first task was given up and its step sent again; the second one's
             # request waits too. Neither is taken: the only slot is the thread's.
-            await wait_until(lambda: reset(app, first), timeout=PATIENCE)
+            await pass_until(app, lambda: reset(app, first))
             await wait_until(lambda: step_sent(app, second), timeout=PATIENCE)
             assert len(entered) == 1
 
             release.set()
+            await pass_until(app, lambda: processed(app, first, second))
             assert await app.result(first, timeout=PATIENCE) == "done"
             assert await app.result(second, timeout=PATIENCE) == "done"
             await wait_until(lambda: bool(watch.matching(returned)), timeout=PATIENCE)
@@ -251,6 +261,10 @@ async def reset(app: App, task_id: str) -> bool:
 
 async def step_sent(app: App, task_id: str) -> bool:
     return bool((await app.get_task(task_id)).steps)
+
+
+async def processed(app: App, *task_ids: str) -> bool:
+    return all([(await app.get_task(t)).process_state.value == "processed" for t in task_ids])
 
 
 async def test_a_threaded_handlers_failures_are_retried_and_replied_like_any(

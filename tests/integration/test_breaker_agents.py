@@ -3,7 +3,10 @@
 The service is down (503) or up (200) as the test says, and records every
 request it receives and what it answered. The breaker's events in the store say
 when it opened and when each probe was allowed, so the tests compare the two
-logs instead of timing anything.
+logs instead of timing anything. The test whose step's window passes while the
+breaker is open runs on a FakeClock (`fake_time`) and moves it; the one of the
+probes stays on real time, as a probe that has not reported after `cool_down`
+is replaced, and a probe is a real HTTP call (which a moved clock does not wait for).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from shepherd.agents.http import http_agent
 from shepherd.core.breaker import BreakerState
 from shepherd.errors import TaskFailedError
 from shepherd.testing import wait_until
+from support import fake_time
+from support.fake_time import WINDOW
 from support.http_service import serve
 
 if TYPE_CHECKING:
@@ -160,16 +165,17 @@ async def test_the_breaker_opens_holds_calls_back_and_one_probe_closes_it(
     assert metrics.value("breaker_waits", service=SERVICE) >= 4
 
 
+@pytest.mark.fake_time
 async def test_a_step_whose_complete_by_passes_while_open_is_left_to_the_supervisor(
     app: App, switch: Switch, alerts: list[Alert]
 ) -> None:
     slow = BreakerPolicy(failure_threshold=3, cool_down=60.0)
-    register(app, switch, within=0.3, max_failures=1, policy=slow)
+    register(app, switch, within=WINDOW, max_failures=1, policy=slow)
     for _ in range(slow.failure_threshold):  # another process found the service down
         await app.store.breaker_report(SERVICE, slow, failed=True)
 
     async with app.running():
-        task = await ended(app, await app.submit("pay", {"n": 1}))
+        task = await fake_time.ended(app, await app.submit("pay", {"n": 1}))
 
     assert switch.answers == [], "no request may reach the service while the breaker is open"
     assert task.process_state is ProcessState.ERROR

@@ -5,7 +5,8 @@ PermanentError (nor a known transient error) is retried like a transient
 failure, logged with its traceback at every try, and, if it persists, replied
 as a bug: `ctx.call` raises StepBugError (not a PermanentError), and the task
 goes to `error` with an alert and the traceback, without compensation. A bug in
-the workflow body does the same.
+the workflow body does the same. The tests whose steps outlive their windows run
+on a FakeClock (`fake_time`) and move it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from shepherd import (
     WorkflowContext,
 )
 from shepherd.testing import wait_until
+from support import fake_time
+from support.fake_time import WINDOW, has_event, pass_until
 
 if TYPE_CHECKING:
     from shepherd import Alert
@@ -269,9 +272,11 @@ async def test_a_threaded_handler_bug_takes_the_same_path(app: App, alerts: list
     assert 'return 1 // request.payload["divisor"]' in task.error["traceback"]
 
 
+@pytest.mark.fake_time
 async def test_a_recorded_bug_is_raised_again_on_replay(app: App) -> None:
     seen: list[tuple[str, str, bool]] = []
     tries: list[int] = []
+    stalled: list[int] = []
 
     @app.agent("buggy", retry=RetryPolicy(max_attempts=2, **QUICK))
     async def buggy(request: AgentRequest) -> JsonValue:
@@ -280,6 +285,7 @@ async def test_a_recorded_bug_is_raised_again_on_replay(app: App) -> None:
 
     @app.agent("stall")
     async def stall(request: AgentRequest) -> JsonValue:
+        stalled.append(request.attempt)
         if request.attempt == 1:  # the task is claimed again, and replays step 1
             await asyncio.Event().wait()
         return {"attempt": request.attempt}
@@ -290,10 +296,12 @@ async def test_a_recorded_bug_is_raised_again_on_replay(app: App) -> None:
             await ctx.call("buggy", data)
         except StepBugError as exc:
             seen.append((exc.error_type, str(exc), "bad state" in exc.traceback))
-        return await ctx.call("stall", data, within=0.3)
+        return await ctx.call("stall", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("flow")
+        await pass_until(app, lambda: stalled == [1])  # past the buggy step's retry sleep
+        await pass_until(app, has_event(app, task_id, "reset"))
         assert await app.result(task_id, timeout=PATIENCE) == {"attempt": 2}
 
     message = "step 1 (buggy) raised ValueError: bad state (a bug in agent 'buggy', 2 tries)"
@@ -301,6 +309,7 @@ async def test_a_recorded_bug_is_raised_again_on_replay(app: App) -> None:
     assert tries == [1, 1], "the replay raised the recorded bug without calling the agent"
 
 
+@pytest.mark.fake_time
 async def test_a_bug_cut_short_by_complete_by_notes_its_traceback(
     app: App, alerts: list[Alert]
 ) -> None:
@@ -312,11 +321,11 @@ async def test_a_bug_cut_short_by_complete_by_notes_its_traceback(
 
     @app.workflow("flow", max_failures=1)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("odd", data, within=0.3)
+        return await ctx.call("odd", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("flow")
-        task = await ended(app, task_id)
+        task = await fake_time.ended(app, task_id)
 
     assert task.process_state is ProcessState.ERROR
     (noted,) = [e.detail for e in await app.history(task_id) if e.kind == "step_timed_out"]

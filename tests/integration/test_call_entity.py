@@ -6,7 +6,8 @@ task) is sent with the recorded resolution even though the entity moved in
 between, while a step that starts after the move sees the new resource. An
 entity that cannot be resolved fails its step permanently, naming the entity.
 A step recovered after its scheduler process died is in
-tests/e2e/test_entity_recovery.py.
+tests/e2e/test_entity_recovery.py. The step sent again waits for its window on
+a FakeClock (`fake_time`), which the test moves.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from shepherd import (
 from shepherd.core.resources import Resolution, Resource
 from shepherd.errors import UnresolvedEntityError
 from shepherd.governance.resolver import StaticResolver
+from shepherd.testing import wait_until
+from support.fake_time import WINDOW, has_event, pass_until
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
@@ -130,6 +133,7 @@ async def test_a_static_resolver_resolves_the_calls_entity(static_app: App) -> N
     }
 
 
+@pytest.mark.fake_time
 async def test_a_step_sent_again_keeps_its_first_resolution_though_the_entity_moved(
     app: App,
 ) -> None:
@@ -146,12 +150,14 @@ async def test_a_step_sent_again_keeps_its_first_resolution_though_the_entity_mo
             raise TransientError("the database is restarting")
         return {"attempt": request.attempt}
 
-    @app.workflow("save", complete_within=5.0)
+    @app.workflow("save", complete_within=5 * WINDOW)
     async def save(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("write", data, within=0.3, entity="user-1")
+        return await ctx.call("write", data, within=WINDOW, entity="user-1")
 
     async with app.running():
         first = await app.submit("save", {"name": "first"})
+        await wait_until(lambda: len(seen) == 1, timeout=PATIENCE)
+        await pass_until(app, has_event(app, first, "reset"))
         assert await app.result(first, timeout=PATIENCE) == {"attempt": 2}
         later = await app.submit("save", {"name": "later"})  # starts after the move
         assert await app.result(later, timeout=PATIENCE) == {"attempt": 1}

@@ -7,7 +7,8 @@ complete_by: a step that never got one times out with a `CapacityFull` note,
 and the supervisor's usual recovery applies. A `threads=True` handler keeps its
 slot until its thread returns, past its deadline too. A resource that does not
 exist fails the step permanently, naming it. A resource's rate is waited for
-inside complete_by too (a `RateLimited` note).
+inside complete_by too (a `RateLimited` note). The tests that wait for a window
+run on a FakeClock (`fake_time`) and move it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pytest
 from shepherd import AgentRequest, App, TaskFailedError, WorkflowContext
 from shepherd.core.events import EventKind
 from shepherd.core.resources import Resource, Slot
+from shepherd.core.states import ProcessState
 from shepherd.testing import wait_until
+from support.fake_time import WINDOW, pass_until, task_is
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
@@ -41,7 +44,7 @@ async def probe(app: App) -> bool:
 
 
 async def timed_out(app: App, task_id: str, cause: str) -> None:
-    """Return once the task's history notes a step timed out for `cause`."""
+    """Move the app's clock until the task's history notes a step timed out for `cause`."""
 
     async def noted() -> bool:
         return any(
@@ -51,7 +54,12 @@ async def timed_out(app: App, task_id: str, cause: str) -> None:
             for e in await app.store.task_events(task_id)
         )
 
-    await wait_until(noted, timeout=PATIENCE, message=f"no {cause} time-out")
+    await pass_until(app, noted, message=f"no {cause} time-out")
+
+
+def processed(app: App, task_id: str) -> Any:
+    """A predicate: the task is processed."""
+    return task_is(app, task_id, lambda t: t.process_state is ProcessState.PROCESSED)
 
 
 async def test_a_handler_holds_its_agents_resource_while_it_runs(app: App) -> None:
@@ -100,6 +108,7 @@ async def test_without_resource_the_steps_resolution_names_it(app: App) -> None:
     assert free_while_running == [False, True]
 
 
+@pytest.mark.fake_time
 async def test_waiting_for_a_slot_counts_against_complete_by(app: App) -> None:
     await app.open()
     await app.store.add_resource(ONE)
@@ -115,7 +124,7 @@ async def test_waiting_for_a_slot_counts_against_complete_by(app: App) -> None:
 
     @app.workflow("save")
     async def save(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("write", data, within=30.0 if data == "first" else 0.3)
+        return await ctx.call("write", data, within=10 * WINDOW if data == "first" else WINDOW)
 
     async with app.running():
         first = await app.submit("save", "first")
@@ -125,9 +134,11 @@ async def test_waiting_for_a_slot_counts_against_complete_by(app: App) -> None:
         await timed_out(app, second, "CapacityFull")
         go.set()
         assert await app.result(first, timeout=PATIENCE) == "first"
+        await pass_until(app, processed(app, second))  # reset, then sent again
         assert await app.result(second, timeout=PATIENCE) == "second"
 
 
+@pytest.mark.fake_time
 async def test_a_threaded_handler_keeps_its_slot_until_its_thread_returns(app: App) -> None:
     await app.open()
     await app.store.add_resource(ONE)
@@ -143,7 +154,7 @@ async def test_a_threaded_handler_keeps_its_slot_until_its_thread_returns(app: A
 
     @app.workflow("save")
     async def save(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("slow", data, within=0.3)
+        return await ctx.call("slow", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("save", {})
@@ -153,11 +164,12 @@ async def test_a_threaded_handler_keeps_its_slot_until_its_thread_returns(app: A
             events = await app.store.task_events(task_id)
             return any(e.kind == EventKind.STEP_TIMED_OUT for e in events)
 
-        await wait_until(first_gave_up, timeout=PATIENCE, message="the first try never timed out")
+        await pass_until(app, first_gave_up, message="the first try never timed out")
         # Past its deadline the thread still runs, and still holds the only slot.
         assert not await probe(app)
         release.set()
         await wait_until(lambda: probe(app), timeout=PATIENCE, message="the slot stayed held")
+        await pass_until(app, processed(app, task_id))  # reset, then sent again
         assert await app.result(task_id, timeout=PATIENCE) >= 2
 
 
@@ -178,10 +190,11 @@ async def test_an_unknown_resource_fails_the_step_naming_it(app: App) -> None:
             await app.result(task_id, timeout=PATIENCE)
 
 
+@pytest.mark.fake_time
 async def test_waiting_for_the_rate_counts_against_complete_by(app: App) -> None:
     await app.open()
-    # One call every 2 s, at most one saved up: the second call waits about 2 s.
-    await app.store.add_resource(Resource(name="api", kind="http", info={}, rate=0.5))
+    # One call every 3 windows, at most one saved up: the second call waits 3 windows.
+    await app.store.add_resource(Resource(name="api", kind="http", info={}, rate=1 / (3 * WINDOW)))
     calls: list[JsonValue] = []
 
     @app.agent("call", resource="api")
@@ -191,7 +204,7 @@ async def test_waiting_for_the_rate_counts_against_complete_by(app: App) -> None
 
     @app.workflow("use")
     async def use(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("call", data, within=0.3)
+        return await ctx.call("call", data, within=WINDOW)
 
     async with app.running():
         first = await app.submit("use", "first")

@@ -1,4 +1,7 @@
-"""While roles run, the collector's first threshold is `gc_threshold`; afterwards, as before."""
+"""While roles run, the collector's first threshold is `gc_threshold`; afterwards, as before.
+
+The process's collector is the same whatever the store: on SQLite only.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import gc
 from typing import TYPE_CHECKING, Any
 
 from shepherd import App
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -13,6 +17,7 @@ if TYPE_CHECKING:
 PATIENCE = 30.0
 
 
+@sqlite_only()
 async def test_roles_run_with_the_raised_threshold(app: App) -> None:
     seen: list[int] = []
 

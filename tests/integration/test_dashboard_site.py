@@ -2,7 +2,11 @@
 
 Requests go through the ASGI application in process (httpx's ASGITransport):
 who may see what, the CSRF check, escaping, and the actions with the
-operator's name in the task's history.
+operator's name in the task's history. The tests of the dashboard's own logic
+(who may see what, the CSRF and origin checks, escaping) run on SQLite only;
+those whose outcome the store decides (operators, retries, searches, counts,
+wake-ups) on both backends. The tests that need a task in `error` run on a
+FakeClock (`fake_time`): its step's window passes when they move it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from shepherd.dashboard.live import event_text, refreshes
 from shepherd.dashboard.pages import digest
 from shepherd.errors import StoreUnavailableError
 from shepherd.testing import wait_until
+from support import fake_time
+from support.backends import sqlite_only
+from support.fake_time import WINDOW
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, App, WorkflowContext
@@ -32,26 +39,36 @@ PATIENCE = 15.0
 SCRIPT = "<script>alert(1)</script>"
 
 
-def _register(app: App) -> None:
+def _register(app: App) -> list[JsonValue]:
+    """Workflow `orders.check` and its agent; the payloads the agent has taken, so far."""
+    taken: list[JsonValue] = []
+
     @app.agent("check")
     async def check(request: AgentRequest) -> JsonValue:
+        taken.append(request.payload)
         if isinstance(request.payload, dict) and request.payload.get("ok") is False:
             await asyncio.Event().wait()  # a remote service that never answers
         return request.payload
 
     @app.workflow("orders.check", max_failures=1)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("check", data, within=0.3)
+        return await ctx.call("check", data, within=WINDOW)
+
+    return taken
 
 
 async def _state(app: App, task_id: str) -> ProcessState:
     return (await app.get_task(task_id)).process_state
 
 
-async def _in_error(app: App, payload: JsonValue, *, key: str | None = None) -> str:
-    """A task that ends in `error` (its step never answers); its id."""
+async def _in_error(
+    app: App, taken: list[JsonValue], payload: JsonValue, *, key: str | None = None
+) -> str:
+    """A task that ends in `error` (its step never answers; the app runs on fake time); its id."""
     task_id = await app.submit("orders.check", payload, key=key)
-    await wait_until(lambda: _is(app, task_id, ProcessState.ERROR), timeout=PATIENCE)
+    await wait_until(lambda: payload in taken, timeout=PATIENCE)  # the clock stands still
+    task = await fake_time.ended(app, task_id)
+    assert task.process_state is ProcessState.ERROR
     return task_id
 
 
@@ -81,6 +98,7 @@ async def _log_in(http: httpx.AsyncClient, token: str) -> None:
     assert response.headers["location"] == "/"
 
 
+@sqlite_only()
 async def test_every_page_and_action_needs_the_token(app: App, client: httpx.AsyncClient) -> None:
     page = await client.get("/tasks")
     assert page.status_code == 303
@@ -96,6 +114,7 @@ async def test_every_page_and_action_needs_the_token(app: App, client: httpx.Asy
     assert COOKIE not in client.cookies
 
 
+@sqlite_only()
 async def test_the_cookie_holds_a_signed_name_not_the_token(
     app: App, client: httpx.AsyncClient
 ) -> None:
@@ -114,13 +133,14 @@ async def test_the_cookie_holds_a_signed_name_not_the_token(
     assert (await client.get("/tasks")).status_code == 303
 
 
+@pytest.mark.fake_time
 async def test_a_named_operator_retries_with_a_new_payload_and_is_recorded(
     app: App, client: httpx.AsyncClient
 ) -> None:
-    _register(app)
+    taken = _register(app)
     anna = await app.operations.add_operator("anna")
     async with app.running():
-        task_id = await _in_error(app, {"ok": False})
+        task_id = await _in_error(app, taken, {"ok": False})
         await _log_in(client, anna)
         page = await client.get(f"/tasks/{task_id}")
         assert page.status_code == 200
@@ -147,12 +167,14 @@ async def test_a_named_operator_retries_with_a_new_payload_and_is_recorded(
     assert '<strong class="by">anna</strong> retried' in page.text
 
 
+@sqlite_only()
+@pytest.mark.fake_time
 async def test_an_action_without_its_csrf_token_is_refused_and_changes_nothing(
     app: App, client: httpx.AsyncClient
 ) -> None:
-    _register(app)
+    taken = _register(app)
     async with app.running():
-        task_id = await _in_error(app, {"ok": False})
+        task_id = await _in_error(app, taken, {"ok": False})
     await _log_in(client, TOKEN)
     for data in ({}, {"csrf": "forged"}):
         refused = await client.post(f"/tasks/{task_id}/cancel", data=data)
@@ -169,12 +191,14 @@ async def test_an_action_without_its_csrf_token_is_refused_and_changes_nothing(
     assert asked == [{"by": "shared-token"}]
 
 
+@sqlite_only()
+@pytest.mark.fake_time
 async def test_a_script_tag_in_a_payload_key_or_error_is_shown_as_text(
     app: App, client: httpx.AsyncClient
 ) -> None:
-    _register(app)
+    taken = _register(app)
     async with app.running():
-        task_id = await _in_error(app, {"ok": False, "note": SCRIPT}, key=SCRIPT)
+        task_id = await _in_error(app, taken, {"ok": False, "note": SCRIPT}, key=SCRIPT)
     await _log_in(client, TOKEN)
     pages = [
         await client.get(f"/tasks/{task_id}"),
@@ -209,12 +233,13 @@ async def test_the_task_list_filters_searches_and_pages(
     assert (await client.get("/tasks", params={"from": "yesterday"})).status_code == 400
 
 
+@pytest.mark.fake_time
 async def test_the_overview_shows_counts_alerts_and_the_metrics(
     app: App, client: httpx.AsyncClient
 ) -> None:
-    _register(app)
+    taken = _register(app)
     async with app.running():
-        task_id = await _in_error(app, {"ok": False})
+        task_id = await _in_error(app, taken, {"ok": False})
         await _log_in(client, TOKEN)
         page = await client.get("/")
         assert page.status_code == 200
@@ -235,10 +260,12 @@ async def test_the_overview_shows_counts_alerts_and_the_metrics(
     assert (await app.alerts())[0].acknowledged_by == "shared-token"
 
 
+@sqlite_only()
+@pytest.mark.fake_time
 async def test_without_a_token_everyone_is_local_and_actions_still_need_csrf(app: App) -> None:
-    _register(app)
+    taken = _register(app)
     async with app.running():
-        task_id = await _in_error(app, {"ok": False})
+        task_id = await _in_error(app, taken, {"ok": False})
     await app.open()
     transport = httpx.ASGITransport(app=create_dashboard(app, token=None))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
@@ -270,7 +297,13 @@ async def test_a_removed_operator_loses_their_session(
     ).status_code == 401
 
 
-async def test_the_live_stream_sends_a_part_again_only_once_it_changed(app: App) -> None:
+async def test_the_live_stream_sends_a_part_again_only_once_it_changed(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stream renders its part again every few milliseconds, not every second: a
+    # cancel of a task no role has claimed rings no wake-up, and only a render shows it.
+    monkeypatch.setattr("shepherd.dashboard.live.MIN_GAP", 0.01)
+    monkeypatch.setattr("shepherd.dashboard.live.INTERVAL", 0.05)
     _register(app)
     task_id = await app.submit("orders.check", {"ok": True})
 
@@ -294,6 +327,7 @@ async def test_the_live_stream_sends_a_part_again_only_once_it_changed(app: App)
         await events.aclose()
 
 
+@sqlite_only()
 async def test_a_post_from_another_sites_page_is_refused(
     app: App, client: httpx.AsyncClient
 ) -> None:
@@ -311,6 +345,7 @@ async def test_a_post_from_another_sites_page_is_refused(
     ).status_code == 303
 
 
+@sqlite_only()
 async def test_a_store_that_fails_is_a_message_not_a_traceback(
     app: App, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 from shepherd import App, OwnerKeyError
 from shepherd.errors import ConfigError
 from shepherd.testing import wait_until
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -132,6 +133,7 @@ async def test_the_owner_state_is_committed_with_the_answers_and_read_by_the_nex
     assert sorted(epoch for key, epoch in log.epochs) == [1, 2]
 
 
+@sqlite_only()  # refused before the store is touched
 async def test_bad_keys_are_refused_naming_the_agent_and_nothing_is_sent(app: App) -> None:
     handled: list[object] = []
 

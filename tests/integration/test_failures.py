@@ -1,9 +1,11 @@
 """Every failure the seed names, injected for real into an App running all its roles.
 
-Each test registers its own workflows and agents on a fresh App over a SQLite
-file, makes an agent fail (transiently, permanently, by hanging past
-`complete_by`), and checks that the task still comes to one of its four ends:
-`processed`, `compensated`, `cancelled`, or `error` with a reason and an alert.
+Each test registers its own workflows and agents on a fresh App (the `app`
+fixture, on SQLite and PostgreSQL), makes an agent fail (transiently,
+permanently, by hanging past `complete_by`), and checks that the task still
+comes to one of its four ends: `processed`, `compensated`, `cancelled`, or
+`error` with a reason and an alert. The tests that wait for windows and scans
+run on a FakeClock (`fake_time`) and move it (support.fake_time).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from shepherd import (
 from shepherd.core.states import StepKind
 from shepherd.errors import InvalidStateError
 from shepherd.testing import wait_until
+from support import fake_time
+from support.backends import sqlite_only
+from support.fake_time import WINDOW, has_event, pass_until
 from support.spies import spy_on_replies
 
 if TYPE_CHECKING:
@@ -98,6 +103,7 @@ async def test_transient_errors_are_retried_with_the_same_idempotency_key(app: A
 
 
 # -- an agent that hangs past complete_by ---------------------------------------------
+@pytest.mark.fake_time
 async def test_a_hung_agent_is_cancelled_at_complete_by_and_the_step_runs_again(app: App) -> None:
     executions: list[int] = []
     cancelled: list[str] = []
@@ -114,12 +120,14 @@ async def test_a_hung_agent_is_cancelled_at_complete_by_and_the_step_runs_again(
                 raise
         return {"attempt": request.attempt}
 
-    @app.workflow("hangs", complete_within=5.0)
+    @app.workflow("hangs", complete_within=5 * WINDOW)
     async def hangs(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("slow", data, within=0.3)
+        return await ctx.call("slow", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("hangs", {"n": 1})
+        await wait_until(lambda: executions == [1], timeout=PATIENCE)
+        await pass_until(app, has_event(app, task_id, "reset"))
         assert await app.result(task_id, timeout=PATIENCE) == {"attempt": 2}
 
     assert cancelled == [f"{task_id}/1"]
@@ -252,6 +260,7 @@ async def test_compensation_that_cannot_finish_ends_in_error_with_an_alert(
 
 
 # -- supervision: expiries counted up to max_failures ---------------------------------
+@pytest.mark.fake_time
 @pytest.mark.parametrize("on_exhausted", ["error", "compensate"])
 async def test_exhausting_max_failures_escalates_or_compensates(
     app: App, alerts: list[Alert], on_exhausted: Any
@@ -269,11 +278,14 @@ async def test_exhausting_max_failures_escalates_or_compensates(
     @app.workflow("flow", max_failures=2, on_exhausted=on_exhausted)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
         await ctx.call("reserve", data, undo="unreserve")
-        return await ctx.call("stuck", data, within=0.2)
+        return await ctx.call("stuck", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("flow", {"n": 1}, key="k-1")
-        task = await ended(app, task_id)
+        await wait_until(lambda: hangs == [1], timeout=PATIENCE)
+        await pass_until(app, has_event(app, task_id, "reset"))
+        await wait_until(lambda: hangs == [1, 2], timeout=PATIENCE)
+        task = await fake_time.ended(app, task_id)
         if on_exhausted == "error":
             await wait_until(lambda: bool(alerts), timeout=PATIENCE, message="no alert was raised")
 
@@ -319,6 +331,7 @@ async def test_a_repeated_key_is_the_same_task(app: App) -> None:
 
 
 # -- non-deterministic replay ----------------------------------------------------------
+@pytest.mark.fake_time
 async def test_a_replay_that_calls_another_agent_ends_in_error(
     app: App, alerts: list[Alert]
 ) -> None:
@@ -335,11 +348,12 @@ async def test_a_replay_that_calls_another_agent_ends_in_error(
     @app.workflow("flow", max_failures=5)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
         await ctx.call("b" if switched["on"] else "a", data)
-        return await ctx.call("stall", data, within=0.2)
+        return await ctx.call("stall", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("flow", None)
-        task = await ended(app, task_id)
+        await wait_until(lambda: switched["on"], timeout=PATIENCE)
+        task = await fake_time.ended(app, task_id)
         await wait_until(lambda: bool(alerts), timeout=PATIENCE, message="no alert was raised")
 
     assert task.process_state is ProcessState.ERROR
@@ -358,6 +372,7 @@ def nested(depth: int) -> JsonValue:
     return value
 
 
+@sqlite_only()  # refused before the store is touched
 async def test_an_unknown_workflow_is_refused_and_nothing_is_written(app: App) -> None:
     @app.workflow("known")
     async def known(ctx: WorkflowContext, data: Any) -> JsonValue:
@@ -370,6 +385,7 @@ async def test_an_unknown_workflow_is_refused_and_nothing_is_written(app: App) -
     assert await app.list_tasks() == []
 
 
+@sqlite_only()  # refused before the store is touched
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [
@@ -454,20 +470,25 @@ async def test_an_unknown_agent_or_a_bad_request_fails_the_task_without_a_step(
 
 
 # -- the operator -----------------------------------------------------------------------
+@pytest.mark.fake_time
 async def test_an_operator_retry_finishes_a_task_in_error(app: App, alerts: list[Alert]) -> None:
+    attempts: list[int] = []
+
     @app.agent("flaky")
     async def flaky(request: AgentRequest) -> JsonValue:
+        attempts.append(request.attempt)
         if request.attempt == 1:
             return await forever()
         return {"attempt": request.attempt}
 
     @app.workflow("flow", max_failures=1)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("flaky", data, within=0.2)
+        return await ctx.call("flaky", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("flow", None)
-        errored = await ended(app, task_id)
+        await wait_until(lambda: attempts == [1], timeout=PATIENCE)
+        errored = await fake_time.ended(app, task_id)
         assert errored.process_state is ProcessState.ERROR
         await wait_until(lambda: bool(alerts), timeout=PATIENCE, message="no alert was raised")
 

@@ -6,7 +6,8 @@ real time. While the clock stands still only work that needs no time happens
 (a submit, a claim, a step sent to its agent, a reply); `advance_until` moves
 the clock one wake-up at a time when a chain of timers must run (a deadline,
 then the supervisor's next scan, then a backoff) and stops as soon as the
-outcome shows. Each test runs on SQLite and on PostgreSQL (`store_url`).
+outcome shows. Each test runs on SQLite and on PostgreSQL (the `app` fixture,
+marked `fake_time`: its roles and store run on the test's FakeClock).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from shepherd import (
 from shepherd.testing import FakeClock, advance_until, wait_until
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
     from shepherd import Alert
     from shepherd.core.records import JsonValue
@@ -42,28 +43,7 @@ STEP = 1.0
 PATIENCE = 15.0
 
 
-@pytest.fixture
-async def app(store_url: str, alerts: list[Alert], fake_clock: FakeClock) -> AsyncIterator[App]:
-    """A fresh app whose roles and store run on the test's FakeClock."""
-    app = App(
-        store_url,
-        alerts=[alerts.append],
-        clock=fake_clock,
-        supervisor_interval=1.0,
-        poll_interval=1.0,
-        lease_ttl=3.0,
-        # advance_until moves the clock on every 10 ms of real time, also while a
-        # beat's write is in flight: under a loaded machine the clock can run two
-        # 1 s beats ahead of one write, and the process would look frozen. (7 s:
-        # no wake-up the tests look for.)
-        worker_beat=7.0,
-        worker_ttl=30.0,
-        sqlite_synchronous="NORMAL",
-    )
-    try:
-        yield app
-    finally:
-        await app.close()
+pytestmark = pytest.mark.fake_time
 
 
 def task_is(app: App, task_id: str, check: Callable[[Any], bool]) -> Callable[[], Awaitable[bool]]:

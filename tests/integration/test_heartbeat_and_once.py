@@ -4,7 +4,9 @@ A slow handler that heartbeats keeps its step alive past many windows; one that
 stops heartbeating is cancelled at its last complete_by and the step runs again.
 A side effect wrapped in `once` runs at most once per step: a later execution
 gets the recorded result, and an execution that died mid-effect leaves a mark
-that fails the step until the operator retries it.
+that fails the step until the operator retries it. The tests whose steps
+outlive their windows run on a FakeClock (`fake_time`) and move it
+(support.fake_time).
 """
 
 from __future__ import annotations
@@ -27,26 +29,17 @@ from shepherd import (
     WorkflowContext,
 )
 from shepherd.testing import wait_until
+from support import fake_time
+from support.fake_time import WINDOW, has_event, pass_until
 from support.spies import spy_on_replies
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shepherd.core.records import JsonValue, Task
+    from shepherd.core.records import JsonValue
 
 #: Seconds a test waits for an outcome before it fails (a backstop, not a timing claim).
 PATIENCE = 15.0
-#: The step window of these tests' agents, in seconds.
-WINDOW = 0.3
-#: The window of the handler that heartbeats its way through several of them.
-LONG_WINDOW = 0.8
-
-
-async def ended(app: App, task_id: str) -> Task:
-    """Wait until the task has ended (or is in `error`), then return it with its steps."""
-    with contextlib.suppress(TaskFailedError):
-        await app.result(task_id, timeout=PATIENCE)
-    return await app.get_task(task_id)
 
 
 async def kinds(app: App, task_id: str) -> list[str]:
@@ -56,15 +49,14 @@ async def kinds(app: App, task_id: str) -> list[str]:
 def one_step(app: App, agent: str, *, within: float = WINDOW, max_failures: int = 3) -> None:
     """Workflow `flow`: one call of `agent`."""
 
-    @app.workflow("flow", complete_within=5.0, max_failures=max_failures)
+    @app.workflow("flow", complete_within=5 * WINDOW, max_failures=max_failures)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
         return await ctx.call(agent, data, within=within)
 
 
 # -- heartbeats -------------------------------------------------------------------------
-async def test_a_handler_that_heartbeats_runs_for_many_windows_without_a_reset(
-    app: App,
-) -> None:
+@pytest.mark.fake_time
+async def test_a_handler_that_heartbeats_runs_for_many_windows_without_a_reset(app: App) -> None:
     release = asyncio.Event()
     deadlines: list[datetime] = []
     executions: list[int] = []
@@ -76,23 +68,22 @@ async def test_a_handler_that_heartbeats_runs_for_many_windows_without_a_reset(
         while not release.is_set():
             deadlines.append(await request.heartbeat())
             assert request.complete_by == deadlines[-1]
-            with contextlib.suppress(TimeoutError):
-                # The heartbeat cadence: a small fraction of the window, so that a
-                # busy machine does not make the test miss a deadline.
-                await asyncio.wait_for(release.wait(), LONG_WINDOW / 16)
+            # The heartbeat cadence, on the app's clock: a fraction of the window, as
+            # the clock may move on while a beat is written.
+            await app.clock.wait_event(release, WINDOW / 4)
         return {"beats": len(deadlines) - 1}
 
-    one_step(app, "slow", within=LONG_WINDOW)
+    one_step(app, "slow")
 
     async with app.running():
         task_id = await app.submit("flow", None)
 
         async def outlived_three_windows() -> bool:
             return bool(deadlines) and app.store.now() > deadlines[0] + timedelta(
-                seconds=3 * LONG_WINDOW
+                seconds=3 * WINDOW
             )
 
-        await wait_until(outlived_three_windows, timeout=PATIENCE)
+        await pass_until(app, outlived_three_windows)
         release.set()
         result = await app.result(task_id, timeout=PATIENCE)
 
@@ -107,6 +98,7 @@ async def test_a_handler_that_heartbeats_runs_for_many_windows_without_a_reset(
     assert "reset" not in await kinds(app, task_id)
 
 
+@pytest.mark.fake_time
 async def test_a_handler_that_stops_heartbeating_is_cancelled_and_the_step_runs_again(
     app: App,
 ) -> None:
@@ -129,6 +121,8 @@ async def test_a_handler_that_stops_heartbeating_is_cancelled_and_the_step_runs_
 
     async with app.running():
         task_id = await app.submit("flow", None)
+        await wait_until(lambda: len(beats) == 2, timeout=PATIENCE)
+        await pass_until(app, has_event(app, task_id, "reset"))
         assert await app.result(task_id, timeout=PATIENCE) == {"attempt": 2}
 
     assert len(beats) == 2
@@ -177,6 +171,7 @@ async def test_a_heartbeat_after_the_step_was_superseded_raises(app: App) -> Non
 
 
 # -- once ---------------------------------------------------------------------------------
+@pytest.mark.fake_time
 async def test_once_returns_the_recorded_result_to_a_later_execution(app: App) -> None:
     charges: list[str] = []
     seen: list[tuple[int, JsonValue]] = []
@@ -197,6 +192,8 @@ async def test_once_returns_the_recorded_result_to_a_later_execution(app: App) -
 
     async with app.running():
         task_id = await app.submit("flow", {"amount": 5})
+        await wait_until(lambda: len(seen) == 1, timeout=PATIENCE)
+        await pass_until(app, has_event(app, task_id, "reset"))
         assert await app.result(task_id, timeout=PATIENCE) == {"charge_id": "ch-1"}
 
     assert charges == [f"{task_id}/1"]
@@ -206,6 +203,7 @@ async def test_once_returns_the_recorded_result_to_a_later_execution(app: App) -
     assert "reset" in await kinds(app, task_id)
 
 
+@pytest.mark.fake_time
 async def test_an_effect_that_raised_is_taken_not_to_have_happened(app: App) -> None:
     attempts: list[int] = []
 
@@ -227,11 +225,14 @@ async def test_an_effect_that_raised_is_taken_not_to_have_happened(app: App) -> 
 
     async with app.running():
         task_id = await app.submit("flow", None)
+        await wait_until(lambda: attempts == [1], timeout=PATIENCE)
+        await pass_until(app, has_event(app, task_id, "reset"))
         assert await app.result(task_id, timeout=PATIENCE) == {"charged": True}
 
     assert attempts == [1, 2]
 
 
+@pytest.mark.fake_time
 async def test_a_started_but_unfinished_effect_fails_the_step_until_the_operator_retries(
     app: App, alerts: list[Alert]
 ) -> None:
@@ -252,7 +253,8 @@ async def test_a_started_but_unfinished_effect_fails_the_step_until_the_operator
 
     async with app.running():
         task_id = await app.submit("flow", None)
-        errored = await ended(app, task_id)
+        await wait_until(lambda: calls == [1], timeout=PATIENCE)
+        errored = await fake_time.ended(app, task_id)
         assert errored.process_state is ProcessState.ERROR
         assert calls == [1], "the second execution must not run the effect"
         reason = errored.error["reason"]

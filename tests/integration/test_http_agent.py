@@ -2,7 +2,8 @@
 
 The service is scripted per test: each request it receives takes the next
 behaviour from the script (the last one repeats) and is recorded with its
-headers, its body and a server-side monotonic timestamp.
+headers, its body and a server-side monotonic timestamp. The tests that wait
+for a Retry-After or a window run on a FakeClock (`fake_time`) and move it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from shepherd.agents.http import (
 )
 from shepherd.errors import TaskFailedError
 from shepherd.testing import wait_until
+from support.fake_time import WINDOW, has_event, pass_until, task_is
 from support.http_service import serve
 from support.spies import spy_on_replies
 
@@ -179,6 +181,7 @@ async def test_503s_are_retried_with_the_same_idempotency_key_until_a_200(
     assert [(s.state, s.attempt) for s in task.steps] == [(StepState.COMPLETED, 1)]
 
 
+@pytest.mark.fake_time
 async def test_retry_after_is_honoured(app: App, service: Service) -> None:
     service.script = ["status:503:1", "ok"]
     # Without Retry-After the agent would retry at once: the service sets the pace.
@@ -188,6 +191,10 @@ async def test_retry_after_is_honoured(app: App, service: Service) -> None:
 
     async with app.running():
         task_id = await app.submit("pay", {"amount": 1})
+        # The agent sleeps the second the service asked for, on the app's clock.
+        await pass_until(
+            app, task_is(app, task_id, lambda t: t.process_state is ProcessState.PROCESSED)
+        )
         assert await app.result(task_id, timeout=PATIENCE) == {
             "charged": {"amount": 1},
             "key": f"{task_id}/1",
@@ -198,16 +205,19 @@ async def test_retry_after_is_honoured(app: App, service: Service) -> None:
     assert first.key == second.key == f"{task_id}/1"
 
 
+@pytest.mark.fake_time
 async def test_a_hung_call_is_cancelled_at_complete_by_and_replies_nothing(
     app: App, service: Service
 ) -> None:
     service.script = ["hang", "ok"]
     replies = spy_on_replies(app)
     http_agent(app, "payments.charge", "POST", service.url, retry=QUICK)
-    pay_workflow(app, within=0.3)
+    pay_workflow(app, within=WINDOW, complete_within=5 * WINDOW)
 
     async with app.running():
         task_id = await app.submit("pay", {"amount": 2})
+        await wait_until(lambda: len(service.seen) == 1, timeout=PATIENCE)  # the call hangs
+        await pass_until(app, has_event(app, task_id, "reset"))
         result = await app.result(task_id, timeout=PATIENCE)
         await wait_until(
             lambda: bool(service.abandoned),

@@ -1,4 +1,7 @@
-"""An app whose workflows call agents it does not register refuses to start a scheduler."""
+"""An app whose workflows call agents it does not register refuses to start a scheduler.
+
+A check of the registrations, which no store changes: on SQLite only.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from shepherd import AgentRequest, App, ConfigError, ProcessState, WorkflowContext
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
+
+pytestmark = sqlite_only()
 
 MESSAGE = (
     "workflow 'orders.process' calls agents that are not registered: 'inventory.reserve' "

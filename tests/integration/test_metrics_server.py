@@ -1,9 +1,10 @@
 """The /metrics responder of a role process (`MetricsServer`), spoken to over real sockets.
 
-GET /metrics answers the scrape (on SQLite and PostgreSQL, the `app` fixture);
-another path is 404, another method 405, a malformed or oversized request
-400. A store that cannot be read answers 503, logged once per outage, and the
-server answers again once the store can be read.
+GET /metrics answers the scrape; another path is 404, another method 405, a
+malformed or oversized request 400. A store that cannot be read answers 503,
+logged once per outage, and the server answers again once the store can be
+read. The responder is the same whatever the store: these tests run on SQLite
+(the scrape's store gauges on both backends are in test_metrics_text.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from shepherd import App, ConfigError
 from shepherd.exposition import CONTENT_TYPE, MetricsServer
 from shepherd.exposition.server import MAX_REQUEST_BYTES
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 #: The server's request timeout here: a client that never finishes its request is
 #: cut off after it (the default, 10 s, is longer than a test should wait).
 REQUEST_TIMEOUT = 1.0
+#: The request timeout while the test waits for a stalled client to be cut off.
+CUT_OFF = 0.05
 
 
 @pytest.fixture
@@ -53,6 +57,7 @@ async def raw(server: MetricsServer, request: bytes) -> bytes:
         await writer.wait_closed()
 
 
+@sqlite_only()
 async def test_get_metrics_answers_a_scrape_in_the_text_format(server: MetricsServer) -> None:
     async with httpx.AsyncClient() as client:
         answer = await client.get(server.url)
@@ -67,6 +72,7 @@ async def test_get_metrics_answers_a_scrape_in_the_text_format(server: MetricsSe
     assert server.scrapes == 2
 
 
+@sqlite_only()
 async def test_other_paths_methods_and_malformed_requests_are_refused(
     server: MetricsServer,
 ) -> None:
@@ -81,8 +87,10 @@ async def test_other_paths_methods_and_malformed_requests_are_refused(
     oversized = b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"a" * MAX_REQUEST_BYTES + b"\r\n\r\n"
     assert (await raw(server, oversized)).startswith(b"HTTP/1.1 400 ")
     # A client that stops mid-request is cut off unanswered once the request
-    # timeout passes; the next scrape is answered.
+    # timeout passes (a short one, for this connection); the next scrape is answered.
+    server.request_timeout = CUT_OFF
     assert await raw(server, b"GET /metr") == b""
+    server.request_timeout = REQUEST_TIMEOUT
     async with httpx.AsyncClient() as client:
         assert (await client.get(server.url)).status_code == 200
 
@@ -113,6 +121,7 @@ async def test_a_store_that_cannot_be_read_answers_503_logged_once_until_it_is_b
     assert any("can be read again" in r.getMessage() for r in caplog.records)
 
 
+@sqlite_only()
 async def test_a_port_in_use_is_a_config_error_naming_the_address(app: App) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

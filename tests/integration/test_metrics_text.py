@@ -11,12 +11,15 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shepherd import App, BreakerPolicy, ProcessState, TaskFailedError
+from shepherd import App, BreakerPolicy, ProcessState
 from shepherd.assembly import Assembly
 from shepherd.exposition import CONTENT_TYPE, OPEN_STATES, metrics_text
 from shepherd.testing import FakeClock, wait_until
+from support import fake_time
+from support.fake_time import WINDOW
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, WorkflowContext
@@ -123,19 +126,25 @@ async def test_the_breaker_gauge_shows_each_service_in_one_state(app: App) -> No
     assert [state("email", s) for s in ("closed", "open", "half_open")] == [1.0, 0.0, 0.0]
 
 
+@pytest.mark.fake_time
 async def test_supervisor_resets_and_escalations_are_counted(app: App) -> None:
+    attempts: list[int] = []
+
     @app.agent("stuck")
     async def stuck(request: AgentRequest) -> JsonValue:
+        attempts.append(request.attempt)
         return await asyncio.Event().wait()  # a remote call that never answers
 
     @app.workflow("orders.stuck", max_failures=2)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("stuck", data, within=0.2)
+        return await ctx.call("stuck", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("orders.stuck", {})
-        with contextlib.suppress(TaskFailedError):
-            await app.result(task_id, timeout=PATIENCE)
+        await wait_until(lambda: attempts == [1], timeout=PATIENCE)
+        await fake_time.pass_until(app, fake_time.has_event(app, task_id, "reset"))
+        await wait_until(lambda: attempts == [1, 2], timeout=PATIENCE)
+        await fake_time.ended(app, task_id)
 
     samples = await scrape(app)
     cause = (("cause", "expired"), ("workflow", "orders.stuck"))

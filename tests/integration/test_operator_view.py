@@ -3,7 +3,8 @@
 An App running every role processes, fails, retries and cancels tasks; the
 history names the operator of each action, the task list pages through them,
 and the overview reads the leader, the workers and the tasks that ended.
-Runs on SQLite and PostgreSQL (the `app` fixture).
+Runs on SQLite and PostgreSQL (the `app` fixture); the tests that wait for a
+step's window run on a FakeClock (`fake_time`) and move it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import pytest
 from shepherd import ConfigError, ProcessState, TaskCursor, TaskFailedError
 from shepherd.errors import OperatorExistsError, UnknownOperatorError
 from shepherd.testing import wait_until
+from support import fake_time
+from support.backends import sqlite_only
+from support.fake_time import WINDOW
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, App, WorkflowContext
@@ -27,9 +31,13 @@ if TYPE_CHECKING:
 PATIENCE = 15.0
 
 
-def _register(app: App) -> None:
+def _register(app: App) -> list[JsonValue]:
+    """Workflow `orders.check` and its agent; the payloads the agent has taken, so far."""
+    taken: list[JsonValue] = []
+
     @app.agent("check")
     async def check(request: AgentRequest) -> JsonValue:
+        taken.append(request.payload)
         if request.payload == {"ok": False}:
             await asyncio.Event().wait()  # a remote service that never answers
         return request.payload
@@ -37,7 +45,9 @@ def _register(app: App) -> None:
     # One expired claim and the task waits in `error` for an operator.
     @app.workflow("orders.check", max_failures=1)
     async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("check", data, within=0.3)
+        return await ctx.call("check", data, within=WINDOW)
+
+    return taken
 
 
 async def _ended(app: App, task_id: str) -> ProcessState:
@@ -46,19 +56,27 @@ async def _ended(app: App, task_id: str) -> ProcessState:
     return (await app.get_task(task_id)).process_state
 
 
+async def _in_error(app: App, taken: list[JsonValue], task_id: str) -> ProcessState:
+    """Once its agent has taken the step that never answers, move time until the task ends."""
+    await wait_until(lambda: taken.count({"ok": False}) == 1, timeout=PATIENCE)
+    taken.clear()
+    return (await fake_time.ended(app, task_id)).process_state
+
+
+@pytest.mark.fake_time
 async def test_the_history_names_who_retried_and_who_cancelled(app: App) -> None:
-    _register(app)
+    taken = _register(app)
     token = await app.operations.add_operator("anna")
     operator = await app.operations.authenticate(token)
     assert operator == "anna"
 
     async with app.running():
         failed = await app.submit("orders.check", {"ok": False})
-        assert await _ended(app, failed) is ProcessState.ERROR
+        assert await _in_error(app, taken, failed) is ProcessState.ERROR
         await app.retry(failed, seq=1, payload={"ok": True}, by=operator)
         assert await _ended(app, failed) is ProcessState.PROCESSED
         cancelled = await app.submit("orders.check", {"ok": False})
-        assert await _ended(app, cancelled) is ProcessState.ERROR
+        assert await _in_error(app, taken, cancelled) is ProcessState.ERROR
         await app.cancel(cancelled, by="ben")
         assert await _ended(app, cancelled) is ProcessState.CANCELLED
 
@@ -103,8 +121,9 @@ async def test_the_task_list_pages_with_every_filter(app: App) -> None:
     assert len(await app.list_tasks(states=[ProcessState.PENDING], workflow="orders.check")) == 7
 
 
+@pytest.mark.fake_time
 async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App) -> None:
-    _register(app)
+    taken = _register(app)
     assert await app.operations.leader() is None
 
     async with app.running():
@@ -112,7 +131,7 @@ async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App)
         failed = await app.submit("orders.check", {"ok": False})
         for task_id in done:
             assert await _ended(app, task_id) is ProcessState.PROCESSED
-        assert await _ended(app, failed) is ProcessState.ERROR
+        assert await _in_error(app, taken, failed) is ProcessState.ERROR
 
         async def leads() -> bool:
             return await app.operations.leader() is not None
@@ -149,6 +168,7 @@ async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App)
         (3600, timedelta(minutes=1)),
     ],
 )
+@sqlite_only()  # refused before the store is touched
 async def test_a_bad_throughput_window_is_refused(app: App, window: Any, bucket: Any) -> None:
     with pytest.raises(ConfigError):
         await app.operations.throughput(window=window, bucket=bucket)

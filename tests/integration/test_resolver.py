@@ -15,6 +15,7 @@ from shepherd.errors import InvalidResourceError, UnresolvedEntityError
 from shepherd.governance.resolver import StaticResolver, StoreResolver
 from shepherd.store.sqlite import path_from_url
 from shepherd.testing import FakeClock, advance_until, wait_until
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -229,6 +230,7 @@ async def test_the_default_partition_takes_unassigned_entities(store_url: str) -
         await app.close()
 
 
+@sqlite_only()  # refused before the store is touched
 async def test_a_resolver_serves_one_app_only(store_url: str) -> None:
     resolver = StoreResolver(default_partition="p1")
     App(store_url, alerts=(), resolver=resolver)
@@ -279,6 +281,7 @@ async def test_static_resolution_to_a_missing_resource_names_it(store_url: str) 
         await bad.close()
 
 
+@sqlite_only()  # the app keeps the resolver it was given; no store is read
 async def test_any_resolver_may_be_given(store_url: str) -> None:
     class Fixed:
         version = 7

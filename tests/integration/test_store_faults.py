@@ -4,7 +4,8 @@ The real store of each backend is wrapped so that chosen operations fail once
 or several times, either before anything is written (`StoreUnavailableError`)
 or after the write committed (`CommitUnknownError`: the outcome was lost with
 the connection). The roles must wait the fault out, settle an unknown outcome
-by re-reading, and finish every task with `failure_count` 0.
+by re-reading, and finish every task with `failure_count` 0. The roles' backoffs
+after a fault wait on a FakeClock (`fake_time`), which the tests move.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from shepherd.agents import AgentRequest
 from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import CommitUnknownError, RoleStoppedError, StoreUnavailableError
-from shepherd.testing import wait_until
+from support.fake_time import pass_until
+
+pytestmark = pytest.mark.fake_time
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -79,11 +82,13 @@ async def flaky(app: App) -> FlakyStore:
 
 
 async def finished(app: App, task_id: str) -> Any:
+    """Move the app's clock (the roles' backoffs) until the task is processed; the task."""
+
     async def ended() -> bool:
         task = await app.get_task(task_id)
         return task.process_state is ProcessState.PROCESSED
 
-    await wait_until(ended, timeout=30)
+    await pass_until(app, ended)
     return await app.get_task(task_id)
 
 

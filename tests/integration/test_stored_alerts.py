@@ -3,7 +3,8 @@
 An App running every role escalates a task (its claim expired `max_failures`
 times) or fails it into `error` (its workflow raised): the store then holds
 the same alert the sinks were sent, and an operator acknowledges it through
-`app.acknowledge_alert`. Runs on SQLite and PostgreSQL (the `app` fixture).
+`app.acknowledge_alert`. Runs on SQLite and PostgreSQL (the `app` fixture); the
+escalation on a FakeClock (`fake_time`), which the test moves past the step's window.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 from shepherd import ConfigError, ProcessState, TaskFailedError
 from shepherd.errors import UnknownAlertError
 from shepherd.testing import wait_until
+from support import fake_time
+from support.fake_time import WINDOW
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, Alert, App, WorkflowContext
@@ -31,20 +34,25 @@ async def _ended(app: App, task_id: str) -> None:
         await app.result(task_id, timeout=PATIENCE)
 
 
+@pytest.mark.fake_time
 async def test_an_escalated_task_has_a_stored_alert_that_the_operator_acknowledges(
     app: App, alerts: list[Alert]
 ) -> None:
+    entered = asyncio.Event()
+
     @app.agent("stuck")
     async def stuck(request: AgentRequest) -> JsonValue:
+        entered.set()
         return await asyncio.Event().wait()  # a remote call that never answers
 
     @app.workflow("orders.pay", max_failures=1)
     async def pay(ctx: WorkflowContext, data: Any) -> JsonValue:
-        return await ctx.call("stuck", data, within=0.2)
+        return await ctx.call("stuck", data, within=WINDOW)
 
     async with app.running():
         task_id = await app.submit("orders.pay", {"amount": 12}, key="A-1")
-        await _ended(app, task_id)
+        await asyncio.wait_for(entered.wait(), PATIENCE)  # the clock stands still meanwhile
+        await fake_time.ended(app, task_id)
         await wait_until(lambda: bool(alerts), timeout=PATIENCE, message="no alert was sent")
 
     task = await app.get_task(task_id)

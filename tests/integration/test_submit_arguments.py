@@ -1,7 +1,8 @@
 """`App.submit` refuses a `key` or `reply_to` no store can keep, naming it, before touching the store.
 
-Runs on both backends (the `app` fixture); the refusals are also checked on
-stores that cannot be reached at all, which shows they come before any access.
+The refusals come before any access to the store, as the checks on stores that
+cannot be reached at all show (on both backends' URLs); that they change nothing
+is checked on SQLite.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from shepherd import App, PayloadError, WorkflowContext
+from support.backends import sqlite_only
 
 BAD_ARGUMENTS = [
     pytest.param(
@@ -38,6 +40,7 @@ def _register(app: App) -> None:
         return data
 
 
+@sqlite_only()
 @pytest.mark.parametrize(("arguments", "problem"), BAD_ARGUMENTS)
 async def test_bad_key_or_reply_to_is_refused_and_changes_nothing(
     app: App, arguments: dict[str, Any], problem: str

@@ -1,4 +1,8 @@
-"""The supervisor reads the worker registry: an expired claim whose owner is dead says so."""
+"""The supervisor reads the worker registry: an expired claim whose owner is dead says so.
+
+On a FakeClock (`fake_time`): the claim's window and the supervisor's scans pass
+when the test moves it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import pytest
 
 from shepherd import App, WorkflowContext
 from shepherd.core.records import JsonValue
-from shepherd.testing import wait_until
+from support.fake_time import pass_until
 
 
 def one_step(app: App) -> None:
@@ -19,6 +23,7 @@ def one_step(app: App) -> None:
         return None
 
 
+@pytest.mark.fake_time
 @pytest.mark.parametrize("owner_state", ["stopped", "alive"])
 async def test_a_reset_names_an_owner_the_registry_deems_dead(app: App, owner_state: str) -> None:
     one_step(app)
@@ -44,7 +49,7 @@ async def test_a_reset_names_an_owner_the_registry_deems_dead(app: App, owner_st
         return await reset_reason() is not None
 
     async with app.running(["supervisor"]):
-        await wait_until(was_reset, timeout=20, message="the claim was never reset")
+        await pass_until(app, was_reset, message="the claim was never reset")
     reason = await reset_reason()
     assert reason is not None
     note = f"its owner {instance} is dead"
