@@ -31,7 +31,7 @@ from shepherd.outage import Outage
 from shepherd.store import signals as ch
 
 if TYPE_CHECKING:
-    from shepherd.agents.worker import Agent, BlockingHandler, Handler
+    from shepherd.agents.agent import Agent, BlockingHandler, Handler
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
