@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, final
 
 from shepherd import tracing
 from shepherd.core.events import EventKind
-from shepherd.core.handling import GiveUp, Phase, ReplyError, ReplyResult, TimedOut
+from shepherd.core.handling import GiveUp, Phase, ReplyError, TimedOut
 from shepherd.core.records import Reply
 from shepherd.errors import CommitUnknownError, StoreUnavailableError
 from shepherd.failures import bug_body, error_body
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from shepherd.agents.breakers import BreakerGate
     from shepherd.agents.threads import ThreadedCalls
     from shepherd.clock import Clock
-    from shepherd.core.handling import End
+    from shepherd.core.handling import Superseded
     from shepherd.core.records import JsonValue, Request
     from shepherd.core.resources import Slot
     from shepherd.governance.capacity import CapacityGate
@@ -93,19 +93,18 @@ class Ends:
 
     async def end(
         self,
-        end: End,
+        end: ReplyError | GiveUp | TimedOut | Superseded,
         request: Request,
         spec: Agent,
         *,
         slot: Slot | None,
         counters: AgentCounters,
     ) -> None:
-        """Carry out `end`, the end of a handling of `request` by `spec` that held `slot`."""
-        if isinstance(end, ReplyResult):
-            if end.answered:
-                await self.breakers.after_call(spec, request, failed=False)
-            await self.reply(request, ok=True, body=end.result, slot=slot)
-        elif isinstance(end, ReplyError):
+        """Carry out `end`, the end of a handling of `request` by `spec` that held `slot`.
+
+        (A result is replied by the worker's shell, which holds it: `reply`.)
+        """
+        if isinstance(end, ReplyError):
             if end.answered:
                 # The service answered (a permanent refusal too): not a breaker failure.
                 await self.breakers.after_call(spec, request, failed=False)

@@ -57,7 +57,7 @@ class Intake:
         settings: Concurrency and polling.
         clock: What the polling runs on.
         threaded: The worker's handler threads.
-        handling: Makes the coroutine that handles a request.
+        handling: Makes the coroutine that handles a request of an agent.
         counters: Each agent's counters, by name.
     """
 
@@ -70,7 +70,7 @@ class Intake:
         settings: Settings,
         clock: Clock,
         threaded: ThreadedCalls,
-        handling: Callable[[Request], Coroutine[None, None, None]],
+        handling: Callable[[Request, Agent], Coroutine[None, None, None]],
         counters: Callable[[str], AgentCounters],
     ) -> None:
         self.store = store
@@ -137,8 +137,9 @@ class Intake:
         """Handle a request leased to this worker, in a task of its own."""
         if request.suspect:
             self._suspects += 1
-        task = asyncio.create_task(self.handling(request))
-        if self.agents[request.agent].threads:
+        spec = self.agents[request.agent]
+        task = asyncio.create_task(self.handling(request, spec))
+        if spec.threads:
             self.threaded.holding.add(task)
         self.running.add(task)
         if request.suspect:

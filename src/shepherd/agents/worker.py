@@ -5,7 +5,7 @@ exponential backoff and jitter inside the deadline; permanent ones are replied
 as errors; unexpected exceptions (bugs) are retried like transient ones, logged
 with their traceback, and replied as bugs if they persist; at `complete_by` the
 handler is cancelled and nothing is replied (someone else may already be
-retrying the decision). What a handling does next is decided by
+retrying the step). What a handling does next is decided by
 `shepherd.core.handling`; this is its shell, and `ends` carries out how it
 ends. The handler of a `threads=True` agent is a plain function run in a
 thread (`agent_threads`). The deadline, the retry backoff and the polling all
@@ -29,8 +29,8 @@ from shepherd.agents.helpers import WorkerHelpers
 from shepherd.agents.intake import HAND_OVER_BELOW, Intake
 from shepherd.agents.request import AgentRequest
 from shepherd.agents.threads import ThreadedCalls
-from shepherd.core.handling import Handling, Phase, Retry, begin
-from shepherd.core.records import Request
+from shepherd.core.handling import Handling, Phase, ReplyResult, Retry, begin
+from shepherd.core.records import JsonValue, Request
 from shepherd.errors import StepSupersededError, StoreUnavailableError, UnknownResourceError
 from shepherd.failures import classify, log_bug
 from shepherd.governance.capacity import CapacityGate
@@ -176,17 +176,18 @@ class AgentWorker:
             renewals.cancel()
             self.capacity.close()
 
-    def _handling(self, request: Request) -> Coroutine[None, None, None]:
-        """The coroutine that handles `request`: traced, on a thread, giving back its slot."""
-        spec = self.agents[request.agent]
+    def _handling(self, request: Request, spec: Agent) -> Coroutine[None, None, None]:
+        """The coroutine that handles `request` of `spec`: traced, on a thread, giving back
+        its slot."""
+        resource = spec.resource_of(request)
         handling: Coroutine[None, None, None] = (
-            _traced(self._handle(request), request)
+            _traced(self._handle(request, spec, resource), request)
             if tracing.ENABLED and tracing.active()
-            else self._handle(request)
+            else self._handle(request, spec, resource)
         )
         if spec.threads:
             handling = self.threaded.hold(handling, request)
-        if spec.resource_of(request) is not None:
+        if resource is not None:
             handling = self._giving_back(handling, request)
         return handling
 
@@ -212,9 +213,9 @@ class AgentWorker:
             if slot is not None:
                 await self.capacity.release(slot)
 
-    async def _handle(self, request: Request) -> None:
-        """Handle `request` until it ends: `core.handling` decides each next thing."""
-        spec = self.agents[request.agent]
+    async def _handle(self, request: Request, spec: Agent, resource: str | None) -> None:
+        """Handle `request` of `spec`, holding a slot of `resource` if any, until it ends:
+        `core.handling` decides each next thing."""
         if request.suspect:
             # A step that was running at a crash waited for an agent running no other
             # suspect: its window starts now, as after a heartbeat.
@@ -226,7 +227,6 @@ class AgentWorker:
                 return  # superseded while it waited
             request = replace(request, complete_by=started)
         now = self.store.now()
-        resource = spec.resource_of(request)
         handling = begin(
             complete_by=request.complete_by,
             now=now,
@@ -256,6 +256,7 @@ class AgentWorker:
         )
         counters = self._counters(request.agent)
         slot: Slot | None = None
+        result: JsonValue = None
         decision: Next = handling.start()
         try:
             # complete_by is on the store's clock: read it against the store's now.
@@ -280,7 +281,7 @@ class AgentWorker:
                             decision = self._failed(handling, exc, request, call, counters)
                         else:
                             counters.duration.observe(self.clock.monotonic() - tried_at)
-                            decision = handling.succeeded(result)
+                            decision = handling.succeeded()
                             break
                     elif decision is Phase.BREAKER:
                         await self.breakers.before_call(spec, request)
@@ -321,7 +322,12 @@ class AgentWorker:
             self.helpers.scopes.pop(request.id, None)
         # Ended outside the deadline scope, so a reply being committed at the
         # deadline is not cut in half. The slot is given back with the reply.
-        await self.ends.end(decision, request, spec, slot=slot, counters=counters)
+        if isinstance(decision, ReplyResult):
+            if decision.answered:
+                await self.breakers.after_call(spec, request, failed=False)
+            await self.ends.reply(request, ok=True, body=result, slot=slot)
+        else:
+            await self.ends.end(decision, request, spec, slot=slot, counters=counters)
 
     def _failed(
         self,

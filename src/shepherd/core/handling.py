@@ -38,6 +38,7 @@ __all__ = [
     "SUPERSEDED",
     "End",
     "Enter",
+    "Failed",
     "FailureKind",
     "GiveUp",
     "Handling",
@@ -84,13 +85,17 @@ class Retry:
 @final
 @dataclass(frozen=True, slots=True)
 class ReplyResult:
-    """The handler returned `result`: reply it.
+    """The handler returned: reply its result (the shell holds it).
 
-    `answered`: tell the service's breaker that the service answered.
+    `answered`: tell the service's breaker first that the service answered.
     """
 
-    result: JsonValue
     answered: bool
+
+
+#: The two `ReplyResult`s: a success decides without allocating.
+_REPLY = ReplyResult(answered=False)
+_REPLY_ANSWERED = ReplyResult(answered=True)
 
 
 @final
@@ -132,6 +137,16 @@ class TimedOut:
     bug: bool
     #: A try was in flight: for the service's breaker, a failure.
     hung: bool
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A failed try: its error and kind, and the delay its service asked for."""
+
+    error: BaseException
+    kind: FailureKind
+    retry_after: float | None
 
 
 @final
@@ -194,7 +209,7 @@ def begin(
             policy = RetryPolicy.from_json(retry)
         except ValueError as exc:
             return ReplyError(error=exc, bug=False, tries=0, answered=False)
-    return Handling(policy, resource=resource, service=service)
+    return Handling(policy, resource, service)
 
 
 @final
@@ -214,19 +229,9 @@ class Handling:
         service: The service whose circuit breaker each try asks, or None.
     """
 
-    __slots__ = (
-        "failure",
-        "kind",
-        "phase",
-        "policy",
-        "resource",
-        "retries",
-        "retry_after",
-        "service",
-        "tries",
-    )
+    __slots__ = ("last", "phase", "policy", "resource", "retries", "service", "tries")
 
-    def __init__(self, policy: RetryPolicy, *, resource: str | None, service: str | None) -> None:
+    def __init__(self, policy: RetryPolicy, resource: str | None, service: str | None) -> None:
         self.policy = policy
         self.resource = resource
         self.service = service
@@ -237,16 +242,19 @@ class Handling:
         #: Failed tries followed by a decision to try again or not (the handler's
         #: `retry` on its next try).
         self.retries = 0
-        #: The last failed try's error and kind, and the delay its service asked for.
-        self.failure: BaseException | None = None
-        self.kind: FailureKind | None = None
-        self.retry_after: float | None = None
+        #: The last failed try, if any.
+        self.last: Failed | None = None
 
     def start(self) -> Enter:
         """The first thing to do: wait for a slot, the breaker or a token, or try."""
         if self.resource is not None:
             return Phase.SLOT  # self.phase already
-        return self._before_try()
+        if self.service is not None:
+            self.phase = Phase.BREAKER
+            return Phase.BREAKER
+        self.tries = 1
+        self.phase = Phase.TRY
+        return Phase.TRY
 
     def slot_taken(self) -> Enter:
         """The handling holds its slot (or the resource has no capacity)."""
@@ -267,10 +275,9 @@ class Handling:
         """The resource does not exist (found waiting for a slot or a token)."""
         return ReplyError(error=error, bug=False, tries=self.tries, answered=self._answered())
 
-    def succeeded(self, result: JsonValue) -> ReplyResult:
-        """The try returned `result`."""
-        self.kind = None
-        return ReplyResult(result, self.service is not None)
+    def succeeded(self) -> ReplyResult:
+        """The try returned a result."""
+        return _REPLY if self.service is None else _REPLY_ANSWERED
 
     def superseded(self) -> Superseded:
         """The try raised that its step is no longer this execution's."""
@@ -295,11 +302,9 @@ class Handling:
         `complete_by` (read against `now`): then a bug is replied, a transient
         failure given up.
         """
-        self.failure = error
-        self.kind = kind
+        self.last = Failed(error, kind, retry_after)
         if kind == "permanent":
             return ReplyError(error=error, bug=False, tries=self.tries, answered=self._answered())
-        self.retry_after = retry_after
         if kind == "transient" and self.service is not None:
             self.phase = Phase.REPORT
             return Phase.REPORT
@@ -323,12 +328,13 @@ class Handling:
         if reason is not None:
             name = self.service if cause is Phase.BREAKER else self.resource
             held_back = {"type": reason[0], "message": reason[1].format(name=name)}
+        last = self.last
         return TimedOut(
             cause=cause,
             tries=self.tries,
             held_back=held_back,
-            failure=self.failure,
-            bug=self.kind == "bug",
+            failure=None if last is None else last.error,
+            bug=last is not None and last.kind == "bug",
             hung=self.service is not None and cause in (Phase.TRY, Phase.REPORT),
         )
 
@@ -349,11 +355,14 @@ class Handling:
 
     def _answered(self) -> bool:
         """Whether the service answered (for its breaker): a try was made, not ended by a bug."""
-        return self.service is not None and self.tries > 0 and self.kind != "bug"
+        last = self.last
+        return self.service is not None and self.tries > 0 and (last is None or last.kind != "bug")
 
     def _after_failure(
         self, *, now: datetime, complete_by: datetime, rng: random.Random
     ) -> Retry | ReplyError | GiveUp:
+        last = self.last
+        assert last is not None  # set by failed()
         self.retries += 1
         delay = next_retry(
             self.policy,
@@ -361,13 +370,11 @@ class Handling:
             rng,
             now=now,
             complete_by=complete_by,
-            retry_after=self.retry_after,
+            retry_after=last.retry_after,
         )
-        error = self.failure
-        assert error is not None  # set by failed()
         if delay is None:
-            if self.kind == "bug":
-                return ReplyError(error=error, bug=True, tries=self.tries, answered=False)
-            return GiveUp(error=error, tries=self.tries)
+            if last.kind == "bug":
+                return ReplyError(error=last.error, bug=True, tries=self.tries, answered=False)
+            return GiveUp(error=last.error, tries=self.tries)
         self.phase = Phase.BACKOFF
         return Retry(delay)

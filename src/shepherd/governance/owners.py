@@ -29,8 +29,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, final
 
 from shepherd.agents.calls import call_request, handle_batch, handle_call
-from shepherd.core.calls import NO_STATE, batch_due
-from shepherd.core.ownership import plan_ownership
+from shepherd.core.batching import batch_due
+from shepherd.core.ownership import NO_STATE, plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
 from shepherd.idle import IdleBackoff

@@ -14,6 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from shepherd.core.handling import (
     SUPERSEDED,
+    Failed,
     GiveUp,
     Handling,
     Next,
@@ -172,7 +173,7 @@ def test_a_result_is_replied_and_the_breaker_told_the_service_answered(
     h = handling(resource=resource, service=service)
     to_try(h)
 
-    assert h.succeeded({"ok": 1}) == ReplyResult({"ok": 1}, service is not None)
+    assert h.succeeded() == ReplyResult(answered=service is not None)
 
 
 def test_a_result_after_failed_tries_is_replied() -> None:
@@ -182,8 +183,8 @@ def test_a_result_after_failed_tries_is_replied() -> None:
     h.slept()
     h.breaker_passed()
 
-    assert h.succeeded(7) == ReplyResult(7, True)
-    assert (h.tries, h.retries, h.kind) == (2, 1, None)
+    assert h.succeeded() == ReplyResult(answered=True)
+    assert (h.tries, h.retries) == (2, 1)
 
 
 @pytest.mark.parametrize(("resource", "service"), GATES)
@@ -207,11 +208,11 @@ def test_a_transient_failure_is_told_to_the_breaker_before_the_retry_is_decided(
     to_try(h)
     rng = random.Random(1)
 
-    reported = h.failed(
-        TimeoutError(), "transient", retry_after=None, now=NOW, complete_by=LATER, rng=rng
-    )
+    error = TimeoutError()
+    reported = h.failed(error, "transient", retry_after=0.05, now=NOW, complete_by=LATER, rng=rng)
     assert reported is Phase.REPORT
     assert (h.phase, h.retries) == (Phase.REPORT, 0)
+    assert h.last == Failed(error, "transient", 0.05)
 
     decided = h.reported(now=NOW, complete_by=LATER, rng=rng)
     assert decided == Retry(0.1)
@@ -564,11 +565,11 @@ class HandlingLives(RuleBasedStateMachine):
             assert self.step is Phase.TRY
 
     @precondition(lambda self: self._live() and self.step is Phase.TRY)
-    @rule(result=st.integers())
-    def succeed(self, result: int) -> None:
+    @rule()
+    def succeed(self) -> None:
         assert self.h is not None
-        end = self.h.succeeded(result)
-        assert end == ReplyResult(result, self.service is not None)
+        end = self.h.succeeded()
+        assert end == ReplyResult(answered=self.service is not None)
         self._tell(end)
 
     @precondition(lambda self: self._live() and self.step is Phase.TRY)
