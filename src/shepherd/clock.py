@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
-__all__ = ["Clock", "Deadline", "SystemClock", "Timer", "sleep_on", "wait_event_on"]
+__all__ = ["Clock", "Deadline", "Stopwatch", "SystemClock", "Timer", "sleep_on", "wait_event_on"]
 
 
 class Timer(Protocol):
@@ -229,3 +229,34 @@ class SystemClock:
     async def wait_event(self, event: asyncio.Event, seconds: float) -> bool:
         """Wait for `event` at most `seconds`; return whether it is set."""
         return await wait_event_on(self, event, seconds)
+
+
+@final
+class Stopwatch:
+    """Seconds since a mark, on the app's clock and on the event loop's own: the lesser.
+
+    A process held back (stopped, its event loop blocked, its writes waiting on
+    a lock or a stalled path) is held back in real time, and on its app's clock
+    too. A `FakeClock` moved on while the loop merely waited for I/O is no hold
+    up: on the loop's clock little time passed.
+
+    Args:
+        clock: The app's clock.
+    """
+
+    __slots__ = ("_at", "clock")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._at: tuple[float, float] | None = None
+
+    def mark(self) -> None:
+        """Start counting from now."""
+        self._at = (self.clock.monotonic(), asyncio.get_running_loop().time())
+
+    def since(self) -> float | None:
+        """Seconds since the mark (the lesser of the two clocks'), or None before any mark."""
+        if self._at is None:
+            return None
+        app, loop = self._at
+        return min(self.clock.monotonic() - app, asyncio.get_running_loop().time() - loop)

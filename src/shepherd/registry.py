@@ -24,6 +24,7 @@ import socket
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, final
 
+from shepherd.clock import Stopwatch
 from shepherd.core.workers import takes_work
 from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
@@ -155,8 +156,8 @@ class WorkerRegistry:
         self.worker: Worker | None = None
         self.beats = 0
         self.registrations = 0
-        #: When the last beat reached the store (monotonic), or None before the first.
-        self._beat_done: float | None = None
+        #: Since the last beat reached the store (unmarked before the first).
+        self._beat_done = Stopwatch(clock)
         self._touched = False
 
     def statistics(self) -> dict[str, int]:
@@ -181,13 +182,13 @@ class WorkerRegistry:
                     continue
                 self.standing.beat_reached(began)
                 self.outage.over()
-                self._held_back(self.clock.monotonic())
+                self._held_back()
                 await self.clock.sleep(self.interval)
         finally:
             if self._touched:
                 await self._stop()
 
-    def _held_back(self, done: float) -> None:
+    def _held_back(self) -> None:
         """Tell the store's watch when this beat came over two beats after the last one.
 
         The process was held back meanwhile: its writes waited for a lock
@@ -197,9 +198,10 @@ class WorkerRegistry:
         in that span are not their tasks' failure, whichever process leads the
         supervisors next (this one, once it is back, included).
         """
-        last, self._beat_done = self._beat_done, done
-        if last is not None and done - last > 2 * self.interval:
-            self.store.watch.slow(done - last)
+        gap = self._beat_done.since()
+        self._beat_done.mark()
+        if gap is not None and gap > 2 * self.interval:
+            self.store.watch.slow(gap)
 
     async def beat_once(self) -> None:
         """Register if not registered yet, else beat; register again if the row is gone.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shepherd.core.states import ProcessState
@@ -104,3 +105,26 @@ async def test_held_requests_say_who_holds_each_step_of_a_claim(store: Store) ->
         suspect.id: (3, suspect.lock_epoch, None, True),
     }
     assert await store.held_requests([]) == []
+
+
+async def test_a_suspects_window_starts_when_it_is_taken(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    suspect, healthy = [await claimed_task(store, owner="s") for _ in range(2)]
+    waits = replace(step_start(suspect, seq=1, agent="a", within=2.0), suspect=True)
+    await store.start_step(replace(waits, queue_allowance=60.0))
+    await store.start_step(step_start(healthy, seq=1, agent="a", within=60.0))
+    queued = {r.task_id: r.complete_by for r in await store.held_requests([suspect.id, healthy.id])}
+    fake_clock.advance(30.0)  # the suspect waits in line, inside its allowance
+
+    taken = {
+        r.task_id: r
+        for r in await store.take_requests(agents=["a"], worker="w", limit=2, suspects=1)
+    }
+    # The suspect's window is `within` from the take, not what was left of its
+    # allowance: it never stands taken with its probation's deadline behind it.
+    assert taken[suspect.id].complete_by == store.now() + timedelta(seconds=2.0)
+    assert taken[suspect.id].complete_by < queued[suspect.id]
+    assert taken[healthy.id].complete_by == queued[healthy.id]  # a healthy step's is as queued
+    held = {r.task_id: (r.taken_by, r.complete_by) for r in await store.held_requests([suspect.id])}
+    assert held == {suspect.id: ("w", taken[suspect.id].complete_by)}

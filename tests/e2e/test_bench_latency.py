@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from support.processes import as_from_a_terminal
+
 pytestmark = pytest.mark.slow
 
 #: Tiny sizes: W4 20 workflows, W6 one rate for 1 s, lone 5 rounds in each mode.
@@ -118,22 +120,13 @@ def _tasks(db: Path) -> int:
         return 0
 
 
-def _as_from_a_terminal() -> None:
-    """SIGINT at its default in the bench, as a terminal starts it.
-
-    A suite run as a shell's background job (`... &`, `nohup`) inherits SIGINT
-    ignored, and a process started with it ignored keeps ignoring it.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start_long_w4(db: Path) -> tuple[subprocess.Popen[str], int]:
     """A W4 run far too long to end by itself; once its worker runs and it submits: (it, worker)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "shepherd.bench", "--store", f"sqlite:///{db}",
          "--workloads", "W4", "--w4-n", "10000000", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_as_from_a_terminal,
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     deadline = time.monotonic() + WITHIN
     workers: list[int] = []

@@ -25,6 +25,7 @@ import pytest
 
 from shepherd.core.states import ProcessState
 from support.cli_checks import ok
+from support.processes import as_from_a_terminal
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -179,6 +180,7 @@ def test_top_live_redraws_in_a_terminal_until_ctrl_c(
         stdin=terminal,
         stdout=terminal,
         stderr=terminal,
+        preexec_fn=as_from_a_terminal,
     )
     os.close(terminal)
     shown = b""

@@ -1,7 +1,7 @@
 """The PostgreSQL writer: one instant per batch, one transaction per Sync, clear refusals.
 
 A batch asks the database for the time first and reads the answer only when a
-handler needs the instant as a value (`Batch.clock`): by then it came back with
+handler needs the instant as a value (`PostgresBatch.clock`): by then it came back with
 the handler's first read. Statements that take the transaction's `now()`
 themselves (a submit's, a claim's) store exactly the instant a handler reads.
 A batch whose statements run up to one Sync is still all or nothing, and a
@@ -27,7 +27,7 @@ from shepherd.store.ops import SubmitTask
 from shepherd.store.postgres import PostgresStore
 from shepherd.store.postgres import tasks as pg_tasks
 from shepherd.store.postgres import writer as pg_writer
-from shepherd.store.postgres.batch import WRITES, Batch, Later
+from shepherd.store.postgres.batch import WRITES, Later, PostgresBatch
 from shepherd.testing import wait_until
 from support.postgres import OpenStore
 
@@ -90,9 +90,9 @@ async def test_a_handler_reads_the_batchs_clock_with_its_first_read(postgres_url
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
         async with conn.pipeline():
             clock = await conn.cursor().execute("SELECT now()")
-            batch = Batch(conn, clock)
+            batch = PostgresBatch(conn, clock)
             assert batch.instant is None  # statements take now() themselves meanwhile
-            with pytest.raises(ShepherdError, match=r"await Batch\.clock\(\) first"):
+            with pytest.raises(ShepherdError, match=r"await PostgresBatch\.clock\(\) first"):
                 _ = batch.now
 
             cursor = await batch.send("SELECT now(), 1")
@@ -114,7 +114,7 @@ async def test_an_outcome_read_after_the_commit_that_fails_fails_its_caller_alon
     async def broken() -> object:
         raise RuntimeError("the rows read after the commit were not there")
 
-    async def later_for_bad(batch: Batch, ops: Sequence[SubmitTask]) -> list[object]:
+    async def later_for_bad(batch: PostgresBatch, ops: Sequence[SubmitTask]) -> list[object]:
         outcomes = await submit(batch, ops)
         return [
             Later(broken) if op.task.key == "bad" else o
@@ -226,7 +226,7 @@ async def test_a_lone_submit_without_a_key_writes_in_one_statement_what_a_batch_
         raise AssertionError("a batch was built")
 
     keyed = await store.submit_task(NewTask(**{**_fields(task), "key": "k"}))  # a batch
-    monkeypatch.setattr(pg_writer, "Batch", no_batch)
+    monkeypatch.setattr(pg_writer, "PostgresBatch", no_batch)
     commits = store._writer.commits
     again = await store.submit_task(task)  # alone: no batch
     assert store._writer.commits == commits + 1

@@ -194,3 +194,12 @@ def workers() -> Iterator[list[Worker]]:
     finally:
         for worker in started:
             worker.close()
+
+
+def as_from_a_terminal() -> None:
+    """`preexec_fn`: SIGINT at its default in the child, as a terminal starts it.
+
+    A suite run as a shell's background job (`... &`, `nohup`) inherits SIGINT
+    ignored, and a process started with it ignored keeps ignoring it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from shepherd.clock import Clock, Deadline, SystemClock
+from shepherd.clock import Clock, Deadline, Stopwatch, SystemClock
 from shepherd.testing import FakeClock, advance_until
 
 
@@ -401,3 +401,30 @@ async def test_advance_until_moves_past_a_remainder_too_small_to_move_the_clock(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+# -- stopwatch -----------------------------------------------------------------------
+
+
+async def test_a_stopwatch_counts_nothing_before_its_mark(fake_clock: FakeClock) -> None:
+    assert Stopwatch(fake_clock).since() is None
+
+
+async def test_a_fake_clock_moved_on_while_the_loop_waited_is_no_hold_up(
+    fake_clock: FakeClock,
+) -> None:
+    watch = Stopwatch(fake_clock)
+    watch.mark()
+    fake_clock.advance(30.0)  # a test moves time: the event loop was never held back
+    since = watch.since()
+    assert since is not None
+    assert since < 30.0
+
+
+async def test_on_the_real_clock_a_stopwatch_counts_real_time() -> None:
+    watch = Stopwatch(SystemClock())
+    watch.mark()
+    await asyncio.sleep(0.01)  # the time measured, not a synchronisation
+    since = watch.since()
+    assert since is not None
+    assert since >= 0.01

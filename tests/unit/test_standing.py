@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -183,18 +184,48 @@ async def test_a_beat_more_than_two_beats_after_the_last_is_trouble_for_the_watc
         instance="h:1:a",
         roles=["scheduler"],
         agents=[],
+        settings=Settings(worker_beat=0.1, worker_ttl=TTL),
+        clock=fake_clock,
+    )
+    loop = asyncio.create_task(registry.run())
+    try:
+        await advance_until(fake_clock, lambda: store.beats >= 3, step=0.1, timeout=30)
+        assert not store.watch.spans  # beats a beat apart: no trouble
+        stopped = fake_clock.now()
+        # The process stopped for 0.5 s (as by SIGSTOP), then went on: its clock
+        # moved on, and its event loop was held back for real (blocked here, for
+        # more than two beats of 0.1 s). A fake clock moved on alone is no
+        # hold-up (the next test).
+        fake_clock.advance(0.5)
+        time.sleep(0.5)  # noqa: ASYNC251 - the blocked event loop is the fault under test
+        beats = store.beats
+        await advance_until(fake_clock, lambda: store.beats > beats, step=0.1, timeout=30)
+        ((start, end),) = store.watch.spans
+        assert end - start >= timedelta(seconds=0.5)
+        assert end >= stopped + timedelta(seconds=0.5)
+    finally:
+        loop.cancel()
+
+
+async def test_a_fake_clock_moved_on_alone_is_no_trouble_for_the_watch(
+    fake_clock: FakeClock,
+) -> None:
+    store = ClockedStore(fake_clock)
+    registry = WorkerRegistry(
+        store,
+        instance="h:1:a",
+        roles=["scheduler"],
+        agents=[],
         settings=Settings(worker_beat=1.0, worker_ttl=TTL),
         clock=fake_clock,
     )
     loop = asyncio.create_task(registry.run())
     try:
         await advance_until(fake_clock, lambda: store.beats >= 3, step=1.0, timeout=30)
-        assert not store.watch.spans  # beats a beat apart: no trouble
-        stopped = fake_clock.now()
-        fake_clock.advance(10.0)  # the process stopped for 10 s (SIGSTOP), then went on
+        # A test moves time on faster than the beats: the loop was never held back.
+        fake_clock.advance(10.0)
         beats = store.beats
-        await advance_until(fake_clock, lambda: store.beats > beats, step=0.1, timeout=30)
-        ((start, end),) = store.watch.spans
-        assert start <= stopped < end
+        await advance_until(fake_clock, lambda: store.beats > beats + 2, step=5.0, timeout=30)
+        assert not store.watch.spans
     finally:
         loop.cancel()

@@ -218,7 +218,8 @@ class AgentWorker:
         `core.handling` decides each next thing."""
         if request.suspect:
             # A step that was running at a crash waited for an agent running no other
-            # suspect: its window starts now, as after a heartbeat.
+            # suspect: its window started when it was taken; a heartbeat carries it
+            # to the step and the claim.
             try:
                 started = await self.store.extend_step(request, worker=self.worker)
             except StoreUnavailableError:

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from shepherd.core.jsonvalue import JsonValue as JsonValue
 from shepherd.core.states import ProcessState, StepKind, StepState
 
 if TYPE_CHECKING:
     from shepherd.core.resources import Resolution
-
-#: A value that JSON can carry. `Any` appears in shepherd only under this name.
-JsonValue = Any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

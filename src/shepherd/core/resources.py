@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from shepherd.core.records import JsonValue
+from shepherd.core.jsonvalue import JsonValue
 
 __all__ = [
     "KEEP",

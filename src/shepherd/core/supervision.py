@@ -251,9 +251,13 @@ class Expiry:
             crash or freeze was attributed: the agents it waited for were dead,
             frozen, or busy recovering their tasks.
         outage: Its complete_by passed while the store could not be reached.
+        running: A step of it is taken and still inside its own window (a
+            suspect's window starts when it is taken, just before its claim is
+            carried along): the step's own deadline decides, not the claim's.
     """
 
     silent: bool = False
+    running: bool = False
     probation: bool = False
     recovery: bool = False
     outage: bool = False
@@ -265,11 +269,12 @@ def on_claim_expired(
     """Decide what to do with an expired claim, charging the task only for its own failure.
 
     A fault is never the task's failure: a claim held by a silent process is
-    left for a later scan (None) until the registry decides; one that expired in
+    left for a later scan (None) until the registry decides, and so is one whose
+    step is still inside its own window; one that expired in
     probation, while workers were recovered, or in a store outage is reset at
     once without a failure counted. Otherwise `on_expired` counts the failure.
     """
-    if expiry.silent:
+    if expiry.silent or expiry.running:
         return None
     if expiry.probation:
         return on_store_outage(task, now=now, why=PROBATION)

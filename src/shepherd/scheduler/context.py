@@ -26,12 +26,12 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.store.contract import StepStart
+from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
     from shepherd.core.resources import Resolution
-    from shepherd.scheduler.scheduler import Scheduler
+    from shepherd.scheduler.parts import SchedulerParts
     from shepherd.tracing import TaskTrace
 
 
@@ -61,10 +61,14 @@ class StoreLost(BaseException):
 
 @final
 class WorkflowContext:
-    """What a workflow function receives: its task, and `call` to run steps."""
+    """What a workflow function receives: its task, and `call` to run steps.
 
-    def __init__(self, scheduler: Scheduler, task: Task) -> None:
-        self._scheduler = scheduler
+    It runs its steps with its scheduler's parts (store, clock, agents, reply
+    mailbox), never through the scheduler itself.
+    """
+
+    def __init__(self, parts: SchedulerParts, task: Task) -> None:
+        self._parts = parts
         self.task = task
         self.task_id = task.id
         self.key = task.key
@@ -115,7 +119,7 @@ class WorkflowContext:
         """
         self._seq += 1
         seq = self._seq
-        agents = self._scheduler.agents
+        agents = self._parts.agents
         if agent not in agents:
             raise UnknownAgentError(agent)
         if undo is not None and undo not in agents:
@@ -178,7 +182,7 @@ class WorkflowContext:
             kept = recorded.resolution
             if kept is not None and kept.entity == entity:
                 return kept
-        resolver = self._scheduler.resolver
+        resolver = self._parts.resolver
         if resolver is None:
             raise ConfigError(
                 "resolver",
@@ -233,13 +237,14 @@ class WorkflowContext:
         resolution: Resolution | None = None,
     ) -> JsonValue:
         """Record the step running, send its request, and wait for the reply."""
-        scheduler = self._scheduler
-        step_within = within if within is not None else scheduler.default_step_within(agent)
+        parts = self._parts
+        mailbox = parts.mailbox
+        step_within = within if within is not None else parts.step_within(agent)
         suspect = suspected(self.task.crashes, seq)
-        future = scheduler.expect_reply(self.task_id, seq)
+        future = mailbox.expect(self.task_id, seq)
         start = StepStart(
             task_id=self.task_id,
-            owner=scheduler.owner,
+            owner=parts.locked_by,
             epoch=self.epoch,
             seq=seq,
             agent=agent,
@@ -265,9 +270,9 @@ class WorkflowContext:
                 raise StoreLost(exc) from exc
             self._step_event(seq, agent, attempt, "started", compensates)
             while True:
-                remaining = (complete_by - scheduler.store.now()).total_seconds()
-                timer = scheduler.clock.call_later(
-                    remaining + scheduler.reply_grace, functools.partial(_wake, future)
+                remaining = (complete_by - parts.store.now()).total_seconds()
+                timer = parts.clock.call_later(
+                    remaining + REPLY_GRACE, functools.partial(_wake, future)
                 )
                 try:
                     outcome = await future
@@ -280,9 +285,9 @@ class WorkflowContext:
                 # was lost with the store. Unless a later claim of this task already
                 # waits for this step, wait on a fresh future registered BEFORE the
                 # store is read, so that a reply recorded meanwhile is not missed.
-                if not scheduler.waits_with(self.task_id, seq, future):
+                if not mailbox.waits_with(self.task_id, seq, future):
                     raise Abandoned
-                future = scheduler.expect_reply(self.task_id, seq)
+                future = mailbox.expect(self.task_id, seq)
                 check = await self._recheck(seq, attempt, complete_by)
                 replied = future.result() if future.done() else None
                 if replied is not None:
@@ -295,7 +300,7 @@ class WorkflowContext:
                     raise Abandoned
                 complete_by = check
         finally:
-            scheduler.forget_reply(self.task_id, seq, future)
+            mailbox.forget(self.task_id, seq, future)
         step = Step(
             task_id=self.task_id,
             seq=seq,
@@ -326,14 +331,14 @@ class WorkflowContext:
 
         Returns the step's complete_by.
         """
-        scheduler = self._scheduler
-        taker = scheduler.taker
+        parts = self._parts
+        taker = parts.taker
         worker = None if taker is None or start.suspect else taker.reserve(start.agent)
         if worker is None:
-            return await scheduler.store.start_step(start)
+            return await parts.store.start_step(start)
         assert taker is not None
         try:
-            request = await scheduler.store.start_step_taken(start, worker=worker)
+            request = await parts.store.start_step_taken(start, worker=worker)
         except BaseException:
             taker.unreserve()
             raise
@@ -371,12 +376,12 @@ class WorkflowContext:
         it; the same one if it has not passed yet; None when the step is past
         it or the claim no longer holds (someone else may be retrying it).
         """
-        scheduler = self._scheduler
+        parts = self._parts
         try:
-            task = await scheduler.store.get_task(self.task_id)
+            task = await parts.store.get_task(self.task_id)
         except StoreUnavailableError as exc:
             raise StoreLost(exc) from exc
-        if task is None or task.lock_epoch != self.epoch or task.locked_by != scheduler.owner:
+        if task is None or task.lock_epoch != self.epoch or task.locked_by != parts.locked_by:
             return None
         step = next((s for s in task.steps if s.seq == seq), None)
         if step is None or step.attempt != attempt:
@@ -389,8 +394,8 @@ class WorkflowContext:
             return None
         if step.complete_by > complete_by:
             return step.complete_by
-        past = scheduler.store.now() - complete_by
-        return None if past.total_seconds() >= scheduler.reply_grace else complete_by
+        past = parts.store.now() - complete_by
+        return None if past.total_seconds() >= REPLY_GRACE else complete_by
 
 
 def _wake(future: asyncio.Future[tuple[bool, JsonValue] | None]) -> None:

@@ -1,41 +1,31 @@
 """The Scheduler role: claim tasks, run their workflows, record every step.
 
 Two loops over the store: one claims tasks in batches and starts a workflow
-coroutine for each; one records agents' replies in batches and wakes the
-workflows waiting on them. Both wait on in-process wake-ups, with polling as
-the fallback for work written by other processes; the polling, and each step's
-wait for its reply, run on the app's clock.
+coroutine for each; one records agents' replies in batches and posts them to the
+reply mailbox the workflows' steps wait on. Both wait on in-process wake-ups, with
+polling as the fallback for work written by other processes; the polling, and
+each step's wait for its reply, run on the app's clock. How a task ends once its
+workflow returns or raises is `ending`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Protocol, final
+from typing import TYPE_CHECKING, final
 
 from shepherd import tracing
-from shepherd.core import compensation, replay
-from shepherd.core.alerts import fail_reason
-from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Reply, Request, Task
-from shepherd.core.states import ProcessState, StepKind
-from shepherd.errors import (
-    CommitUnknownError,
-    NonDeterminismError,
-    OutcomeUnknownError,
-    PermanentError,
-    StaleEpochError,
-    StepBugError,
-    StoreUnavailableError,
-    UnknownAgentError,
-)
-from shepherd.failures import error_body, format_traceback
+from shepherd.core.records import JsonValue, Reply, Task
+from shepherd.core.states import ProcessState
+from shepherd.errors import CommitUnknownError, StaleEpochError, StoreUnavailableError
 from shepherd.idle import IdleBackoff
 from shepherd.metrics import Metrics, WorkflowCounters
 from shepherd.outage import Outage
+from shepherd.scheduler import ending
 from shepherd.scheduler.context import Abandoned, StoreLost, WorkflowContext
+from shepherd.scheduler.mailbox import ReplyMailbox
+from shepherd.scheduler.parts import SchedulerParts, Taker
 from shepherd.store import signals as ch
-from shepherd.store.contract import REPLY_GRACE
 from shepherd.store.signals import Signals
 from shepherd.tasklog import task_event, task_fields
 
@@ -51,23 +41,9 @@ if TYPE_CHECKING:
     from shepherd.scheduler.workflow import Workflow
     from shepherd.store.roles import SchedulerStore
 
+__all__ = ["Scheduler", "Taker"]
+
 log = logging.getLogger("shepherd.scheduler")
-
-
-class Taker(Protocol):
-    """The agent worker of a scheduler's own process, as the scheduler hands it requests."""
-
-    def reserve(self, agent: str) -> str | None:
-        """Hold a free slot for a request of `agent`: the worker's name, or None."""
-        ...
-
-    def unreserve(self) -> None:
-        """Give back a held slot: its request was not queued."""
-        ...
-
-    def hand(self, request: Request) -> None:
-        """Handle a request the store leased to this worker as it was queued."""
-        ...
 
 
 @final
@@ -103,18 +79,23 @@ class Scheduler:
     ) -> None:
         self.store = store
         self.owner = owner
-        #: The agent worker of this process, if one runs here: steps of the agents
-        #: it hosts go straight to it (`WorkflowContext._send`).
-        self.taker: Taker | None = None
         self.counters = WorkflowCounters(Metrics() if metrics is None else metrics)
         self.settings = settings
         self.workflows = workflows
-        self.agents = agents
-        self.raise_alert = raise_alert
-        self.resolver = resolver
-        self.reply_grace = REPLY_GRACE
-        #: The reply each running step waits for: (ok, body), or None when its time is up.
-        self._waiting: dict[tuple[str, int], asyncio.Future[tuple[bool, JsonValue] | None]] = {}
+        #: Where each running step waits for its reply: the reply loop posts there.
+        self.mailbox = ReplyMailbox()
+        #: What the contexts of its workflows run their steps with.
+        self.parts = SchedulerParts(
+            store=store,
+            locked_by=owner,
+            clock=clock,
+            agents=agents,
+            default_step_within=settings.default_step_within,
+            resolver=resolver,
+            counters=self.counters,
+            raise_alert=raise_alert,
+            mailbox=self.mailbox,
+        )
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
         self.claimed = 0
@@ -132,30 +113,15 @@ class Scheduler:
         #: Whether this process may claim (its heartbeats reach the store); None: always.
         self.standing: Standing | None = None
 
-    def default_step_within(self, agent: str) -> float:
-        spec = self.agents.get(agent)
-        if spec is not None and spec.within is not None:
-            return spec.within
-        return self.settings.default_step_within
+    @property
+    def taker(self) -> Taker | None:
+        """The agent worker of this process, if one runs here: steps of the agents it
+        hosts go straight to it (`WorkflowContext._send`)."""
+        return self.parts.taker
 
-    def expect_reply(self, task_id: str, seq: int) -> asyncio.Future[tuple[bool, JsonValue] | None]:
-        future: asyncio.Future[tuple[bool, JsonValue] | None]
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[(task_id, seq)] = future
-        return future
-
-    def waits_with(
-        self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue] | None]
-    ) -> bool:
-        """Whether `future` is the one registered for the reply of step `seq`."""
-        return self._waiting.get((task_id, seq)) is future
-
-    def forget_reply(
-        self, task_id: str, seq: int, future: asyncio.Future[tuple[bool, JsonValue] | None]
-    ) -> None:
-        # A later claim of the same task may wait on the same seq: drop only our own.
-        if self.waits_with(task_id, seq, future):
-            del self._waiting[(task_id, seq)]
+    @taker.setter
+    def taker(self, taker: Taker | None) -> None:
+        self.parts.taker = taker
 
     def recheck(self, task_id: str, seq: int) -> None:
         """Wake the step waiting for `(task_id, seq)` to read it from the store again.
@@ -163,22 +129,14 @@ class Scheduler:
         For an agent worker of this process whose recorded reply's commit was lost
         with the connection: it may have been recorded, and no reply follows.
         """
-        future = self._waiting.get((task_id, seq))
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    def recheck_waiting(self) -> None:
-        """Wake every waiting step to read its step from the store again."""
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_result(None)
+        self.mailbox.recheck(task_id, seq)
 
     def statistics(self) -> dict[str, int]:
         return {
             "running": len(self._running),
             "claimed": self.claimed,
             "finished": self.finished,
-            "waiting_replies": len(self._waiting),
+            "waiting_replies": len(self.mailbox),
             "redriven": self.redriven,
             "resumed": self.resumed,
         }
@@ -289,7 +247,7 @@ class Scheduler:
                 if isinstance(exc, CommitUnknownError):
                     # Replies may have been taken and recorded, their wake-ups lost
                     # with the connection: every waiting step looks at the store.
-                    self.recheck_waiting()
+                    self.mailbox.recheck_all()
                 await self.replies_outage.pause(exc)
                 continue
             self.replies_outage.over()
@@ -308,10 +266,9 @@ class Scheduler:
         """
         if tracing.ENABLED and reply.trace is not None and tracing.active():
             tracing.replied(reply)
-        future = self._waiting.get((reply.task_id, reply.seq))
-        if future is not None and not future.done():
-            future.set_result((reply.ok, reply.body))
-        elif reply.task_id not in self._running and self._serving:
+        if self.mailbox.post(reply.task_id, reply.seq, (reply.ok, reply.body)):
+            return
+        if reply.task_id not in self._running and self._serving:
             # Recorded under this claim after its step was given up (its agent was
             # frozen past the step's window, say): the claim still holds, and the
             # record moved its complete_by on. Go on with the workflow rather than
@@ -379,7 +336,7 @@ class Scheduler:
             self._slot_freed.set()
 
     async def _drive_once(self, task: Task) -> None:
-        ctx = WorkflowContext(self, task)
+        ctx = WorkflowContext(self.parts, task)
         if tracing.ENABLED and tracing.active():
             with tracing.task_span(task) as ctx.traced:
                 await self._run_task(ctx, task)
@@ -388,7 +345,7 @@ class Scheduler:
 
     async def _run_task(self, ctx: WorkflowContext, task: Task) -> None:
         if task.process_state is ProcessState.COMPENSATING:
-            await self._compensate(ctx, task.error)
+            await ending.compensate(self.parts, ctx, task.error)
         else:
             await self._run_workflow(ctx)
 
@@ -417,157 +374,14 @@ class Scheduler:
         task = ctx.task
         spec = self.workflows.get(task.workflow)
         if spec is None:
-            await self._error(ctx, {"reason": f"unknown workflow {task.workflow!r}"})
+            await ending.error(self.parts, ctx, {"reason": f"unknown workflow {task.workflow!r}"})
             return
         try:
             result = await _settled(ctx, spec.fn(ctx, task.input))
-        except StepBugError as exc:
-            # A bug, not a refusal: nothing is undone before an operator has looked.
-            await self._error(
-                ctx,
-                {
-                    "reason": exc.message,
-                    "type": exc.error_type,
-                    "message": _told(exc.detail),
-                    "seq": exc.seq,
-                    "agent": exc.agent,
-                    "tries": exc.tries,
-                    "traceback": exc.traceback,
-                },
-            )
-        except OutcomeUnknownError as exc:
-            # An effect may have happened: the operator checks before anything is undone.
-            await self._error(
-                ctx,
-                {
-                    "reason": f"step {exc.seq} ({exc.agent}) has an unknown outcome: {exc.message}",
-                    "type": type(exc).__name__,
-                    "seq": exc.seq,
-                    "agent": exc.agent,
-                    "detail": exc.detail,
-                },
-            )
-        except PermanentError as exc:
-            error = {
-                "reason": f"step {exc.seq} ({exc.agent}) failed permanently: {exc.message}",
-                "seq": exc.seq,
-                "agent": exc.agent,
-                "detail": exc.detail,
-            }
-            await self.store.start_compensation(
-                task.id, owner=self.owner, epoch=ctx.epoch, error=error
-            )
-            task_event(
-                task.id,
-                task.workflow,
-                EventKind.COMPENSATING,
-                error["reason"],
-                epoch=ctx.epoch,
-                step=None if exc.seq is None else ctx.steps.get(exc.seq),
-            )
-            await self._compensate(ctx, error)
-        except (NonDeterminismError, UnknownAgentError) as exc:
-            await self._error(ctx, {"reason": exc.message, "type": type(exc).__name__})
         except Exception as exc:
-            log.error(
-                "task %s %s: the workflow raised %s: %s",
-                task.id,
-                task.workflow,
-                type(exc).__name__,
-                exc,
-                exc_info=exc,
-                extra=_fields(task),
-            )
-            body = error_body(exc)
-            await self._error(
-                ctx,
-                {
-                    "reason": f"workflow raised {body['type']}: {body['message']}",
-                    "type": body["type"],
-                    "message": body["message"],
-                    "traceback": format_traceback(exc),
-                },
-            )
+            await ending.failed(self.parts, ctx, exc)
         else:
-            await self.store.finish_task(task.id, owner=self.owner, epoch=ctx.epoch, result=result)
-            task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
-            self.counters.ended(task.workflow, ProcessState.PROCESSED)
-            if ctx.traced is not None:
-                ctx.traced.ended(ProcessState.PROCESSED)
-
-    async def _compensate(self, ctx: WorkflowContext, reason: JsonValue) -> None:
-        """Run the undo agents of the task's completed steps, newest first."""
-        for undo in compensation.plan(list(ctx.steps.values())):
-            recorded = ctx.steps.get(undo.seq)
-            decision = replay.decide(recorded, undo.agent, undo.seq)
-            if isinstance(decision, replay.Replay):
-                continue
-            if isinstance(decision, replay.Run):
-                # The undo acts where its forward step did: on that step's resolution.
-                forward = ctx.steps.get(undo.compensates)
-                try:
-                    await ctx.run_step(
-                        seq=undo.seq,
-                        agent=undo.agent,
-                        payload=undo.payload,
-                        within=None,
-                        attempt=decision.attempt,
-                        kind=StepKind.UNDO,
-                        compensates=undo.compensates,
-                        resolution=None if forward is None else forward.resolution,
-                    )
-                    continue
-                except StepBugError as exc:
-                    error: Any = exc.detail
-                    why = f"raised {exc.error_type}: {_told(exc.detail)} (a bug)"
-                except PermanentError as exc:
-                    error = exc.detail
-                    why = "failed"
-            else:
-                error = getattr(decision, "error", repr(decision))
-                why = "failed"
-            await self._error(
-                ctx,
-                {
-                    "reason": f"compensation could not finish: undo {undo.agent!r} of step "
-                    f"{undo.compensates} {why}",
-                    "undo_error": error,
-                    "cause": reason,
-                },
-            )
-            return
-        final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
-        await self.store.fail_task(
-            ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=final, error=reason
-        )
-        task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
-        self.counters.ended(ctx.task.workflow, final)
-        if ctx.traced is not None:
-            ctx.traced.ended(final, fail_reason(reason))
-
-    async def _error(self, ctx: WorkflowContext, error: dict[str, Any]) -> None:
-        await self.store.fail_task(
-            ctx.task_id, owner=self.owner, epoch=ctx.epoch, state=ProcessState.ERROR, error=error
-        )
-        seq = error.get("seq")
-        task_event(
-            ctx.task_id,
-            ctx.task.workflow,
-            EventKind.ERROR,
-            error.get("reason"),
-            epoch=ctx.epoch,
-            step=ctx.steps.get(seq) if isinstance(seq, int) else None,
-        )
-        self.counters.ended(ctx.task.workflow, ProcessState.ERROR)
-        if ctx.traced is not None:
-            ctx.traced.ended(ProcessState.ERROR, fail_reason(error))
-        # The same reason as the alert `fail_task` stored with the task.
-        self.raise_alert(ctx.task, reason=fail_reason(error))
-
-
-def _told(error: JsonValue) -> JsonValue:
-    """The `message` of a step's stored error, if it has one."""
-    return error.get("message") if isinstance(error, dict) else None
+            await ending.finish(self.parts, ctx, result)
 
 
 async def _settled(ctx: WorkflowContext, body: Awaitable[JsonValue]) -> JsonValue:

@@ -101,6 +101,8 @@ class HeldRequest:
         taken_by: The agent worker leasing it (`<instance>/a`), or None while queued.
         suspect: Its step runs apart from other suspects (`StepStart.suspect`).
         created_at: When it was queued (the store's clock).
+        complete_by: When its window ends: a taken request is still running
+            until then (a suspect's window starts when it is taken).
     """
 
     task_id: str
@@ -109,6 +111,7 @@ class HeldRequest:
     taken_by: str | None
     suspect: bool
     created_at: datetime
+    complete_by: datetime
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

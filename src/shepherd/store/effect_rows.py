@@ -26,8 +26,30 @@ if TYPE_CHECKING:
     from shepherd.core.effects import TaskEffect
     from shepherd.core.records import JsonValue
     from shepherd.store.ops import FinishTask
+    from shepherd.store.sql.dialect import Dialect
 
-__all__ = ["EffectRow", "Encoder", "effect_row", "owner_alert", "owner_effect", "plan_finishes"]
+__all__ = [
+    "UPDATE",
+    "EffectRow",
+    "Encoder",
+    "effect_row",
+    "owner_alert",
+    "owner_effect",
+    "plan_finishes",
+    "update_params",
+]
+
+#: An `EffectRow`'s columns (`update_params`), a template of `store.sql.dialect`;
+#: a NULL leaves its column as it is. The writer appends its `WHERE`.
+UPDATE = (
+    "UPDATE tasks SET process_state = ?, "
+    "locked_by = CASE WHEN ? THEN NULL ELSE locked_by END, "
+    "complete_by = CASE WHEN ? THEN NULL ELSE complete_by END, "
+    "lock_epoch = lock_epoch + ?, failure_count = coalesce(?{int}, failure_count), "
+    "not_before = coalesce(?{ts}, not_before), result = coalesce(?{text}, result), "
+    "error = coalesce(?{text}, error), crashes = coalesce(?{text}, crashes), "
+    "owner_deaths = coalesce(?{int}, owner_deaths), updated_at = ?"
+)
 
 
 class Encoder(Protocol):
@@ -179,3 +201,20 @@ def owner_alert(op: FailTask | StartCompensation, *, failure_count: int) -> aler
     if isinstance(op, FailTask):
         return alerts.on_fail(op.state, op.error, failure_count=failure_count)
     return None
+
+
+def update_params(d: Dialect, row: EffectRow, now: object) -> tuple[object, ...]:
+    """The parameters of `UPDATE` for `row`, written at `now`; the fence's follow."""
+    return (
+        row.process_state,
+        row.release,
+        row.release,
+        int(row.revoke),
+        row.failure_count,
+        None if row.not_before is None else d.stored(row.not_before),
+        row.result,
+        row.error,
+        row.crashes,
+        row.owner_deaths,
+        now,
+    )

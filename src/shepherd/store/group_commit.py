@@ -19,7 +19,7 @@ from typing import Any, TypeVar, final
 
 from shepherd.store.ops import Write
 
-__all__ = ["BatchRunner", "GroupCommitter", "Pending"]
+__all__ = ["BatchRunner", "GroupCommitter", "Pending", "fail", "settle"]
 
 R = TypeVar("R")
 
@@ -69,21 +69,13 @@ class GroupCommitter:
             try:
                 outcomes = await self._runner([p.op for p in batch])
             except BaseException as exc:  # the whole batch failed: tell every caller
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
+                fail(batch, exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
             self.batches += 1
             self.operations += len(batch)
-            for pending, outcome in zip(batch, outcomes, strict=True):
-                if pending.future.done():
-                    continue
-                if isinstance(outcome, BaseException):
-                    pending.future.set_exception(outcome)
-                else:
-                    pending.future.set_result(outcome)
+            settle(batch, outcomes)
 
     def statistics(self) -> dict[str, float]:
         """Batches committed, operations carried, and their mean per batch."""
@@ -92,3 +84,21 @@ class GroupCommitter:
             "operations": self.operations,
             "ops_per_batch": self.operations / self.batches if self.batches else 0.0,
         }
+
+
+def settle(batch: list[Pending], outcomes: Sequence[object]) -> None:
+    """Give each caller of a committed batch its outcome (an exception is raised to it)."""
+    for pending, outcome in zip(batch, outcomes, strict=True):
+        if pending.future.done():  # its caller gave up
+            continue
+        if isinstance(outcome, BaseException):
+            pending.future.set_exception(outcome)
+        else:
+            pending.future.set_result(outcome)
+
+
+def fail(batch: list[Pending], error: BaseException) -> None:
+    """Tell every caller still waiting that its batch failed with `error`."""
+    for pending in batch:
+        if not pending.future.done():
+            pending.future.set_exception(error)

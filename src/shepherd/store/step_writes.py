@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.store.contract import StepStart
+    from shepherd.store.effect_rows import Encoder
+    from shepherd.store.ops import ReplyAndAck
 
 __all__ = [
     "REPLY_COLUMNS",
@@ -32,6 +34,7 @@ __all__ = [
     "Replies",
     "ReplyCol",
     "Starts",
+    "encoded_answers",
     "handed_request",
     "plan_answers",
     "plan_starts",
@@ -226,6 +229,22 @@ def reply_body(
         return True, dumps(body)
     except PayloadError as exc:
         return False, dumps_error({"type": "PayloadError", "message": str(exc)})
+
+
+def encoded_answers(
+    ops: Sequence[ReplyAndAck], encoder: Encoder
+) -> list[tuple[Request, str | None, bool, str, str | None]]:
+    """Each reply of `ops` as `plan_answers` takes it: request, recorder, outcome as stored, trace."""
+    dumps, dumps_error = encoder.dumps, encoder.dumps_error
+    return [
+        (
+            op.request,
+            op.recorder,
+            *reply_body(op.ok, op.body, dumps=dumps, dumps_error=dumps_error),
+            op.trace,
+        )
+        for op in ops
+    ]
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, final
 
+from shepherd.clock import Stopwatch
 from shepherd.core.events import EventKind
 from shepherd.core.retention import cutoff, due
 from shepherd.core.supervision import (
@@ -148,16 +149,15 @@ class Supervisor:
     async def run(self) -> None:
         """Hold (or wait for) the lease, and scan every `interval` while leading."""
         holder = asyncio.create_task(self._hold_lease(), name="shepherd-supervisor-lease")
-        waited_from: float | None = None
+        waited = Stopwatch(self.clock)
         try:
             while True:
-                if waited_from is not None:
-                    # Stopped or starved past its interval (SIGSTOP, a blocked loop):
-                    # this process made no progress meanwhile, nor did the claims it
-                    # holds. Said before this scan, which may decide about them.
-                    gap = self.clock.monotonic() - waited_from
-                    if gap > self.interval + 2 * self.settings.worker_beat:
-                        self.store.watch.slow(gap)
+                # Stopped or starved past its interval (SIGSTOP, a blocked loop):
+                # this process made no progress meanwhile, nor did the claims it
+                # holds. Said before this scan, which may decide about them.
+                gap = waited.since()
+                if gap is not None and gap > self.interval + 2 * self.settings.worker_beat:
+                    self.store.watch.slow(gap)
                 try:
                     await self.scan_once()
                     await self.purge_once()
@@ -166,7 +166,7 @@ class Supervisor:
                 else:  # a scan mostly reads: the process's next write ends the outage
                     self.scan_outage.over(wrote=False)
                 self._became_leader.clear()
-                waited_from = self.clock.monotonic()
+                waited.mark()
                 await self.clock.wait_event(self._became_leader, self.interval)
         finally:
             holder.cancel()
@@ -478,6 +478,7 @@ class Supervisor:
                         probation=_in_probation(t, held),
                         recovery=self._recovering(t, held),
                         outage=self.forgives(t),
+                        running=_running(t, held, now),
                     ),
                     now=now,
                     rng=self.rng,
@@ -576,6 +577,11 @@ def _holders(task: Task, held: Held) -> set[str]:
 def _in_probation(task: Task, held: Held) -> bool:
     """Whether a step of `task`'s claim is a suspect's still waiting, untaken, to run apart."""
     return any(r.suspect and not r.taken_by for r in held.get(task.id, ()))
+
+
+def _running(task: Task, held: Held, now: datetime) -> bool:
+    """Whether a step of `task`'s claim is taken and still inside its own window."""
+    return any(r.taken_by and r.complete_by > now for r in held.get(task.id, ()))
 
 
 def _decided(decision: object) -> EventKind:

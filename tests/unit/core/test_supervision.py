@@ -239,11 +239,20 @@ def expired_task(task_factory: TaskFactory, **changes: object) -> Task:
     )
 
 
-def test_a_claim_held_by_a_silent_process_waits_for_the_registry(
-    task_factory: TaskFactory,
+@pytest.mark.parametrize(
+    "expiry",
+    [
+        Expiry(silent=True, probation=True, outage=True),
+        # A step still inside its own window (a suspect's starts when it is taken,
+        # a moment before its claim is carried along): its own deadline decides.
+        Expiry(running=True),
+        Expiry(running=True, recovery=True),
+    ],
+)
+def test_a_claim_held_by_a_silent_process_or_a_running_step_waits(
+    task_factory: TaskFactory, expiry: Expiry
 ) -> None:
     task = expired_task(task_factory)
-    expiry = Expiry(silent=True, probation=True, outage=True)
     assert (
         on_claim_expired(task, SupervisionPolicy(), expiry, now=NOW, rng=random.Random(1)) is None
     )

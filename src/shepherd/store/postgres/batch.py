@@ -1,6 +1,6 @@
 """One group-commit transaction: its connection, its instant, and what it announces.
 
-Handlers of every kind of operation write through a `Batch`. Events are queued
+Handlers of every kind of operation write through a `PostgresBatch`. Events are queued
 and inserted together at the end, in one statement with the NOTIFYs (one
 `pg_notify` per channel), inside the transaction, so that other processes
 learn of the commit exactly when it becomes visible.
@@ -12,10 +12,10 @@ a transaction or a pipeline of its own.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from psycopg.rows import tuple_row
 
@@ -39,19 +39,25 @@ from shepherd.store.ops import (
 )
 from shepherd.store.postgres.listener import notifications
 from shepherd.store.postgres.rows import utc
+from shepherd.store.sql.dialect import POSTGRES
+from shepherd.store.sql.plan import run_async
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
     from shepherd.store.postgres.connection import Connection
+    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.sql.plan import Plan, Query, Rows
 
-__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Batch", "Later"]
+T = TypeVar("T")
+
+__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Later", "PostgresBatch"]
 
 #: Operations whose handlers read the batch's instant as a value only through
-#: `await Batch.clock()`, after their first read (or give it only to statements,
-#: as `Batch.instant`): a batch of these alone does not wait for the database's
-#: clock in a round trip of its own. Other handlers may read `Batch.now` at
+#: `await PostgresBatch.clock()`, after their first read (or give it only to statements,
+#: as `PostgresBatch.instant`): a batch of these alone does not wait for the database's
+#: clock in a round trip of its own. Other handlers may read `PostgresBatch.now` at
 #: once, so the writer reads the clock before it runs them.
 CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
     {
@@ -68,7 +74,7 @@ CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
     }
 )
 
-#: `coalesce(%b::timestamptz, now())` of `Batch.instant`: the batch's instant in SQL.
+#: `coalesce(%b::timestamptz, now())` of `PostgresBatch.instant`: the batch's instant in SQL.
 INSTANT = "coalesce(%b::timestamptz, now())"
 
 _INSERT_EVENTS = (
@@ -83,7 +89,7 @@ _EVENTS_AND_NOTIFY = f"WITH inserted AS ({_INSERT_EVENTS}) {_NOTIFY}"
 
 
 @final
-class Batch(Encoding):
+class PostgresBatch(Encoding):
     """The context every handler of one batch shares; it encodes payloads (`Encoding`).
 
     Attributes:
@@ -96,6 +102,9 @@ class Batch(Encoding):
             transaction's `SELECT now()`, sent first and read when a handler
             first needs the instant (`clock`).
     """
+
+    #: This backend's SQL, for the plans written once for both (`store.sql`).
+    dialect: Dialect = POSTGRES
 
     def __init__(
         self,
@@ -143,7 +152,7 @@ class Batch(Encoding):
         if self._now is None:
             raise ShepherdError(
                 "a PostgreSQL batch handler read the batch's instant before it was read: "
-                "handlers of CLOCK_ON_DEMAND operations await Batch.clock() first"
+                "handlers of CLOCK_ON_DEMAND operations await PostgresBatch.clock() first"
             )
         return self._now
 
@@ -164,6 +173,27 @@ class Batch(Encoding):
         """
         return await self.conn.cursor(row_factory=tuple_row).execute(query, params)
 
+    async def run(self, plan: Plan[T]) -> T:
+        """Run a plan (`store.sql.plan`): each yield's statements sent at once, then read."""
+        return await run_async(plan, self._execute)
+
+    async def _execute(self, queries: list[Query]) -> list[Rows]:
+        sent = [
+            [await self.send(query.sql, params) for params in query.params]
+            if query.many
+            else [await self.send(query.sql, query.params)]
+            for query in queries
+        ]
+        out: list[Rows] = []
+        for query, cursors in zip(queries, sent, strict=True):
+            if not query.rows:
+                out.append([])
+            elif query.many:  # `{changed}`: each statement returns a row per row changed
+                out.append([(sum([len(await cursor.fetchall()) for cursor in cursors]),)])
+            else:
+                out.append(await cursors[0].fetchall())
+        return out
+
     async def scalar(self, query: str, params: Sequence[object] = ()) -> Any:
         """Run one statement now: its first row's one column, or None if it returns no row."""
         row = await (await self.send(query, params)).fetchone()
@@ -171,17 +201,6 @@ class Batch(Encoding):
             return None
         (value,) = row
         return value
-
-    async def first_rows(
-        self, query: str, params: Iterable[Sequence[object]]
-    ) -> list[TupleRow | None]:
-        """Send one statement per parameter set (all at once), then each one's first row, or None."""
-        cursors = [await self.send(query, one) for one in params]
-        return [await cursor.fetchone() for cursor in cursors]
-
-    async def found(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
-        """Send one statement per parameter set (all at once), then whether each returned a row."""
-        return [row is not None for row in await self.first_rows(query, params)]
 
     def event(
         self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str
@@ -222,7 +241,7 @@ class Later:
 
 
 #: Operation type -> the handler that runs every operation of that type in a batch.
-WRITES: WriteTable[Batch, Awaitable[list[object]]] = WriteTable()
+WRITES: WriteTable[PostgresBatch, Awaitable[list[object]]] = WriteTable()
 
 
 @final

@@ -18,12 +18,11 @@ from shepherd.store import signals as ch
 from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import utc
-from shepherd.store.postgres.tasks import limit_of
+from shepherd.store.postgres.rows import limit_of, utc
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerEvent
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["allow", "report"]
@@ -44,14 +43,14 @@ _EVENT = (
 )
 
 
-async def _locked(batch: Batch, service: str) -> Breaker:
+async def _locked(batch: PostgresBatch, service: str) -> Breaker:
     await batch.send(_ENSURE, (service, batch.now))
     row = await (await batch.send(_LOCK, (service,))).fetchone()
     assert row is not None  # ensured above, and locked
     return shared.breaker_from_row(row, utc)
 
 
-async def _save(batch: Batch, step: shared.Step) -> None:
+async def _save(batch: PostgresBatch, step: shared.Step) -> None:
     b = step.new
     if step.changed:
         await batch.send(_UPDATE, (*shared.breaker_fields(b, utc), batch.now, b.service))
@@ -68,7 +67,7 @@ def _by_service(services: Sequence[str]) -> list[int]:
 
 
 @WRITES.handles(BreakerAllow)
-async def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
+async def allow(batch: PostgresBatch, ops: Sequence[BreakerAllow]) -> list[object]:
     """Apply `allow` to each locked breaker: one probe per cool-down in the cluster."""
     out: list[object] = [None] * len(ops)
     for i in _by_service([op.service for op in ops]):
@@ -80,7 +79,7 @@ async def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
 
 
 @WRITES.handles(BreakerReport)
-async def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
+async def report(batch: PostgresBatch, ops: Sequence[BreakerReport]) -> list[object]:
     """Count each call's outcome on its locked breaker."""
     out: list[object] = [None] * len(ops)
     for i in _by_service([op.service for op in ops]):

@@ -1,4 +1,4 @@
-"""What waits, read at a metrics scrape: the queues' depths per agent, tasks in some states.
+"""What waits and what ended: the queues' depths per agent, tasks in some states, ended tasks.
 
 `QueueDepths` reads only rows in flight: a request is deleted when it is
 answered or its step moves on, and the calls' scan keeps to the unanswered
@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.states import ProcessState
 from shepherd.store.depth_rows import queue_depths
-from shepherd.store.ops import CountTasksIn, QueueDepths
-from shepherd.store.postgres.reader import READS, Reader
+from shepherd.store.ops import CountTasksIn, EndedCounts, QueueDepths
+from shepherd.store.postgres.reader import READS, Reader, read
+from shepherd.store.sql import depths as counts
+from shepherd.store.sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
     from shepherd.core.records import QueueDepth
 
-__all__ = ["count_in", "depths"]
+__all__ = ["count_in", "depths", "ended_counts"]
 
 _COUNT_IN = (
     "SELECT process_state, count(*) FROM tasks WHERE process_state = ANY(%s::text[]) "
@@ -59,3 +61,9 @@ async def count_in(reader: Reader, op: CountTasksIn) -> dict[ProcessState, int]:
     """How many tasks are in each of the operation's states (absent when none)."""
     rows = await reader.fetch(_COUNT_IN, ([state.value for state in op.states],))
     return {ProcessState(state): int(n) for state, n in rows}
+
+
+@READS.handles(EndedCounts)
+async def ended_counts(reader: Reader, op: EndedCounts) -> dict[tuple[int, ProcessState], int]:
+    """Tasks ended since `op.since`, by (slice, state) (`store.sql.depths`)."""
+    return await read(reader, counts.ended_counts(POSTGRES, op))

@@ -12,25 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from shepherd.store import effect_rows
+from shepherd.store.sql.dialect import POSTGRES
+
 if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.store.effect_rows import EffectRow
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
 
 __all__ = ["UPDATE", "UPDATE_EACH", "params", "params_each", "written"]
 
-#: An `EffectRow`'s columns (`params`); a NULL leaves its column as it is. The
-#: writer appends its `WHERE`.
-UPDATE = (
-    "UPDATE tasks SET process_state = %s, "
-    "locked_by = CASE WHEN %s THEN NULL ELSE locked_by END, "
-    "complete_by = CASE WHEN %s THEN NULL ELSE complete_by END, "
-    "lock_epoch = lock_epoch + %s, failure_count = coalesce(%s::integer, failure_count), "
-    "not_before = coalesce(%s::timestamptz, not_before), result = coalesce(%s::text, result), "
-    "error = coalesce(%s::text, error), crashes = coalesce(%s::text, crashes), "
-    "owner_deaths = coalesce(%s::integer, owner_deaths), updated_at = %s"
-)
+#: `effect_rows.UPDATE` in PostgreSQL's words.
+UPDATE = POSTGRES.sql(effect_rows.UPDATE)
 #: `UPDATE` of many tasks (`params_each`), each fenced by its owner and epoch. The
 #: rows are found by `id = ANY(...)` (see KEYED in postgres/rows.py).
 UPDATE_EACH = (
@@ -52,7 +46,7 @@ UPDATE_EACH = (
 
 def params(row: EffectRow, now: datetime) -> tuple[object, ...]:
     """The parameters of `UPDATE` for `row`, written at `now`; the fence's follow."""
-    return (row.process_state, row.release, row.release, int(row.revoke), *_values(row), now)
+    return effect_rows.update_params(POSTGRES, row, now)
 
 
 def params_each(writes: Iterable[tuple[EffectRow, int, str]], now: datetime) -> tuple[object, ...]:
@@ -78,7 +72,7 @@ def _values(row: EffectRow) -> tuple[object, ...]:
     )
 
 
-def written(batch: Batch, row: EffectRow, key: str | None, reply_to: str | None) -> None:
+def written(batch: PostgresBatch, row: EffectRow, key: str | None, reply_to: str | None) -> None:
     """Once `row` is written by `batch`: queue its event (the task's `key` and `reply_to` in it), ring."""
     batch.event(row.task_id, key, reply_to, row.event, row.detail)
     batch.rings.update(row.rings)

@@ -16,27 +16,46 @@ from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
 from shepherd.store.postgres import slots
 from shepherd.store.postgres.batch import INSTANT, WRITES
-from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import REQUEST_COLUMNS_R, event_from_row, request_from_row
+from shepherd.store.postgres.reader import READS, read
+from shepherd.store.postgres.rows import (
+    REQUEST_COLUMNS_R,
+    columns,
+    event_from_row,
+    limit_of,
+    request_from_row,
+)
 from shepherd.store.postgres.steps import write_recorded
-from shepherd.store.postgres.tasks import columns, limit_of
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
-from shepherd.store.step_writes import STEP_OWNER_COLUMNS, StepOwnerCol, plan_answers, reply_body
+from shepherd.store.sql import queues
+from shepherd.store.sql.dialect import POSTGRES
+from shepherd.store.step_writes import (
+    STEP_OWNER_COLUMNS,
+    StepOwnerCol,
+    encoded_answers,
+    plan_answers,
+)
 
 if TYPE_CHECKING:
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["reply", "take"]
 
-# (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
+# (worker, now, now, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before).
 # The ids are locked in an ARRAY(...) sub-select, run once: as a join, a
 # planner trusting statistics taken while the queue was empty would run the
 # locking sub-select again for every row (seconds for a few thousand requests).
 # The batch's instant in SQL (`INSTANT`): a take need not wait for the clock.
+# A suspect's window starts when it is taken (it waited in line to run apart):
+# its complete_by moves to now + within in the take itself, so that no instant
+# passes with the suspect taken and its probation's deadline behind it.
+_STARTS = (
+    f"CASE WHEN r.suspect = 1 AND r.within IS NOT NULL THEN {INSTANT} "
+    "+ r.within * interval '1 second' ELSE r.complete_by END"
+)
 _TAKE = (
-    "UPDATE requests r SET taken_by = %b, visible_at = r.complete_by "
+    f"UPDATE requests r SET taken_by = %b, complete_by = {_STARTS}, visible_at = {_STARTS} "
     "WHERE r.id = ANY(ARRAY(SELECT id FROM requests WHERE agent = ANY(%b::text[]) "
     f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} AND (suspect = 0 OR id IN "
     "(SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND suspect = 1 "
@@ -72,7 +91,7 @@ _INSERT_REPLIES = (
 
 
 @WRITES.handles(TakeRequests)
-async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
+async def take(batch: PostgresBatch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible, unexpired requests until their complete_by.
 
     At most `suspects` of each take are requests of suspect tasks, so that an
@@ -83,7 +102,19 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
     for op in ops:
         agents, worker, limit, suspects = op.agents, op.worker, op.limit, op.suspects
         names = list(agents)
-        params = (worker, names, now, now, names, now, now, max(suspects, 0), limit_of(limit))
+        params = (
+            worker,
+            now,
+            now,
+            names,
+            now,
+            now,
+            names,
+            now,
+            now,
+            max(suspects, 0),
+            limit_of(limit),
+        )
         cursors.append(await batch.send(_TAKE, params))
     out: list[object] = []
     for cursor in cursors:
@@ -94,7 +125,7 @@ async def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 
 @WRITES.handles(ReplyAndAck)
-async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
+async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
     False where the request moved on. The capacity slots the handlings held are
@@ -121,16 +152,7 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
     removed = set(await cursor.fetchall())
     now = await batch.clock()  # came back with the removed requests
     acked = [(op.request.id, op.worker) in removed for op in ops]
-    answers = [
-        (
-            op.request,
-            op.recorder,
-            *reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error),
-            op.trace,
-        )
-        for op in ops
-    ]
-    plan = plan_answers(answers, acked, steps)
+    plan = plan_answers(encoded_answers(ops, batch), acked, steps)
     await slots.release(batch, [op.slot for op in ops if op.slot is not None])
     if plan.queued:
         await batch.send(_INSERT_REPLIES, (now, *columns(plan.queued)))
@@ -140,20 +162,12 @@ async def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
 
 
 @WRITES.handles(Note)
-async def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
+async def note(batch: PostgresBatch, ops: Sequence[Note]) -> list[object]:
     """Append events to tasks' histories (an agent that timed out or gave up)."""
-    for op in ops:
-        task_id, kind, detail = op.task_id, op.kind, op.detail
-        cursor = await batch.send("SELECT key, reply_to FROM tasks WHERE id = %b", (task_id,))
-        row = await cursor.fetchone()
-        if row is not None:
-            key, reply_to = row
-            batch.event(task_id, key, reply_to, kind, batch.dumps_error(detail))
-    return [None] * len(ops)
+    return await batch.run(queues.note(batch, ops))
 
 
 # -- reads ---------------------------------------------------------------------
-_TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = %s ORDER BY id"
 # Event ids are taken at insert time but become visible at commit, so event 8
 # can be visible before event 7, and a transaction's id (xid) says nothing of
 # the order of its inserts either. What is final is this: once every
@@ -180,7 +194,7 @@ _EVENTS_FOR = (
 @READS.handles(TaskEvents)
 async def task_events(reader: Reader, op: TaskEvents) -> list[Event]:
     """A task's events, oldest first."""
-    return [event_from_row(r) for r in await reader.fetch(_TASK_EVENTS, (op.task_id,))]
+    return await read(reader, queues.task_events(POSTGRES, op))
 
 
 @READS.handles(ReadEvents)

@@ -17,7 +17,7 @@ from shepherd.store.ops import TakeTokens
 from shepherd.store.postgres.batch import WRITES
 
 if TYPE_CHECKING:
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
 
 __all__ = ["take_tokens"]
 
@@ -31,7 +31,7 @@ _SAVE = (
 
 
 @WRITES.handles(TakeTokens)
-async def take_tokens(batch: Batch, ops: Sequence[TakeTokens]) -> list[object]:
+async def take_tokens(batch: PostgresBatch, ops: Sequence[TakeTokens]) -> list[object]:
     """Take tokens from each resource's locked bucket, in order."""
     now = batch.now.timestamp()
     names = sorted({op.resource for op in ops})

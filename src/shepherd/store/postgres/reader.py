@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from shepherd.store.dispatch import ReadTable
+from shepherd.store.sql.plan import run_async
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
 
-__all__ = ["READS", "Reader"]
+    from shepherd.store.sql.plan import Plan, Query, Rows
+
+__all__ = ["READS", "Reader", "read"]
+
+T = TypeVar("T")
 
 
 class Reader(Protocol):
@@ -28,3 +33,12 @@ class Reader(Protocol):
 
 #: Operation type -> the handler that runs one read.
 READS: ReadTable[Reader, Awaitable[Any]] = ReadTable()
+
+
+async def read(reader: Reader, plan: Plan[T]) -> T:
+    """Run a read plan (`store.sql.plan`): each statement on a pooled connection, in turn."""
+
+    async def execute(queries: list[Query]) -> list[Rows]:
+        return [await reader.fetch(query.sql, query.params) for query in queries]
+
+    return await run_async(plan, execute)

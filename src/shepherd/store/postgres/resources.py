@@ -18,7 +18,7 @@ from shepherd.store.resource_rows import RESOLVER
 from shepherd.store.resource_writes import READ_PLANS, WRITE_PLANS, Plans, Statements
 
 if TYPE_CHECKING:
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
     from shepherd.store.resource_writes import ReadPlan, WritePlan
 
@@ -32,7 +32,7 @@ _LOCK = f"SELECT version FROM store_versions WHERE name = '{RESOLVER}' FOR UPDAT
 def _writes(
     plan: WritePlan,
 ) -> Callable[..., Awaitable[list[object]]]:
-    async def handle(batch: Batch, ops: Sequence[object]) -> list[object]:
+    async def handle(batch: PostgresBatch, ops: Sequence[object]) -> list[object]:
         await batch.scalar(_LOCK)
         plans = Plans(plan, ops, batch, _SQL)
         for query in plans:

@@ -14,40 +14,33 @@ from typing import TYPE_CHECKING
 
 from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
 from shepherd.store.postgres.batch import WRITES
-from shepherd.store.postgres.reader import READS
-from shepherd.store.postgres.rows import RECORDS
-from shepherd.store.rows import TOMBSTONE_COLUMNS
+from shepherd.store.postgres.reader import READS, read
+from shepherd.store.sql import retention
+from shepherd.store.sql.dialect import POSTGRES
+from shepherd.store.sql.retention import ENDED, TOMBSTONE
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
     from shepherd.core.retention import Tombstone
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = [
-    "GET_TOMBSTONE",
-    "PURGED_KEYS",
-    "purge_tasks",
-    "purge_tombstones",
-    "purged_keys",
-    "tombstone_from_row",
-]
+__all__ = ["PURGED_KEYS", "purge_tasks", "purge_tombstones", "purged_keys"]
 
 # The predicate repeats the partial index's (tasks_ended) word for word, so the
 # planner uses it. A task's done keys are `task_id/seq[/name]`: the keys from
 # `task_id/` up to `task_id0` ('0' follows '/') in byte order (done_keys_bytes).
 _PURGE = (
     "WITH doomed AS (SELECT id, workflow, key, process_state, updated_at FROM tasks "
-    "WHERE process_state IN ('processed', 'compensated', 'cancelled') AND updated_at < %b "
+    f"WHERE {ENDED} AND updated_at < %b "
     "ORDER BY updated_at LIMIT %b FOR UPDATE SKIP LOCKED), "
-    "tombstoned AS (INSERT INTO tombstones "
-    "(task_id, workflow, key, process_state, ended_at, purged_at) "
-    "SELECT id, workflow, key, process_state, updated_at, %b FROM doomed "
-    "WHERE key IS NOT NULL ON CONFLICT (workflow, key) DO UPDATE SET "
-    "task_id = excluded.task_id, process_state = excluded.process_state, "
-    "ended_at = excluded.ended_at, purged_at = excluded.purged_at), "
+    "tombstoned AS ("
+    + TOMBSTONE.format(
+        "SELECT id, workflow, key, process_state, updated_at, %b FROM doomed WHERE key IS NOT NULL"
+    )
+    + "), "
     "steps_gone AS (DELETE FROM steps WHERE task_id IN (SELECT id FROM doomed)), "
     "events_gone AS (DELETE FROM events WHERE task_id IN (SELECT id FROM doomed)), "
     "requests_gone AS (DELETE FROM requests WHERE task_id IN (SELECT id FROM doomed)), "
@@ -57,24 +50,16 @@ _PURGE = (
     "tasks_gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM doomed) RETURNING id) "
     "SELECT count(*) FROM tasks_gone"
 )
-_PURGE_TOMBSTONES = (
-    "WITH gone AS (DELETE FROM tombstones WHERE task_id IN (SELECT task_id FROM tombstones "
-    "WHERE purged_at < %b ORDER BY purged_at LIMIT %b FOR UPDATE SKIP LOCKED) RETURNING 1) "
-    "SELECT count(*) FROM gone"
-)
 #: The tombstones among (workflows, keys).
 PURGED_KEYS = (
     "SELECT d.workflow, d.key, d.task_id FROM tombstones d "
     "JOIN unnest(%b::text[], %b::text[]) AS k(workflow, key) "
     "ON d.workflow = k.workflow AND d.key = k.key"
 )
-GET_TOMBSTONE = f"SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE task_id = %s"
-#: A row of GET_TOMBSTONE as a record.
-tombstone_from_row = RECORDS.tombstone
 
 
 @WRITES.handles(PurgeTasks)
-async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
+async def purge_tasks(batch: PostgresBatch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     # The planner cannot estimate the done keys' ranges, overestimates the
     # statement's cost and would JIT-compile it: a second instead of milliseconds.
@@ -85,13 +70,14 @@ async def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
 
 
 @WRITES.handles(PurgeTombstones)
-async def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
+async def purge_tombstones(batch: PostgresBatch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
-    cursors = [await batch.send(_PURGE_TOMBSTONES, (op.purged_before, op.limit)) for op in ops]
-    return [await _count(cursor) for cursor in cursors]
+    return await batch.run(retention.purge_tombstones(batch, ops))
 
 
-async def purged_keys(batch: Batch, keys: Sequence[tuple[str, str]]) -> AsyncCursor[TupleRow]:
+async def purged_keys(
+    batch: PostgresBatch, keys: Sequence[tuple[str, str]]
+) -> AsyncCursor[TupleRow]:
     """Send the look-up of tombstones for (workflow, key) pairs; read it later."""
     return await batch.send(PURGED_KEYS, ([w for w, _ in keys], [k for _, k in keys]))
 
@@ -108,5 +94,4 @@ async def _count(cursor: AsyncCursor[TupleRow]) -> int:
 @READS.handles(GetTombstone)
 async def get_tombstone(reader: Reader, op: GetTombstone) -> Tombstone | None:
     """The tombstone of a purged task, or None."""
-    rows = await reader.fetch(GET_TOMBSTONE, (op.task_id,))
-    return tombstone_from_row(rows[0]) if rows else None
+    return await read(reader, retention.get_tombstone(POSTGRES, op))

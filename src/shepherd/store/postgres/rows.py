@@ -7,7 +7,9 @@ as aware UTC datetimes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from shepherd.store.rows import (
     EVENT_COLUMNS,
@@ -52,8 +54,9 @@ __all__ = [
     "UNINDEXED_OWNER",
     "StepCol",
     "TaskCol",
+    "columns",
     "event_from_row",
-    "lease_from_row",
+    "limit_of",
     "request_from_row",
     "step_from_row",
     "task_from_row",
@@ -68,6 +71,16 @@ REQUEST_COLUMNS_R = RequestCol.select("r")
 TASK_WIDTH = len(TaskCol.names())
 
 
+def columns(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows as columns: the parameters of an `unnest(...)`."""
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def limit_of(limit: int) -> int | None:
+    """A LIMIT value: SQLite reads a negative limit as none, and so do we (NULL)."""
+    return None if limit < 0 else limit
+
+
 def utc(value: datetime) -> datetime:
     """The same instant with `datetime.UTC` as its zone, as the SQLite store returns it."""
     return value.astimezone(UTC)
@@ -79,4 +92,3 @@ task_from_row = RECORDS.task
 step_from_row = RECORDS.step
 request_from_row = RECORDS.request
 event_from_row = RECORDS.event
-lease_from_row = RECORDS.lease

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from shepherd.store import signals as ch
 from shepherd.store.ops import RecordReplies, StartStep
 from shepherd.store.postgres.batch import WRITES, Later
-from shepherd.store.postgres.tasks import columns, limit_of, lock_owners
+from shepherd.store.postgres.rows import columns, limit_of
+from shepherd.store.postgres.tasks import lock_owners
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from shepherd.core.records import Request
     from shepherd.store.contract import StepStart
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.step_writes import Replies
 
 __all__ = ["record_replies", "start_step", "write_recorded"]
@@ -95,7 +96,7 @@ _COMPLETE_BY = 7
 
 
 @WRITES.handles(StartStep)
-async def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
+async def start_step(batch: PostgresBatch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
     owners = await lock_owners(batch, [op.start.task_id for op in ops])
     now = await batch.clock()  # came back with the owners
@@ -177,7 +178,7 @@ def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str
 
 
 @WRITES.handles(RecordReplies)
-async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
+async def record_replies(batch: PostgresBatch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the owner's replies; record those for the current epoch and attempt."""
     out: list[object] = []
     for op in ops:
@@ -191,7 +192,7 @@ async def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[obj
     return out
 
 
-async def write_recorded(batch: Batch, replies: Replies) -> None:
+async def write_recorded(batch: PostgresBatch, replies: Replies) -> None:
     """Record replies on their steps: results, errors, undone steps, claims, events."""
     now = batch.now
     if replies.completed:

@@ -28,7 +28,7 @@ from shepherd.store import ops
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.encoding import Encoding
 from shepherd.store.facade import Facade
-from shepherd.store.postgres.batch import Batch
+from shepherd.store.postgres.batch import PostgresBatch
 from shepherd.store.postgres.connection import (
     WRITER_SETTINGS,
     Connection,
@@ -383,7 +383,7 @@ class PostgresStore(Facade):
             (database_now,) = row
             now = utc(database_now)
         async with conn.transaction():
-            batch = Batch(conn, now, payload_limit=self._writer.payload_limit)
+            batch = PostgresBatch(conn, now, payload_limit=self._writer.payload_limit)
             (outcome,) = await WRITES[type(op)](batch, [op])
             if isinstance(outcome, BaseException):
                 raise outcome

@@ -15,8 +15,8 @@ exactly as the SQLite store decides them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
@@ -43,6 +43,7 @@ from shepherd.store.postgres.rows import (
     TASK_WIDTH,
     StepCol,
     TaskCol,
+    limit_of,
     step_from_row,
     task_from_row,
     utc,
@@ -56,15 +57,13 @@ if TYPE_CHECKING:
 
     from shepherd.store.effect_rows import EffectRow
     from shepherd.store.encoding import Encoding
-    from shepherd.store.postgres.batch import Batch
+    from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
 __all__ = [
     "claim",
-    "columns",
     "fail",
     "finish",
-    "limit_of",
     "lock_owners",
     "release",
     "start_compensation",
@@ -149,7 +148,7 @@ _RELEASE = (
 )
 
 
-async def lock_owners(batch: Batch, task_ids: Sequence[str]) -> Owners:
+async def lock_owners(batch: PostgresBatch, task_ids: Sequence[str]) -> Owners:
     """Lock the tasks (`FOR UPDATE`, in id order) and read their fencing columns.
 
     Every operation of the kind is then checked against the same state, and
@@ -161,18 +160,8 @@ async def lock_owners(batch: Batch, task_ids: Sequence[str]) -> Owners:
     return found
 
 
-def columns(rows: Iterable[tuple[Any, ...]]) -> list[list[Any]]:
-    """Rows as columns: the parameters of an `unnest(...)`."""
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
-def limit_of(limit: int) -> int | None:
-    """A LIMIT value: SQLite reads a negative limit as none, and so do we (NULL)."""
-    return None if limit < 0 else limit
-
-
 @WRITES.handles(ops.SubmitTask)
-async def submit(batch: Batch, ops: Sequence[ops.SubmitTask]) -> list[object]:
+async def submit(batch: PostgresBatch, ops: Sequence[ops.SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     tasks = [op.task for op in ops]
     return await _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
@@ -215,14 +204,14 @@ ALONE[ops.SubmitTask] = submit_alone
 
 
 @WRITES.handles(ops.SubmitTasks)
-async def submit_many(batch: Batch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
+async def submit_many(batch: PostgresBatch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
     """Insert each operation's tasks, all or none, as `submit` inserts one."""
     plan = Plan.of(batch, ops)
     return plan.finish(await _insert(batch, plan.tasks, plan.encoded))
 
 
 async def _insert(
-    batch: Batch, items: Sequence[NewTask], inputs: Sequence[str | Exception]
+    batch: PostgresBatch, items: Sequence[NewTask], inputs: Sequence[str | Exception]
 ) -> list[object]:
     """Insert the tasks whose input encoded, in one statement; one outcome per task.
 
@@ -301,7 +290,7 @@ async def _insert(
 
 
 def _insert_params(
-    batch: Batch, fresh: Sequence[tuple[int, str, NewTask, str]]
+    batch: PostgresBatch, fresh: Sequence[tuple[int, str, NewTask, str]]
 ) -> tuple[object, ...]:
     """The parameters of `_INSERT_NEW` for (index, task id, task, encoded input) rows."""
     now = batch.instant  # in SQL only: a lone submit need not wait for the clock
@@ -320,7 +309,7 @@ def _insert_params(
 
 
 @WRITES.handles(ops.ClaimTasks)
-async def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
+async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
     out: list[object] = []
     now = batch.instant
@@ -346,7 +335,7 @@ async def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
 
 
 @WRITES.handles(ops.FinishTask)
-async def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
+async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     owners = await lock_owners(batch, [op.task_id for op in ops])
     now = await batch.clock()  # came back with the owners
@@ -361,7 +350,7 @@ async def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
 
 
 @WRITES.handles(ops.FailTask)
-async def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
+async def fail(batch: PostgresBatch, ops: Sequence[ops.FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go.
 
     A task failed into `error` gets its alert stored with it (`owner_alert`).
@@ -370,13 +359,15 @@ async def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
 
 
 @WRITES.handles(ops.StartCompensation)
-async def start_compensation(batch: Batch, ops: Sequence[ops.StartCompensation]) -> list[object]:
+async def start_compensation(
+    batch: PostgresBatch, ops: Sequence[ops.StartCompensation]
+) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     return await _write_owned(batch, ops)
 
 
 async def _write_owned(
-    batch: Batch, ops: Sequence[ops.FailTask | ops.StartCompensation]
+    batch: PostgresBatch, ops: Sequence[ops.FailTask | ops.StartCompensation]
 ) -> list[object]:
     """Write the effect each operation has (`owner_effect`), fenced by its owner and epoch.
 
@@ -411,7 +402,7 @@ async def _write_owned(
 
 
 @WRITES.handles(ops.ReleaseTasks)
-async def release(batch: Batch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
+async def release(batch: PostgresBatch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     now = batch.now
     cursors = [await batch.send(_RELEASE, (now, now, op.owner, list(op.task_ids))) for op in ops]

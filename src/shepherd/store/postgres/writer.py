@@ -7,9 +7,9 @@ sent and their results are read when a handler needs them; the one Sync at the
 end commits them all (PostgreSQL runs the statements before a Sync as one
 implicit transaction, rolled back whole if one fails). The batch's first
 statement asks for the database's clock; its answer comes back with the first
-statement a handler reads (`Batch.clock`: handlers of `batch.CLOCK_ON_DEMAND`
+statement a handler reads (`PostgresBatch.clock`: handlers of `batch.CLOCK_ON_DEMAND`
 operations read first, then the clock, so that one round trip brings both), or
-at once for handlers that may read `Batch.now` straight away, and always before
+at once for handlers that may read `PostgresBatch.now` straight away, and always before
 the Sync, so that a session found gone then has certainly rolled back. A claim,
 a finish, a reply or a step's start thus waits twice: for its read, then for
 the commit. An outcome built from rows read after the commit (`batch.Later`)
@@ -49,7 +49,7 @@ from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.encoding import Encoding
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
-from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Batch, Later
+from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Later, PostgresBatch
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.postgres.handlers import WRITES
@@ -344,11 +344,11 @@ class Writer:
                 async with conn.pipeline():
                     if self._database_clock:
                         clock = await conn.cursor(row_factory=tuple_row).execute(_NOW)
-                        batch = Batch(conn, clock, payload_limit=self.payload_limit)
+                        batch = PostgresBatch(conn, clock, payload_limit=self.payload_limit)
                         if not CLOCK_ON_DEMAND.issuperset(grouped):
                             await batch.clock()  # a handler may read `now` at once
                     else:
-                        batch = Batch(conn, utc(local), payload_limit=self.payload_limit)
+                        batch = PostgresBatch(conn, utc(local), payload_limit=self.payload_limit)
                     for kind, indexes in grouped.items():
                         results = await WRITES[kind](batch, [ops[i] for i in indexes])
                         for i, result in zip(indexes, results, strict=True):

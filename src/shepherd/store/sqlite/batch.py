@@ -1,6 +1,6 @@
 """One group-commit transaction: its connection, its instant, and what it announces.
 
-Handlers of every kind of operation write through a `Batch`, as the PostgreSQL
+Handlers of every kind of operation write through a `SqliteBatch`, as the PostgreSQL
 store's handlers do through theirs. The transaction began with BEGIN IMMEDIATE,
 so it holds the database's write lock: no other process writes between a
 handler's reads (the fencing checks) and its writes.
@@ -9,16 +9,24 @@ handler's reads (the fencing checks) and its writes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import signals as ch
 from shepherd.store.dispatch import ReadTable, WriteTable
 from shepherd.store.encoding import Encoding
+from shepherd.store.sql.dialect import SQLITE
+from shepherd.store.sql.plan import run
 
-__all__ = ["READS", "WRITES", "Batch", "EventRow", "Reading"]
+if TYPE_CHECKING:
+    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.sql.plan import Plan, Query, Rows
+
+T = TypeVar("T")
+
+__all__ = ["READS", "WRITES", "EventRow", "Reading", "SqliteBatch"]
 
 #: (task_id, key, reply_to, kind, detail as JSON text, at).
 EventRow = tuple[str, str | None, str | None, str, str, float]
@@ -29,7 +37,7 @@ _INSERT_EVENTS = (
 
 
 @final
-class Batch(Encoding):
+class SqliteBatch(Encoding):
     """The context every handler of one batch shares; it encodes payloads (`Encoding`).
 
     Attributes:
@@ -41,6 +49,9 @@ class Batch(Encoding):
 
     __slots__ = ("conn", "now", "rings")
 
+    #: This backend's SQL, for the plans written once for both (`store.sql`).
+    dialect: Dialect = SQLITE
+
     def __init__(
         self, conn: sqlite3.Connection, now: float, *, payload_limit: int = MAX_PAYLOAD_BYTES
     ) -> None:
@@ -49,9 +60,14 @@ class Batch(Encoding):
         self.now = now
         self.rings: set[str] = set()
 
-    def changed(self, query: str, params: Iterable[Sequence[object]]) -> list[bool]:
-        """Run one statement per parameter set: whether each changed a row."""
-        return [self.conn.execute(query, one).rowcount == 1 for one in params]
+    @property
+    def instant(self) -> float:
+        """The batch's instant as the parameter of a `{now}` (`store.sql.dialect`)."""
+        return self.now
+
+    def run(self, plan: Plan[T]) -> T:
+        """Run a plan's statements one after another (`store.sql.plan`): its outcome."""
+        return run(plan, _executor(self.conn))
 
     def events(self, rows: list[EventRow]) -> None:
         """Insert events (their detail is JSON text) into the log, in order."""
@@ -59,6 +75,12 @@ class Batch(Encoding):
             return
         self.conn.executemany(_INSERT_EVENTS, rows)
         self.rings.add(ch.EVENTS)
+
+    def event(
+        self, task_id: str, key: str | None, reply_to: str | None, kind: str, detail: str
+    ) -> None:
+        """Insert one event (its detail is JSON text) into the log, at the batch's instant."""
+        self.events([(task_id, key, reply_to, kind, detail, self.now)])
 
 
 @final
@@ -70,8 +92,26 @@ class Reading:
     #: Unix seconds.
     now: float
 
+    def run(self, plan: Plan[T]) -> T:
+        """Run a read plan's statements one after another (`store.sql.plan`): its outcome."""
+        return run(plan, _executor(self.conn))
+
+
+def _executor(conn: sqlite3.Connection) -> Callable[[Query], Rows]:
+    """Runs one statement on `conn`: its rows, as plain tuples."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+
+    def execute(query: Query) -> Rows:
+        if query.many:
+            cursor.executemany(query.sql, query.params)
+            return [(cursor.rowcount,)] if query.rows else []
+        return cursor.execute(query.sql, query.params).fetchall()
+
+    return execute
+
 
 #: Operation type -> the handler that runs every operation of that type in a batch.
-WRITES: WriteTable[Batch, list[object]] = WriteTable()
+WRITES: WriteTable[SqliteBatch, list[object]] = WriteTable()
 #: Operation type -> the handler that runs one read.
 READS: ReadTable[Reading, Any] = ReadTable()

@@ -22,7 +22,7 @@ from shepherd.store.sqlite.rows import ts
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerEvent
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["allow", "breaker_events", "get_breaker", "list_breakers", "report"]
 
@@ -53,7 +53,7 @@ def _load(conn: sqlite3.Connection, service: str) -> tuple[Breaker, bool]:
     return shared.breaker_from_row(row, unix_instant), True
 
 
-def _save(batch: Batch, step: shared.Step, *, stored: bool) -> None:
+def _save(batch: SqliteBatch, step: shared.Step, *, stored: bool) -> None:
     b = step.new
     if step.changed or not stored:
         # A breaker used for the first time gets its row, so `shepherd breakers` lists it.
@@ -66,7 +66,7 @@ def _save(batch: Batch, step: shared.Step, *, stored: bool) -> None:
 
 
 @WRITES.handles(BreakerAllow)
-def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
+def allow(batch: SqliteBatch, ops: Sequence[BreakerAllow]) -> list[object]:
     """Apply `allow` to each stored breaker, in order: one probe per cool-down."""
     out: list[object] = []
     for op in ops:
@@ -79,7 +79,7 @@ def allow(batch: Batch, ops: Sequence[BreakerAllow]) -> list[object]:
 
 
 @WRITES.handles(BreakerReport)
-def report(batch: Batch, ops: Sequence[BreakerReport]) -> list[object]:
+def report(batch: SqliteBatch, ops: Sequence[BreakerReport]) -> list[object]:
     """Count each call's outcome on its stored breaker, in order."""
     out: list[object] = []
     for op in ops:

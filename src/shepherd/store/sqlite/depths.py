@@ -1,4 +1,4 @@
-"""What waits, read at a metrics scrape: the queues' depths per agent, tasks in some states.
+"""What waits and what ended: the queues' depths per agent, tasks in some states, ended tasks.
 
 `QueueDepths` reads only rows in flight: a request is deleted when it is
 answered or its step moves on, and the calls' scan keeps to the unanswered
@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.states import ProcessState
 from shepherd.store.depth_rows import queue_depths
-from shepherd.store.ops import CountTasksIn, QueueDepths
+from shepherd.store.ops import CountTasksIn, EndedCounts, QueueDepths
+from shepherd.store.sql import depths as counts
+from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite.batch import READS, Reading
 
 if TYPE_CHECKING:
     from shepherd.core.records import QueueDepth
 
-__all__ = ["count_in", "depths"]
+__all__ = ["count_in", "depths", "ended_counts"]
 
 # One indexed count per state: SQLite walks the (process_state, created_at) range of each.
 _COUNT_IN = "SELECT count(*) FROM tasks WHERE process_state = ?"
@@ -56,3 +58,9 @@ def count_in(at: Reading, op: CountTasksIn) -> dict[ProcessState, int]:
         state: at.conn.execute(_COUNT_IN, (state.value,)).fetchone()[0] for state in op.states
     }
     return {state: int(n) for state, n in counts.items() if n}
+
+
+@READS.handles(EndedCounts)
+def ended_counts(at: Reading, op: EndedCounts) -> dict[tuple[int, ProcessState], int]:
+    """Tasks ended since `op.since`, by (slice, state) (`store.sql.depths`)."""
+    return at.run(counts.ended_counts(SQLITE, op))

@@ -9,46 +9,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shepherd.store.sqlite.rows import ts
+from shepherd.store import effect_rows
+from shepherd.store.sql.dialect import SQLITE
 
 if TYPE_CHECKING:
     from shepherd.store.effect_rows import EffectRow
-    from shepherd.store.sqlite.batch import Batch, EventRow
+    from shepherd.store.sqlite.batch import EventRow, SqliteBatch
 
 __all__ = ["UPDATE", "params", "written"]
 
-#: An `EffectRow`'s columns (`params`); a NULL leaves its column as it is. The
-#: writer appends its `WHERE`.
-UPDATE = (
-    "UPDATE tasks SET process_state = ?, "
-    "locked_by = CASE WHEN ? THEN NULL ELSE locked_by END, "
-    "complete_by = CASE WHEN ? THEN NULL ELSE complete_by END, "
-    "lock_epoch = lock_epoch + ?, failure_count = coalesce(?, failure_count), "
-    "not_before = coalesce(?, not_before), result = coalesce(?, result), "
-    "error = coalesce(?, error), crashes = coalesce(?, crashes), "
-    "owner_deaths = coalesce(?, owner_deaths), updated_at = ?"
-)
+#: `effect_rows.UPDATE` in SQLite's words.
+UPDATE = SQLITE.sql(effect_rows.UPDATE)
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
 def params(row: EffectRow, now: float) -> tuple[object, ...]:
     """The parameters of `UPDATE` for `row`, written at `now`; the fence's follow."""
-    return (
-        row.process_state,
-        row.release,
-        row.release,
-        int(row.revoke),
-        row.failure_count,
-        None if row.not_before is None else ts(row.not_before),
-        row.result,
-        row.error,
-        row.crashes,
-        row.owner_deaths,
-        now,
-    )
+    return effect_rows.update_params(SQLITE, row, now)
 
 
-def written(batch: Batch, row: EffectRow, key: str | None, reply_to: str | None) -> EventRow:
+def written(batch: SqliteBatch, row: EffectRow, key: str | None, reply_to: str | None) -> EventRow:
     """Once `row` is written by `batch`: drop requests if it says so, ring; the event to insert.
 
     `key` and `reply_to` are the task's, which every event repeats.

@@ -15,28 +15,34 @@ from typing import TYPE_CHECKING
 from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
 from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
+from shepherd.store.sql import queues
+from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
-from shepherd.store.sqlite.rows import chunks, event_from_row, owners, request_from_row, tuples
+from shepherd.store.sqlite.rows import chunks, event_from_row, request_from_row, tuples
 from shepherd.store.sqlite.steps import write_recorded
 from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
     StepOwnerCol,
+    encoded_answers,
     plan_answers,
-    reply_body,
 )
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["note", "read_events", "reply", "take", "task_events"]
 
-# (worker, agents, now, now, agents, now, now, suspects, limit): requests of healthy
+# (worker, now, now, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before),
 # so that a suspect runs apart from others.
+# A suspect's window starts when it is taken (it waited in line to run apart):
+# its complete_by moves to now + within in the take itself, so that no instant
+# passes with the suspect taken and its probation's deadline behind it.
+_STARTS = "CASE WHEN suspect = 1 AND within IS NOT NULL THEN ? + within ELSE complete_by END"
 _TAKE = (
-    "UPDATE requests SET taken_by = ?, visible_at = complete_by "
+    f"UPDATE requests SET taken_by = ?, complete_by = {_STARTS}, visible_at = {_STARTS} "
     "WHERE id IN (SELECT id FROM requests WHERE agent IN ({marks}) "
     "AND visible_at <= ? AND complete_by > ? AND (suspect = 0 OR id IN "
     "(SELECT id FROM requests WHERE agent IN ({marks}) AND suspect = 1 "
@@ -61,7 +67,6 @@ _STEP_OWNERS = (
     f"SELECT {STEP_OWNER_COLUMNS} FROM tasks t JOIN steps s ON s.task_id = t.id "
     "WHERE t.id IN ({marks})"
 )
-_TASK_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE task_id = ? ORDER BY id"
 _ALL_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?"
 _EVENTS_FOR = (
     f"SELECT {EVENT_COLUMNS} FROM events WHERE reply_to = ? AND id > ? ORDER BY id LIMIT ?"
@@ -69,7 +74,7 @@ _EVENTS_FOR = (
 
 
 @WRITES.handles(TakeRequests)
-def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
+def take(batch: SqliteBatch, ops: Sequence[TakeRequests]) -> list[object]:
     """Lease visible requests of the given agents to a worker, oldest first."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -80,7 +85,7 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
             tuples(conn)
             .execute(
                 _TAKE.format(marks=marks),
-                (worker, *agents, now, now, *agents, now, now, max(suspects, 0), limit),
+                (worker, now, now, *agents, now, now, *agents, now, now, max(suspects, 0), limit),
             )
             .fetchall()
         )
@@ -90,7 +95,7 @@ def take(batch: Batch, ops: Sequence[TakeRequests]) -> list[object]:
 
 
 @WRITES.handles(ReplyAndAck)
-def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
+def reply(batch: SqliteBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
     """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
     False for a request no longer the worker's. The capacity slots the handlings
@@ -111,16 +116,7 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
         query = _STEP_OWNERS.format(marks=",".join("?" * len(tasks)))
         for row in tuples(conn).execute(query, tasks):
             steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
-    answers = [
-        (
-            op.request,
-            op.recorder,
-            *reply_body(op.ok, op.body, dumps=batch.dumps, dumps_error=batch.dumps_error),
-            op.trace,
-        )
-        for op in ops
-    ]
-    plan = plan_answers(answers, acked, steps)
+    plan = plan_answers(encoded_answers(ops, batch), acked, steps)
     conn.executemany(_ACK, [(op.request.id,) for op, ok in zip(ops, acked, strict=True) if ok])
     slots.release(batch, [op.slot for op in ops if op.slot is not None])
     if plan.queued:
@@ -133,25 +129,16 @@ def reply(batch: Batch, ops: Sequence[ReplyAndAck]) -> list[object]:
 
 
 @WRITES.handles(Note)
-def note(batch: Batch, ops: Sequence[Note]) -> list[object]:
+def note(batch: SqliteBatch, ops: Sequence[Note]) -> list[object]:
     """Append events of the given kinds to tasks' timelines (unknown tasks are skipped)."""
-    found = owners(batch.conn, [op.task_id for op in ops])
-    batch.events(
-        [
-            (op.task_id, *found.meta[op.task_id], op.kind, batch.dumps_error(op.detail), batch.now)
-            for op in ops
-            if op.task_id in found.meta
-        ]
-    )
-    return [None] * len(ops)
+    return batch.run(queues.note(batch, ops))
 
 
 # -- reads ---------------------------------------------------------------------
 @READS.handles(TaskEvents)
 def task_events(at: Reading, op: TaskEvents) -> list[Event]:
     """A task's events, oldest first."""
-    conn = at.conn
-    return [event_from_row(r) for r in conn.execute(_TASK_EVENTS, (op.task_id,)).fetchall()]
+    return at.run(queues.task_events(SQLITE, op))
 
 
 @READS.handles(ReadEvents)

@@ -16,7 +16,7 @@ from shepherd.store.ops import TakeTokens
 from shepherd.store.sqlite.batch import WRITES
 
 if TYPE_CHECKING:
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["take_tokens"]
 
@@ -29,7 +29,7 @@ _SAVE = (
 
 
 @WRITES.handles(TakeTokens)
-def take_tokens(batch: Batch, ops: Sequence[TakeTokens]) -> list[object]:
+def take_tokens(batch: SqliteBatch, ops: Sequence[TakeTokens]) -> list[object]:
     """Take tokens from each resource's stored bucket, in order."""
     conn, now = batch.conn, batch.now
     out: list[object] = []

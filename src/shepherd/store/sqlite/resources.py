@@ -17,7 +17,7 @@ from shepherd.store.sqlite.rows import tuples
 
 if TYPE_CHECKING:
     from shepherd.store.resource_writes import ReadPlan, WritePlan
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__: list[str] = []
 
@@ -27,7 +27,7 @@ _SQL = Statements.of("?", json_param="?", text_param="?", info="info")
 def _writes(
     plan: WritePlan,
 ) -> Callable[..., list[object]]:
-    def handle(batch: Batch, ops: Sequence[object]) -> list[object]:
+    def handle(batch: SqliteBatch, ops: Sequence[object]) -> list[object]:
         plans = Plans(plan, ops, batch, _SQL)
         cursor = tuples(batch.conn)
         for query in plans:

@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store.ops import GetTombstone, PurgeTasks, PurgeTombstones
-from shepherd.store.rows import TOMBSTONE_COLUMNS
+from shepherd.store.sql import retention
+from shepherd.store.sql.dialect import SQLITE
+from shepherd.store.sql.retention import ENDED, TOMBSTONE
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
-from shepherd.store.sqlite.rows import RECORDS, chunks
+from shepherd.store.sqlite.rows import chunks
 
 if TYPE_CHECKING:
     from shepherd.core.retention import Tombstone
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["checkpoint", "get_tombstone", "purge_tasks", "purge_tombstones", "purged_key"]
 
@@ -29,34 +31,23 @@ log = logging.getLogger("shepherd.store.sqlite")
 # every ended task, hence INDEXED BY.
 _ENDED = (
     "SELECT id, workflow, key, process_state, updated_at FROM tasks INDEXED BY tasks_ended "
-    "WHERE process_state IN ('processed', 'compensated', 'cancelled') AND updated_at < ? "
-    "ORDER BY updated_at LIMIT ?"
+    f"WHERE {ENDED} AND updated_at < ? ORDER BY updated_at LIMIT ?"
 )
 _BY_TASK = ("steps", "events", "requests", "replies")
 # A task's done keys are `task_id/seq` and `task_id/seq/name`: the keys from
 # `task_id/` up to `task_id0` ('0' follows '/'), a range of the primary key.
 _DONE_KEYS = "DELETE FROM done_keys WHERE key >= ? AND key < ?"
-_TOMBSTONE = (
-    "INSERT INTO tombstones (task_id, workflow, key, process_state, ended_at, purged_at) "
-    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (workflow, key) DO UPDATE SET "
-    "task_id = excluded.task_id, process_state = excluded.process_state, "
-    "ended_at = excluded.ended_at, purged_at = excluded.purged_at"
-)
-_OLD_TOMBSTONES = (
-    "DELETE FROM tombstones WHERE task_id IN "
-    "(SELECT task_id FROM tombstones WHERE purged_at < ? ORDER BY purged_at LIMIT ?)"
-)
-_GET_TOMBSTONE = f"SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE task_id = ?"
+_TOMBSTONE = TOMBSTONE.format("VALUES (?, ?, ?, ?, ?, ?)")
 _PURGED_KEY = "SELECT task_id FROM tombstones WHERE workflow = ? AND key = ?"
 
 
 @WRITES.handles(PurgeTasks)
-def purge_tasks(batch: Batch, ops: Sequence[PurgeTasks]) -> list[object]:
+def purge_tasks(batch: SqliteBatch, ops: Sequence[PurgeTasks]) -> list[object]:
     """Delete ended tasks older than each item's instant, with all their rows."""
     return [_purge(batch, op.ended_before.timestamp(), op.limit) for op in ops]
 
 
-def _purge(batch: Batch, ended_before: float, limit: int) -> int:
+def _purge(batch: SqliteBatch, ended_before: float, limit: int) -> int:
     """Purge up to `limit` tasks ended before `ended_before`; how many were."""
     conn = batch.conn
     rows = conn.execute(_ENDED, (ended_before, limit)).fetchall()
@@ -79,12 +70,9 @@ def _purge(batch: Batch, ended_before: float, limit: int) -> int:
 
 
 @WRITES.handles(PurgeTombstones)
-def purge_tombstones(batch: Batch, ops: Sequence[PurgeTombstones]) -> list[object]:
+def purge_tombstones(batch: SqliteBatch, ops: Sequence[PurgeTombstones]) -> list[object]:
     """Delete tombstones written before each item's instant, oldest first."""
-    return [
-        batch.conn.execute(_OLD_TOMBSTONES, (op.purged_before.timestamp(), op.limit)).rowcount
-        for op in ops
-    ]
+    return batch.run(retention.purge_tombstones(batch, ops))
 
 
 def purged_key(conn: sqlite3.Connection, workflow: str, key: str) -> str | None:
@@ -96,9 +84,7 @@ def purged_key(conn: sqlite3.Connection, workflow: str, key: str) -> str | None:
 @READS.handles(GetTombstone)
 def get_tombstone(at: Reading, op: GetTombstone) -> Tombstone | None:
     """The tombstone of a purged task, or None."""
-    conn = at.conn
-    row = conn.execute(_GET_TOMBSTONE, (op.task_id,)).fetchone()
-    return None if row is None else RECORDS.tombstone(row)
+    return at.run(retention.get_tombstone(SQLITE, op))
 
 
 def checkpoint(conn: sqlite3.Connection, busy_timeout: float) -> None:

@@ -20,7 +20,7 @@ from shepherd.store.sqlite.rows import owners, tuples
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
-    from shepherd.store.sqlite.batch import Batch
+    from shepherd.store.sqlite.batch import SqliteBatch
     from shepherd.store.step_writes import Replies
 
 __all__ = ["record_replies", "start_step", "write_recorded"]
@@ -68,7 +68,7 @@ _DROP_REPLY = "DELETE FROM replies WHERE id = ?"
 
 
 @WRITES.handles(StartStep)
-def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
+def start_step(batch: SqliteBatch, ops: Sequence[StartStep]) -> list[object]:
     """Mark steps `running` and queue their requests (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
     found = owners(conn, [op.start.task_id for op in ops])
@@ -99,7 +99,7 @@ def start_step(batch: Batch, ops: Sequence[StartStep]) -> list[object]:
 
 
 @WRITES.handles(RecordReplies)
-def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
+def record_replies(batch: SqliteBatch, ops: Sequence[RecordReplies]) -> list[object]:
     """Take the replies to an owner's tasks; record the current ones on their steps."""
     conn = batch.conn
     out: list[object] = []
@@ -113,7 +113,7 @@ def record_replies(batch: Batch, ops: Sequence[RecordReplies]) -> list[object]:
     return out
 
 
-def write_recorded(batch: Batch, replies: Replies) -> None:
+def write_recorded(batch: SqliteBatch, replies: Replies) -> None:
     """Record replies on their steps: results, errors, undone steps, claims, events."""
     conn, now = batch.conn, batch.now
     conn.executemany(_COMPLETED, [(*row, now) for row in replies.completed])

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from shepherd.store.contract import NewTask
-    from shepherd.store.sqlite.batch import Batch, EventRow
+    from shepherd.store.sqlite.batch import EventRow, SqliteBatch
 
 __all__ = [
     "claim",
@@ -98,21 +98,21 @@ _COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP 
 
 
 @WRITES.handles(ops.SubmitTask)
-def submit(batch: Batch, ops: Sequence[ops.SubmitTask]) -> list[object]:
+def submit(batch: SqliteBatch, ops: Sequence[ops.SubmitTask]) -> list[object]:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     tasks = [op.task for op in ops]
     return _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
 
 
 @WRITES.handles(ops.SubmitTasks)
-def submit_many(batch: Batch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
+def submit_many(batch: SqliteBatch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
     """Insert each operation's tasks, all or none, as `submit` inserts one."""
     plan = Plan.of(batch, ops)
     return plan.finish(_insert(batch, plan.tasks, plan.encoded))
 
 
 def _insert(
-    batch: Batch, tasks: Sequence[NewTask], encoded: Sequence[str | Exception]
+    batch: SqliteBatch, tasks: Sequence[NewTask], encoded: Sequence[str | Exception]
 ) -> list[object]:
     """Insert the tasks whose input encoded (in order); one outcome per task.
 
@@ -162,7 +162,7 @@ def _insert(
 
 
 @WRITES.handles(ops.ClaimTasks)
-def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
+def claim(batch: SqliteBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     """Claim claimable tasks with one conditional UPDATE each (under the write lock)."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -197,7 +197,7 @@ def claim(batch: Batch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
 
 
 @WRITES.handles(ops.FinishTask)
-def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
+def finish(batch: SqliteBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner)."""
     conn, now = batch.conn, batch.now
     found = owners(conn, [op.task_id for op in ops])
@@ -211,7 +211,7 @@ def finish(batch: Batch, ops: Sequence[ops.FinishTask]) -> list[object]:
 
 
 @WRITES.handles(ops.FailTask)
-def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
+def fail(batch: SqliteBatch, ops: Sequence[ops.FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go.
 
     A task failed into `error` gets its alert stored with it (`owner_alert`).
@@ -220,12 +220,14 @@ def fail(batch: Batch, ops: Sequence[ops.FailTask]) -> list[object]:
 
 
 @WRITES.handles(ops.StartCompensation)
-def start_compensation(batch: Batch, ops: Sequence[ops.StartCompensation]) -> list[object]:
+def start_compensation(batch: SqliteBatch, ops: Sequence[ops.StartCompensation]) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
     return _write_owned(batch, ops)
 
 
-def _write_owned(batch: Batch, ops: Sequence[ops.FailTask | ops.StartCompensation]) -> list[object]:
+def _write_owned(
+    batch: SqliteBatch, ops: Sequence[ops.FailTask | ops.StartCompensation]
+) -> list[object]:
     """Write the effect each operation has (`owner_effect`), fenced by its owner and epoch."""
     conn, now = batch.conn, batch.now
     out: list[object] = []
@@ -252,7 +254,7 @@ def _write_owned(batch: Batch, ops: Sequence[ops.FailTask | ops.StartCompensatio
 
 
 @WRITES.handles(ops.ReleaseTasks)
-def release(batch: Batch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
+def release(batch: SqliteBatch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     counts: list[object] = [_release(batch, op.owner, list(op.task_ids)) for op in ops]
     if any(counts):
@@ -260,7 +262,7 @@ def release(batch: Batch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     return counts
 
 
-def _release(batch: Batch, owner: str, task_ids: list[str]) -> int:
+def _release(batch: SqliteBatch, owner: str, task_ids: list[str]) -> int:
     """Release those of `task_ids` that `owner` holds, dropping their queued requests; how many."""
     conn, now = batch.conn, batch.now
     count = 0

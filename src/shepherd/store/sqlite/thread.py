@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Generator, Sequence
 from typing import Any, Generic, Protocol, TypeVar, final
 
-from shepherd.store.group_commit import Pending
+from shepherd.store.group_commit import Pending, fail, settle
 from shepherd.store.ops import Write
 
 __all__ = ["AfterCommit", "BatchRunner", "ConnectionThread", "Turn"]
@@ -318,19 +318,11 @@ class ConnectionThread:
         try:
             self._after_commit(rings)
         finally:  # committed: its callers learn it whatever the wake-ups did
-            for pending, outcome in zip(batch, outcomes, strict=True):
-                if pending.future.done():  # its caller gave up
-                    continue
-                if isinstance(outcome, BaseException):
-                    pending.future.set_exception(outcome)
-                else:
-                    pending.future.set_result(outcome)
+            settle(batch, outcomes)
 
     @staticmethod
     def _fail(batch: list[Pending], error: BaseException) -> None:
-        for pending in batch:
-            if not pending.future.done():
-                pending.future.set_exception(error)
+        fail(batch, error)
 
 
 @final

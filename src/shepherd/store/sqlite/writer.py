@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from shepherd.payloads import MAX_PAYLOAD_BYTES
-from shepherd.store.sqlite.batch import Batch
+from shepherd.store.sqlite.batch import SqliteBatch
 from shepherd.store.sqlite.connection import rollback
 from shepherd.store.sqlite.errors import is_store_wide, translate
 from shepherd.store.sqlite.handlers import WRITES
@@ -68,7 +68,7 @@ class Writer:
     def _transaction(
         self, conn: sqlite3.Connection, ops: Sequence[Write[Any]]
     ) -> tuple[list[object], set[str]]:
-        batch = Batch(conn, self.clock.now().timestamp(), payload_limit=self.payload_limit)
+        batch = SqliteBatch(conn, self.clock.now().timestamp(), payload_limit=self.payload_limit)
         grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
         for index, op in enumerate(ops):
             grouped[type(op)].append(index)

@@ -1,0 +1,30 @@
+"""Operator actions on PostgreSQL: the plans of `store.sql.operator_actions`.
+
+Each locks its task row first (`FOR UPDATE`), then checks its state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shepherd.store.ops import CancelTask, RetryTask
+from shepherd.store.postgres.batch import WRITES
+from shepherd.store.sql import operator_actions
+
+if TYPE_CHECKING:
+    from shepherd.store.postgres.batch import PostgresBatch
+
+__all__ = ["cancel", "retry"]
+
+
+@WRITES.handles(RetryTask)
+async def retry(batch: PostgresBatch, ops: Sequence[RetryTask]) -> list[object]:
+    """Put `error` tasks back to work from their failed step (or step `seq`)."""
+    return await batch.run(operator_actions.retry(batch, ops))
+
+
+@WRITES.handles(CancelTask)
+async def cancel(batch: PostgresBatch, ops: Sequence[CancelTask]) -> list[object]:
+    """Ask for compensation of tasks that have not ended; they end `cancelled`."""
+    return await batch.run(operator_actions.cancel(batch, ops))

@@ -1,0 +1,156 @@
+"""Leadership leases and the supervisor's fenced decisions, for both backends.
+
+A lease row names its holder, an epoch bumped at every change of holder, and
+an expiry compared with the batch's clock (taken in SQL: a renewal need not
+wait for PostgreSQL's clock). A supervisor decision applies only while its
+author still holds the lease with the same epoch (checked in the same
+statement, `FOR SHARE` on PostgreSQL, so no new leader can take over
+mid-transaction) and only if the task's `lock_epoch` has not moved on (the
+task's row taken with SKIP LOCKED on PostgreSQL: a row held by another session,
+its owner mid-write or a host cut off mid-transaction, is left for the next
+scan rather than waited for). `apply_effects` writes what `core.effects` makes
+of a decision, and of a crash verdict (`crashes`), and stores the alert an
+escalation raises (`core.alerts`) with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shepherd.core.alerts import on_decision
+from shepherd.core.effects import on_supervision
+from shepherd.store.effect_rows import UPDATE, effect_row, update_params
+from shepherd.store.rows import LEASE_COLUMNS, TASK_COLUMNS
+from shepherd.store.sql.alerts import store_alert
+from shepherd.store.sql.plan import Query, each, first, one
+
+if TYPE_CHECKING:
+    from shepherd.core.alerts import Raised
+    from shepherd.core.effects import TaskEffect
+    from shepherd.core.records import Lease, Task
+    from shepherd.store.effect_rows import EffectRow
+    from shepherd.store.ops import (
+        AcquireLease,
+        ApplySupervision,
+        ExpiredClaims,
+        GetLease,
+        ReleaseLease,
+    )
+    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.sql.plan import Plan, Writing
+
+__all__ = ["acquire", "apply_effects", "expired_claims", "get_lease", "release", "supervise"]
+
+# (name, holder, now, ttl, now)
+_ACQUIRE = (
+    "INSERT INTO leases (name, holder, epoch, expires_at) "
+    "VALUES (?, ?, 1, {now} + ?{float}{seconds}) ON CONFLICT (name) DO UPDATE SET "
+    "epoch = CASE WHEN leases.holder = excluded.holder THEN leases.epoch "
+    "ELSE leases.epoch + 1 END, holder = excluded.holder, expires_at = excluded.expires_at "
+    "WHERE leases.holder = excluded.holder OR leases.expires_at <= {now} "
+    f"RETURNING {LEASE_COLUMNS}"
+)
+_RELEASE = "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?"
+_LEASE = f"SELECT {LEASE_COLUMNS} FROM leases WHERE name = ?"
+# The fence of every supervisor write: the task's epoch, then the leadership.
+_SUPERVISED = (
+    UPDATE + " WHERE id = (SELECT id FROM tasks WHERE id = ? AND lock_epoch = ? "
+    "AND locked_by IS NOT NULL{skip_locked}) "
+    "AND EXISTS (SELECT 1 FROM leases WHERE name = ? AND holder = ? AND epoch = ? "
+    "AND expires_at > ?{for_share}) RETURNING id"
+)
+# The requests of the tasks written. On PostgreSQL a request row held by another
+# session (an agent replying) is skipped: its reply carries the old epoch, which
+# the scheduler discards.
+_DROP_REQUESTS = {
+    "sqlite": "DELETE FROM requests WHERE task_id {list}",
+    "postgres": "DELETE FROM requests WHERE id = ANY(ARRAY(SELECT id FROM requests "
+    "WHERE task_id {list} FOR UPDATE SKIP LOCKED))",
+}
+_EXPIRED = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
+    "AND complete_by < {now} ORDER BY complete_by LIMIT ?"
+)
+
+
+def acquire(batch: Writing, ops: Sequence[AcquireLease]) -> Plan[list[object]]:
+    """Take or renew leases: a Lease, or None while another holder's is unexpired."""
+    d, now = batch.dialect, batch.instant
+    sql = d.sql(_ACQUIRE)
+    found = yield [Query(sql, (op.name, op.holder, now, op.ttl, now)) for op in ops]
+    return [d.records.lease(rows[0]) if rows else None for rows in found]
+
+
+def release(batch: Writing, ops: Sequence[ReleaseLease]) -> Plan[list[object]]:
+    """Let leases expire now, if their holders still hold them."""
+    yield [each(batch.dialect.sql(_RELEASE), [(batch.now, op.name, op.holder) for op in ops])]
+    return [None] * len(ops)
+
+
+def supervise(batch: Writing, ops: Sequence[ApplySupervision]) -> Plan[list[object]]:
+    """Apply supervisor decisions on expired claims: True where the task was changed."""
+    now = batch.dialect.instant(batch.now)
+    writes = [
+        (op.task, op.leader, on_supervision(op.decision, now=now), on_decision(op.decision))
+        for op in ops
+    ]
+    return (yield from apply_effects(batch, writes))
+
+
+def apply_effects(
+    batch: Writing, writes: Sequence[tuple[Task, Lease, TaskEffect, Raised | None]]
+) -> Plan[list[object]]:
+    """Write supervisor effects (decisions, crash verdicts), each on its task by its leader.
+
+    Each is fenced twice: its leader must still lead, and the task must still
+    be claimed at the `lock_epoch` the supervisor read. All are sent, then all
+    are read. A write that raises an alert (an escalation) stores it with the
+    task, only where the task changed.
+
+    Returns:
+        True where the task was changed, False where a fence stopped the write.
+    """
+    d, now = batch.dialect, batch.now
+    sql = d.sql(_SUPERVISED)
+    sent: list[tuple[Task, EffectRow, Raised | None]] = []
+    queries: list[Query] = []
+    for task, leader, effect, alert in writes:
+        row = effect_row(task.id, effect, batch)
+        fence = (task.id, task.lock_epoch, leader.name, leader.holder, leader.epoch, now)
+        queries.append(Query(sql, (*update_params(d, row, now), *fence)))
+        sent.append((task, row, alert))
+    found = yield queries
+    out: list[object] = []
+    dropped: list[str] = []
+    after: list[Query] = []
+    for (task, row, alert), rows in zip(sent, found, strict=True):
+        if not rows:
+            out.append(False)  # the task moved on, or its author no longer leads
+            continue
+        batch.event(row.task_id, task.key, task.reply_to, row.event, row.detail)
+        batch.rings.update(row.rings)
+        if alert is not None:
+            after.append(store_alert(batch, task.id, task.workflow, task.key, alert))
+        if row.drop_requests:
+            dropped.append(task.id)
+        out.append(True)
+    for chunk in d.chunks(dropped):
+        sql, listed = d.listed(_DROP_REQUESTS[d.name], chunk)
+        after.append(Query(sql, listed, rows=False))
+    if after:
+        yield after
+    return out
+
+
+# -- reads ---------------------------------------------------------------------
+def expired_claims(d: Dialect, now: object, op: ExpiredClaims) -> Plan[list[Task]]:
+    """Claimed tasks whose complete_by has passed, earliest first."""
+    rows = yield from one(d.sql(_EXPIRED), (now, d.limit(op.limit)))
+    return [d.records.task(row) for row in rows]
+
+
+def get_lease(d: Dialect, op: GetLease) -> Plan[Lease | None]:
+    """The named lease as stored, or None."""
+    row = yield from first(d.sql(_LEASE), (op.name,))
+    return None if row is None else d.records.lease(row)
