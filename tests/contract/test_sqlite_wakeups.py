@@ -98,7 +98,7 @@ async def test_a_commit_in_one_store_wakes_another_on_the_same_file(
     assert await Signals.wait(history, PATIENCE)
 
     ended = waiter.signals.event(ch.task_channel(task.id))
-    await writer.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result={"ok": True})
+    await writer.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result={"ok": True})
     assert await Signals.wait(ended, PATIENCE)
     # A store is not sent its own commits: it rang them itself.
     assert writer.statistics()["wakeups_received"] == 0

@@ -66,7 +66,7 @@ def _fail(state: ProcessState) -> Write:
         assert task.locked_by is not None
         error = {"reason": "workflow raised KeyError: 'sku' (a bug)", "type": "KeyError"}
         await store.fail_task(
-            task.id, owner=task.locked_by, epoch=task.lock_epoch, state=state, error=error
+            task.id, locked_by=task.locked_by, epoch=task.lock_epoch, state=state, error=error
         )
         raised = (error["reason"], task.failure_count) if state is ProcessState.ERROR else None
         return raised, None
@@ -76,7 +76,7 @@ def _fail(state: ProcessState) -> Write:
 
 async def _finish(store: Store, task: Task, lease: Lease) -> tuple[tuple[str, int] | None, object]:
     assert task.locked_by is not None
-    await store.finish_task(task.id, owner=task.locked_by, epoch=task.lock_epoch, result=1)
+    await store.finish_task(task.id, locked_by=task.locked_by, epoch=task.lock_epoch, result=1)
     return None, None
 
 
@@ -85,7 +85,7 @@ async def _start_compensation(
 ) -> tuple[tuple[str, int] | None, object]:
     assert task.locked_by is not None
     await store.start_compensation(
-        task.id, owner=task.locked_by, epoch=task.lock_epoch, error={"reason": "declined"}
+        task.id, locked_by=task.locked_by, epoch=task.lock_epoch, error={"reason": "declined"}
     )
     return None, None
 

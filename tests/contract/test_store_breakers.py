@@ -142,6 +142,26 @@ async def test_every_change_of_state_is_an_event_newest_first(
     assert await store.breaker_events(service="other") == []
 
 
+async def test_the_latest_change_of_each_breaker_in_one_read(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    await fail(store, 3)  # pay: closed -> open
+    fake_clock.advance(10)
+    await store.breaker_allow("pay", POLICY)  # pay: open -> half_open
+    await fail(store, 3, service="mail")  # mail: closed -> open
+    await fail(store, 1, service="calm")  # counted, never changed
+
+    latest = await store.latest_breaker_events(["pay", "mail", "calm", "never"])
+
+    assert {service: str(e.to_state) for service, e in latest.items()} == {
+        "pay": "half_open",
+        "mail": "open",
+    }
+    (newest_of_pay,) = await store.breaker_events(service="pay", limit=1)
+    assert latest["pay"] == newest_of_pay
+    assert await store.latest_breaker_events([]) == {}
+
+
 async def test_a_change_of_state_rings_breakers_and_a_count_does_not(store: Store) -> None:
     wake = store.signals.event(ch.BREAKERS)
     await fail(store, 2)

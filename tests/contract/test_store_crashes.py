@@ -22,9 +22,9 @@ async def test_victims_are_the_tasks_a_dead_process_owned_or_ran(
     store: Store, fake_clock: FakeClock
 ) -> None:
     await store.register_worker(DEAD, host="host", pid=4242, roles=("scheduler",), agents=("a",))
-    owned = await claimed_task(store, owner=f"{DEAD}/s")
+    owned = await claimed_task(store, locked_by=f"{DEAD}/s")
     await store.start_step(step_start(owned, seq=1, agent="a"))
-    ran = await claimed_task(store, owner="alive/s")
+    ran = await claimed_task(store, locked_by="alive/s")
     await store.start_step(step_start(ran, seq=2, agent="a"))
     taken = await store.take_requests(agents=["a"], worker=f"{DEAD}/a", limit=1)
     assert [r.task_id for r in taken] == [owned.id]
@@ -37,7 +37,7 @@ async def test_victims_are_the_tasks_a_dead_process_owned_or_ran(
 async def test_a_crash_verdict_never_changes_the_failure_count(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner=f"{DEAD}/s")
+    task = await claimed_task(store, locked_by=f"{DEAD}/s")
     await store.start_step(step_start(task, seq=1, agent="a"))
     task = replace(task, failure_count=0)
     lease = await leadership(store)
@@ -62,7 +62,7 @@ async def test_a_crash_verdict_never_changes_the_failure_count(
 async def test_an_agent_takes_at_most_the_suspects_it_is_allowed(store: Store) -> None:
     for n in range(3):
         await submitted_task(store, data={"n": n})
-    tasks = await store.claim_tasks(owner="s", limit=10)
+    tasks = await store.claim_tasks(locked_by="s", limit=10)
     for task in tasks[:2]:
         await store.start_step(replace(step_start(task, seq=1, agent="a"), suspect=True))
     await store.start_step(step_start(tasks[2], seq=1, agent="a"))
@@ -89,7 +89,7 @@ async def test_mark_died_and_reap(store: Store) -> None:
 
 
 async def test_held_requests_say_who_holds_each_step_of_a_claim(store: Store) -> None:
-    queued, taken, suspect = [await claimed_task(store, owner="s") for _ in range(3)]
+    queued, taken, suspect = [await claimed_task(store, locked_by="s") for _ in range(3)]
     await store.start_step(step_start(taken, seq=1, agent="a"))
     (request,) = await store.take_requests(agents=["a"], worker="h:1:aa/a", limit=1)
     assert request.task_id == taken.id
@@ -110,7 +110,7 @@ async def test_held_requests_say_who_holds_each_step_of_a_claim(store: Store) ->
 async def test_a_suspects_window_starts_when_it_is_taken(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    suspect, healthy = [await claimed_task(store, owner="s") for _ in range(2)]
+    suspect, healthy = [await claimed_task(store, locked_by="s") for _ in range(2)]
     waits = replace(step_start(suspect, seq=1, agent="a", within=2.0), suspect=True)
     await store.start_step(replace(waits, queue_allowance=60.0))
     await store.start_step(step_start(healthy, seq=1, agent="a", within=60.0))

@@ -21,7 +21,7 @@ async def test_requests_count_as_waiting_until_taken_then_taken_until_answered(
     store: Store,
 ) -> None:
     for n in range(3):
-        task = await claimed_task(store, owner=f"s{n}")
+        task = await claimed_task(store, locked_by=f"s{n}")
         await store.start_step(step_start(task, seq=1, agent="a" if n < 2 else "b"))
     taken = await taken_request(store, agent="b")
 
@@ -88,7 +88,7 @@ async def test_calls_of_exclusive_agents_count_beside_plain_calls(store: Store) 
 
 async def test_count_tasks_in_counts_only_the_states_asked_for(store: Store) -> None:
     claimed = await claimed_task(store)
-    await store.finish_task(claimed.id, owner="s1", epoch=claimed.lock_epoch, result=1)
+    await store.finish_task(claimed.id, locked_by="s1", epoch=claimed.lock_epoch, result=1)
     await store.submit_task(new_task())
     await store.submit_task(new_task())
     open_states = (ProcessState.PENDING, ProcessState.PROCESSING, ProcessState.ERROR)

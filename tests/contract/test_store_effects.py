@@ -40,7 +40,7 @@ CRASHES = ("h:1:dead#1",)
 async def _finish(store: Store, task: Task, lease: Lease) -> tuple[TaskEffect, object]:
     assert task.locked_by is not None
     result = {"total": 3}
-    await store.finish_task(task.id, owner=task.locked_by, epoch=task.lock_epoch, result=result)
+    await store.finish_task(task.id, locked_by=task.locked_by, epoch=task.lock_epoch, result=result)
     return effects.on_finish(result), None
 
 
@@ -49,7 +49,7 @@ def _fail(state: ProcessState) -> Write:
         assert task.locked_by is not None
         error = {"type": "Declined", "seq": 1}
         await store.fail_task(
-            task.id, owner=task.locked_by, epoch=task.lock_epoch, state=state, error=error
+            task.id, locked_by=task.locked_by, epoch=task.lock_epoch, state=state, error=error
         )
         return effects.on_fail(state, error), None
 
@@ -60,7 +60,7 @@ async def _start_compensation(store: Store, task: Task, lease: Lease) -> tuple[T
     assert task.locked_by is not None
     error = {"type": "Declined"}
     await store.start_compensation(
-        task.id, owner=task.locked_by, epoch=task.lock_epoch, error=error
+        task.id, locked_by=task.locked_by, epoch=task.lock_epoch, error=error
     )
     return effects.on_start_compensation(error), None
 
@@ -196,7 +196,7 @@ async def test_fail_into_a_state_that_is_not_an_end_is_refused(store: Store) -> 
     with pytest.raises(ValueError, match="not 'processed'"):
         await store.fail_task(
             task.id,
-            owner=task.locked_by,
+            locked_by=task.locked_by,
             epoch=task.lock_epoch,
             state=ProcessState.PROCESSED,
             error={"e": 1},

@@ -46,7 +46,7 @@ def _assert_cut(error: Any) -> None:
 
 
 async def _running_step(store: Store) -> Task:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
     return task
 
@@ -56,7 +56,7 @@ async def test_a_failed_reply_with_a_huge_error_is_recorded_cut(store: Store) ->
     request = await taken_request(store, agent="a")
 
     assert await store.reply_and_ack(request, worker="w1", ok=False, body=_huge_error())
-    ((reply, current),) = await store.record_replies(owner="s1", limit=10)
+    ((reply, current),) = await store.record_replies(locked_by="s1", limit=10)
 
     assert current
     assert not reply.ok
@@ -76,10 +76,10 @@ async def test_a_failed_reply_with_a_huge_error_is_recorded_cut(store: Store) ->
 async def test_fail_task_with_a_huge_error_records_it_cut(
     store: Store, state: ProcessState
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
 
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=state, error=_huge_error()
+        task.id, locked_by="s1", epoch=task.lock_epoch, state=state, error=_huge_error()
     )
 
     after = await store.get_task(task.id)
@@ -92,9 +92,11 @@ async def test_fail_task_with_a_huge_error_records_it_cut(
 
 
 async def test_start_compensation_with_a_huge_error_records_it_cut(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
 
-    await store.start_compensation(task.id, owner="s1", epoch=task.lock_epoch, error=_huge_error())
+    await store.start_compensation(
+        task.id, locked_by="s1", epoch=task.lock_epoch, error=_huge_error()
+    )
 
     after = await store.get_task(task.id)
     assert after is not None
@@ -103,7 +105,7 @@ async def test_start_compensation_with_a_huge_error_records_it_cut(store: Store)
 
 
 async def test_a_huge_note_is_recorded_cut(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
 
     await store.note(task.id, "gave_up", _huge_error())
 
@@ -117,10 +119,10 @@ async def test_an_oversized_result_is_still_refused(store: Store) -> None:
     big = "r" * (2 * MAX_PAYLOAD_BYTES)
 
     with pytest.raises(PayloadError, match="over the 1 MiB limit"):
-        await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result=big)
+        await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=big)
     # A successful reply too large to keep becomes the step's PayloadError failure.
     assert await store.reply_and_ack(request, worker="w1", ok=True, body=big)
-    ((reply, current),) = await store.record_replies(owner="s1", limit=10)
+    ((reply, current),) = await store.record_replies(locked_by="s1", limit=10)
 
     assert current
     assert not reply.ok

@@ -32,7 +32,7 @@ WITHIN = 10.0
 
 async def running_step(store: Store, *, seq: int = 1) -> tuple[Task, Request]:
     """A claimed task whose step `seq` runs, its request taken by worker w1."""
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=seq, agent="a", within=WITHIN))
     return task, await taken_request(store, agent="a", worker="w1")
 
@@ -75,8 +75,8 @@ async def _superseded_attempt(store: Store, task: Task, request: Request) -> Req
 
 
 async def _moved_epoch(store: Store, task: Task, request: Request) -> Request:
-    await store.release_tasks([task.id], owner="s1")
-    (again,) = await store.claim_tasks(owner="s2", limit=10)
+    await store.release_tasks([task.id], locked_by="s1")
+    (again,) = await store.claim_tasks(locked_by="s2", limit=10)
     await store.start_step(step_start(again, seq=1, agent="a", attempt=2, within=WITHIN))
     await taken_request(store, agent="a", worker="w1")
     return request
@@ -185,9 +185,9 @@ async def test_a_result_that_is_not_json_is_refused_and_the_mark_stays_started(
 async def test_retrying_a_step_clears_its_started_marks_only(store: Store) -> None:
     task, request = await running_step(store)
     assert await store.reply_and_ack(request, worker="w1", ok=False, body={"message": "?"})
-    await store.record_replies(owner="s1", limit=10)
+    await store.record_replies(locked_by="s1", limit=10)
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error={"r": 1}
+        task.id, locked_by="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error={"r": 1}
     )
     marks = {
         f"{task.id}/1": "started",

@@ -25,7 +25,7 @@ async def test_filters_by_workflow_key_and_state_together(
         made.append((await store.submit_task(new_task(workflow, key=key))).task_id)
         fake_clock.advance(1)
     a1, b1, a2 = made
-    (claimed,) = await store.claim_tasks(owner="s1", limit=1)
+    (claimed,) = await store.claim_tasks(locked_by="s1", limit=1)
 
     assert await _ids(store) == [a2, b1, a1]
     assert await _ids(store, workflow="wf-a") == [a2, a1]
@@ -59,20 +59,6 @@ async def test_filters_by_last_change(store: Store, fake_clock: FakeClock) -> No
     assert await _ids(store, updated_since=start - timedelta(seconds=61)) == [new, old]
     fake_clock.advance(60)
     # A change moves a task into the window.
-    (claimed,) = await store.claim_tasks(owner="s1", limit=1)
+    (claimed,) = await store.claim_tasks(locked_by="s1", limit=1)
     assert claimed.id == old
     assert await _ids(store, updated_since=fake_clock.now()) == [old]
-
-
-async def test_counts_per_state_for_one_workflow(store: Store) -> None:
-    for workflow in ("wf-a", "wf-a", "wf-a", "wf-b"):
-        await store.submit_task(new_task(workflow))
-    await store.claim_tasks(owner="s1", limit=4)
-    await store.submit_task(new_task("wf-a"))
-
-    assert await store.count_workflow_tasks("wf-a") == {
-        ProcessState.PROCESSING: 3,
-        ProcessState.PENDING: 1,
-    }
-    assert await store.count_workflow_tasks("wf-b") == {ProcessState.PROCESSING: 1}
-    assert await store.count_workflow_tasks("nope") == {}

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 async def test_a_reply_to_the_local_holder_is_recorded_in_its_own_transaction(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1", key="order-1")
+    task = await claimed_task(store, locked_by="s1", key="order-1")
     await store.start_step(step_start(task, seq=1, agent="a", within=10.0))
     before = await store.get_task(task.id)
     request = await taken_request(store, agent="a")
@@ -55,14 +55,14 @@ async def test_a_reply_to_the_local_holder_is_recorded_in_its_own_transaction(
     kinds = [e.kind for e in await store.task_events(task.id)]
     assert kinds.count("step_completed") == 1
     # Nothing was queued: the holder's reply loop finds nothing to record.
-    assert await store.record_replies(owner="s1", limit=10) == []
+    assert await store.record_replies(locked_by="s1", limit=10) == []
     assert await store.take_requests(agents=["a"], worker="w1", limit=10) == []
 
 
 async def test_a_failure_to_the_local_holder_is_recorded_as_the_steps_error(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
     request = await taken_request(store, agent="a")
     error = {"type": "Declined", "message": "card declined"}
@@ -81,7 +81,7 @@ async def test_a_failure_to_the_local_holder_is_recorded_as_the_steps_error(
 async def test_an_undo_reply_to_the_local_holder_marks_its_step_compensated(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
     forward = await taken_request(store, agent="a")
     assert await store.reply_and_ack(forward, worker="w1", ok=True, body=1, recorder="s1")
@@ -103,7 +103,7 @@ async def test_an_undo_reply_to_the_local_holder_marks_its_step_compensated(
 
 
 async def test_a_reply_to_a_task_held_elsewhere_is_queued_for_its_holder(store: Store) -> None:
-    task = await claimed_task(store, owner="s2")
+    task = await claimed_task(store, locked_by="s2")
     await store.start_step(step_start(task, seq=1, agent="a"))
     request = await taken_request(store, agent="a")
 
@@ -113,14 +113,14 @@ async def test_a_reply_to_a_task_held_elsewhere_is_queued_for_its_holder(store: 
     pending = await store.get_task(task.id)
     assert pending is not None
     assert [s.state for s in pending.steps] == [StepState.RUNNING]
-    taken = await store.record_replies(owner="s2", limit=10)
+    taken = await store.record_replies(locked_by="s2", limit=10)
     assert [(r.task_id, r.body, ok) for r, ok in taken] == [(task.id, "x", True)]
 
 
 async def test_a_reply_for_an_attempt_the_local_holder_gave_up_on_is_dropped(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a", attempt=1))
     old = await taken_request(store, agent="a", worker="w1")
     # The holder gave up on attempt 1 and started attempt 2 (its request is new).
@@ -141,12 +141,12 @@ async def test_a_reply_for_an_attempt_the_local_holder_gave_up_on_is_dropped(
 async def test_a_reply_for_an_older_claim_of_the_same_holder_is_not_recorded(
     store: Store,
 ) -> None:
-    first = await claimed_task(store, owner="s1")
+    first = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(first, seq=1, agent="a", within=10.0))
     request = await taken_request(store, agent="a")
     # The holder lets the task go and claims it again: a newer epoch, same name.
-    await store.release_tasks([first.id], owner="s1")
-    (again,) = await store.claim_tasks(owner="s1", limit=10)
+    await store.release_tasks([first.id], locked_by="s1")
+    (again,) = await store.claim_tasks(locked_by="s1", limit=10)
     assert again.lock_epoch > first.lock_epoch
 
     answered = await store.reply_and_ack(request, worker="w1", ok=True, body=1, recorder="s1")
@@ -156,13 +156,13 @@ async def test_a_reply_for_an_older_claim_of_the_same_holder_is_not_recorded(
     assert after is not None
     assert [s.state for s in after.steps] == [StepState.RUNNING]
     assert "step_completed" not in [e.kind for e in await store.task_events(first.id)]
-    assert await store.record_replies(owner="s1", limit=10) == []
+    assert await store.record_replies(locked_by="s1", limit=10) == []
 
 
 async def test_a_step_taken_as_it_is_queued_is_leased_to_that_worker_alone(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
 
     request = await store.start_step_taken(
         step_start(task, seq=1, agent="a", payload={"amount": 5}, within=4.0), worker="w1"
@@ -188,9 +188,9 @@ async def test_a_step_taken_as_it_is_queued_is_leased_to_that_worker_alone(
 
 
 async def test_a_step_taken_as_it_is_queued_is_fenced_like_any_start(store: Store) -> None:
-    zombie = await claimed_task(store, owner="s1")
-    await store.release_tasks([zombie.id], owner="s1")
-    await store.claim_tasks(owner="s2", limit=10)
+    zombie = await claimed_task(store, locked_by="s1")
+    await store.release_tasks([zombie.id], locked_by="s1")
+    await store.claim_tasks(locked_by="s2", limit=10)
 
     with pytest.raises(StaleEpochError):
         await store.start_step_taken(step_start(zombie, seq=1, agent="a"), worker="w1")

@@ -221,7 +221,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(owner=owners)
     def claim(self, owner: str) -> None:
-        claimed = self.run(self.store.claim_tasks(owner=owner, limit=10))
+        claimed = self.run(self.store.claim_tasks(locked_by=owner, limit=10))
         now = self.clock.now()
         expected = {}
         for task in self.tasks.values():
@@ -261,7 +261,7 @@ class StoreMachine(RuleBasedStateMachine):
             seq, attempt = max(steps, default=0) + 1, 1
         start = StepStart(
             task_id=task.id,
-            owner=writer,
+            locked_by=writer,
             epoch=at_epoch,
             seq=seq,
             agent=AGENT,
@@ -334,7 +334,7 @@ class StoreMachine(RuleBasedStateMachine):
     def record(self, owner: str | None) -> None:
         if owner is None:  # the owner of the oldest reply's task, if it has one
             owner = self.tasks[self.replies[0].task_id].locked_by or OWNERS[0]
-        taken = self.run(self.store.record_replies(owner=owner, limit=RECORD_LIMIT))
+        taken = self.run(self.store.record_replies(locked_by=owner, limit=RECORD_LIMIT))
         # The store judges every reply of the batch against the steps as they were.
         expected: list[tuple[ModelReply, bool]] = []
         mine = [r for r in self.replies if self.tasks[r.task_id].locked_by == owner]
@@ -372,7 +372,7 @@ class StoreMachine(RuleBasedStateMachine):
             writer,
             at,
             lambda: tr.finish(task, owner=writer, epoch=at, result={"r": 1}, now=self.clock.now()),
-            lambda: self.store.finish_task(task.id, owner=writer, epoch=at, result={"r": 1}),
+            lambda: self.store.finish_task(task.id, locked_by=writer, epoch=at, result={"r": 1}),
         )
 
     @precondition(lambda self: self.tasks)
@@ -394,7 +394,7 @@ class StoreMachine(RuleBasedStateMachine):
                 task, owner=writer, epoch=at, state=state, error={"e": 1}, now=self.clock.now()
             ),
             lambda: self.store.fail_task(
-                task.id, owner=writer, epoch=at, state=state, error={"e": 1}
+                task.id, locked_by=writer, epoch=at, state=state, error={"e": 1}
             ),
         )
         if self.tasks[task.id] is not before:
@@ -412,12 +412,14 @@ class StoreMachine(RuleBasedStateMachine):
             lambda: tr.start_compensation(
                 task, owner=writer, epoch=at, error={"e": 1}, now=self.clock.now()
             ),
-            lambda: self.store.start_compensation(task.id, owner=writer, epoch=at, error={"e": 1}),
+            lambda: self.store.start_compensation(
+                task.id, locked_by=writer, epoch=at, error={"e": 1}
+            ),
         )
 
     @rule(owner=owners)
     def release(self, owner: str) -> None:
-        released = self.run(self.store.release_tasks(sorted(self.tasks), owner=owner))
+        released = self.run(self.store.release_tasks(sorted(self.tasks), locked_by=owner))
         now = self.clock.now()
         mine = [t for t in self.tasks.values() if t.locked_by == owner]
         assert released == len(mine)

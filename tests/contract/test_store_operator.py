@@ -22,13 +22,17 @@ if TYPE_CHECKING:
 
 async def _failed_step_task(store: Store) -> Task:
     """A task whose step 1 failed and which an owner then put in `error`."""
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
     request = await taken_request(store, agent="a")
     assert await store.reply_and_ack(request, worker="w1", ok=False, body={"message": "no"})
-    assert [ok for _, ok in await store.record_replies(owner="s1", limit=10)] == [True]
+    assert [ok for _, ok in await store.record_replies(locked_by="s1", limit=10)] == [True]
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error={"reason": "x"}
+        task.id,
+        locked_by="s1",
+        epoch=task.lock_epoch,
+        state=ProcessState.ERROR,
+        error={"reason": "x"},
     )
     return task
 
@@ -45,7 +49,7 @@ async def test_retry_puts_an_error_task_back_to_pending_from_its_failed_step(sto
         None,
     )
     assert retried.lock_epoch == task.lock_epoch + 1
-    (claimed,) = await store.claim_tasks(owner="s2", limit=10)
+    (claimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert [(s.seq, s.state) for s in claimed.steps] == [(1, StepState.NOT_STARTED)]
     assert "retried" in [e.kind for e in await store.task_events(task.id)]
 
@@ -55,12 +59,12 @@ async def test_retry_with_a_new_payload_replaces_the_steps_request(store: Store)
 
     await store.retry_task(task.id, seq=1, payload={"fixed": True})
 
-    (claimed,) = await store.claim_tasks(owner="s2", limit=10)
+    (claimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert claimed.steps[0].request == {"fixed": True}
 
 
 async def test_retry_of_a_task_not_in_error_is_refused(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
 
     with pytest.raises(InvalidStateError):
         await store.retry_task(task.id)
@@ -75,7 +79,7 @@ async def test_retry_of_a_task_not_in_error_is_refused(store: Store) -> None:
 async def test_cancel_fences_the_owner_and_makes_the_task_claimable_for_compensation(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
 
     cancelled = await store.cancel_task(task.id)
@@ -86,16 +90,16 @@ async def test_cancel_fences_the_owner_and_makes_the_task_claimable_for_compensa
         True,
     )
     with pytest.raises(StaleEpochError):
-        await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result=None)
+        await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=None)
     assert await store.take_requests(agents=["a"], worker="w", limit=10) == []
-    (claimed,) = await store.claim_tasks(owner="s2", limit=10)
+    (claimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert claimed.process_state is ProcessState.COMPENSATING
     assert claimed.cancel_requested
 
 
 async def test_cancel_of_an_ended_task_is_refused(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
-    await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result=1)
+    task = await claimed_task(store, locked_by="s1")
+    await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=1)
 
     with pytest.raises(InvalidStateError):
         await store.cancel_task(task.id)

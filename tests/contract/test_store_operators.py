@@ -13,7 +13,7 @@ import pytest
 
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, OperatorExistsError, UnknownOperatorError
-from shepherd.store.operator_facade import TOUCH_EVERY
+from shepherd.store.ops.operators import TOUCH_EVERY
 from shepherd.store.sqlite import path_from_url
 from support.factories import claimed_task, leadership, new_task, snapshot
 
@@ -105,7 +105,7 @@ async def test_operators_are_listed_by_name_with_their_last_use(
 async def test_retry_and_cancel_record_who_did_it(store: Store) -> None:
     task = await claimed_task(store)
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error={"m": "x"}
+        task.id, locked_by="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error={"m": "x"}
     )
     await store.retry_task(task.id, by="alice")
     await store.cancel_task(task.id, by=" bob ")
@@ -159,10 +159,10 @@ async def test_ended_tasks_are_counted_by_slice_and_state(
         fake_clock.set(since + timedelta(seconds=60 * slice_index + 5))
         task = await claimed_task(store)
         if state is ProcessState.PROCESSED:
-            await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result=1)
+            await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=1)
         else:
             await store.fail_task(
-                task.id, owner="s1", epoch=task.lock_epoch, state=state, error={"m": "x"}
+                task.id, locked_by="s1", epoch=task.lock_epoch, state=state, error={"m": "x"}
             )
         ended.append((slice_index, state))
     cancelled = (await store.submit_task(new_task("wf"))).task_id

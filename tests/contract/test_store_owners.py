@@ -81,13 +81,17 @@ async def test_the_same_owner_taking_back_an_expired_key_gets_a_new_epoch(
     (taken,) = await store.take_keys(AGENT, ["csv"], owner="p1", lease=LEASE)
     # Writes of its handling from before the gap carry epoch 1 and are refused.
     assert taken.lease.epoch == 2
-    ok = await store.set_owner_state(AGENT, "csv", owner="p1", epoch=1, state={"offset": 1})
+    ok = await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=1, answers=[], state={"offset": 1}
+    )
     assert not ok
 
 
 async def test_a_released_key_is_free_and_keeps_its_state(store: Store) -> None:
     await store.take_keys(AGENT, ["csv"], owner="p1", lease=LEASE)
-    assert await store.set_owner_state(AGENT, "csv", owner="p1", epoch=1, state={"offset": 42})
+    assert await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=1, answers=[], state={"offset": 42}
+    )
 
     assert await store.release_keys(AGENT, ["csv", "never"], owner="p2") == 0  # not p2's
     assert await store.release_keys(AGENT, ["csv", "never"], owner="p1") == 1
@@ -99,16 +103,26 @@ async def test_a_released_key_is_free_and_keeps_its_state(store: Store) -> None:
 
 async def test_a_stale_owner_cannot_set_the_state(store: Store, fake_clock: FakeClock) -> None:
     await store.take_keys(AGENT, ["csv"], owner="p1", lease=LEASE)
-    assert await store.set_owner_state(AGENT, "csv", owner="p1", epoch=1, state={"offset": 10})
+    assert await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=1, answers=[], state={"offset": 10}
+    )
     fake_clock.advance(LEASE * 2)
 
     # Its lease ended: refused even before anyone else took the key.
-    assert not await store.set_owner_state(AGENT, "csv", owner="p1", epoch=1, state={"n": 1})
+    assert not await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=1, answers=[], state={"n": 1}
+    )
     (taken,) = await store.take_keys(AGENT, ["csv"], owner="p2", lease=LEASE)
     assert taken.state == {"offset": 10}
-    assert not await store.set_owner_state(AGENT, "csv", owner="p1", epoch=1, state={"n": 2})
-    assert not await store.set_owner_state(AGENT, "csv", owner="p1", epoch=2, state={"n": 3})
-    assert await store.set_owner_state(AGENT, "csv", owner="p2", epoch=2, state={"offset": 11})
+    assert not await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=1, answers=[], state={"n": 2}
+    )
+    assert not await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=2, answers=[], state={"n": 3}
+    )
+    assert await store.answer_owned(
+        AGENT, "csv", owner="p2", epoch=2, answers=[], state={"offset": 11}
+    )
 
     await store.release_keys(AGENT, ["csv"], owner="p2")
     (again,) = await store.take_keys(AGENT, ["csv"], owner="p3", lease=LEASE)
@@ -117,13 +131,16 @@ async def test_a_stale_owner_cannot_set_the_state(store: Store, fake_clock: Fake
 
 async def test_a_state_that_is_not_json_is_refused_and_changes_nothing(store: Store) -> None:
     await store.take_keys(AGENT, ["csv"], owner="p1", lease=LEASE)
-    assert await store.set_owner_state(AGENT, "csv", owner="p1", epoch=1, state={"offset": 1})
+    assert await store.answer_owned(
+        AGENT, "csv", owner="p1", epoch=1, answers=[], state={"offset": 1}
+    )
     with pytest.raises(PayloadError):
-        await store.set_owner_state(
+        await store.answer_owned(
             AGENT,
             "csv",
             owner="p1",
             epoch=1,
+            answers=[],
             state={"bad": object()},
         )
     await store.release_keys(AGENT, ["csv"], owner="p1")

@@ -64,29 +64,29 @@ async def totals(backend: Backend, url: str) -> dict[str, int]:
 async def processed_with_everything(store: Store, *, key: str | None = "order-1") -> Task:
     """A processed task with rows in every table: steps, events, done keys (done and
     started), a reply never recorded and a request never taken."""
-    task = await claimed_task(store, owner="s1", key=key)
+    task = await claimed_task(store, locked_by="s1", key=key)
     await store.start_step(step_start(task, seq=1, agent="a"))
     first = await taken_request(store, agent="a")
     assert (await store.begin_once(f"{task.id}/1", holder="w1"))[0] == "new"
     assert await store.finish_once(f"{task.id}/1", holder="w1", result={"charged": 1})
     assert (await store.begin_once(f"{task.id}/1/mail", holder="w1"))[0] == "new"
     assert await store.reply_and_ack(first, worker="w1", ok=True, body={"ok": 1})
-    assert [ok for _, ok in await store.record_replies(owner="s1", limit=10)] == [True]
+    assert [ok for _, ok in await store.record_replies(locked_by="s1", limit=10)] == [True]
     await store.start_step(step_start(task, seq=2, agent="a"))
     second = await taken_request(store, agent="a")
     assert await store.reply_and_ack(second, worker="w1", ok=True, body={"late": 1})
     await store.start_step(step_start(task, seq=3, agent="b"))
-    await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result={"done": 1})
+    await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result={"done": 1})
     return task
 
 
 async def ended(store: Store, state: ProcessState, *, key: str | None = None) -> Task:
     """A task its owner ended in `state` (compensated, cancelled or error) after one step."""
-    task = await claimed_task(store, owner="s1", key=key)
+    task = await claimed_task(store, locked_by="s1", key=key)
     await store.start_step(step_start(task, seq=1, agent="a"))
     assert (await store.begin_once(f"{task.id}/1", holder="w1"))[0] == "new"
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=state, error={"reason": "x"}
+        task.id, locked_by="s1", epoch=task.lock_epoch, state=state, error={"reason": "x"}
     )
     return task
 
@@ -98,11 +98,11 @@ async def every_state(store: Store, *, pending: bool = True) -> dict[str, Task]:
         "compensated": await ended(store, ProcessState.COMPENSATED, key="order-2"),
         "cancelled": await ended(store, ProcessState.CANCELLED),
         "error": await ended(store, ProcessState.ERROR, key="order-3"),
-        "processing": await claimed_task(store, owner="s1"),
+        "processing": await claimed_task(store, locked_by="s1"),
     }
-    compensating = await claimed_task(store, owner="s1")
+    compensating = await claimed_task(store, locked_by="s1")
     await store.start_compensation(
-        compensating.id, owner="s1", epoch=compensating.lock_epoch, error={"reason": "undo"}
+        compensating.id, locked_by="s1", epoch=compensating.lock_epoch, error={"reason": "undo"}
     )
     tasks["compensating"] = compensating
     if pending:

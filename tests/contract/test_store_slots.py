@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -104,26 +103,6 @@ async def test_an_expired_slot_is_free_and_a_renewed_one_is_not(
     assert await store.renew_slots(worker="w2", lease=LEASE) == []
 
 
-async def test_listed_slots_say_who_holds_them_until_when(
-    store: Store, fake_clock: FakeClock
-) -> None:
-    await store.add_resource(DB)
-    await store.add_resource(Resource(name="db2", kind="sqlite", info={}, capacity=1))
-    start = fake_clock.now()
-    await take(store, "a1", worker="w1")
-    fake_clock.advance(1.0)
-    await take(store, "b1", worker="w2", resource="db2")
-
-    listed = await store.list_slots()
-    assert [(s.resource, s.holder, s.worker) for s in listed] == [
-        ("db", "a1", "w1"),
-        ("db2", "b1", "w2"),
-    ]
-    assert listed[0].acquired_at == start
-    assert listed[0].expires_at == start + timedelta(seconds=LEASE)
-    assert [s.holder for s in await store.list_slots("db2")] == ["b1"]
-
-
 async def test_a_release_rings_the_slots_channel(store: Store) -> None:
     await store.add_resource(DB)
     await take(store, "h1")
@@ -137,7 +116,7 @@ async def test_a_release_rings_the_slots_channel(store: Store) -> None:
 async def holding_the_only_slot(store: Store) -> tuple[Task, Request, Slot]:
     """A task's step request taken by w1, whose handling holds the one slot of `db`."""
     await store.add_resource(Resource(name="db", kind="sqlite", info={}, capacity=1))
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(step_start(task, seq=1, agent="a"))
     request = await taken_request(store, agent="a")
     slot = Slot("db", "w1:1:1")
@@ -154,7 +133,9 @@ async def test_a_reply_gives_its_slot_back_in_the_same_transaction(store: Store)
 
     assert freed.is_set()
     assert await take(store, "other")
-    (reply,) = [r for r, recorded in await store.record_replies(owner="s1", limit=10) if recorded]
+    (reply,) = [
+        r for r, recorded in await store.record_replies(locked_by="s1", limit=10) if recorded
+    ]
     assert (reply.task_id, reply.body) == (task.id, {"done": 1})
 
 

@@ -49,7 +49,7 @@ def resolution(
 async def test_start_step_records_the_resolution_on_the_step_and_its_request(
     store: Store,
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     where = resolution()
 
     await store.start_step(replace(step_start(task, seq=1, agent="a"), resolution=where))
@@ -64,7 +64,7 @@ async def test_start_step_records_the_resolution_on_the_step_and_its_request(
 
 
 async def test_a_step_without_an_entity_has_no_resolution(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
 
     await store.start_step(step_start(task, seq=1, agent="a"))
 
@@ -76,7 +76,7 @@ async def test_a_step_without_an_entity_has_no_resolution(store: Store) -> None:
 
 async def test_steps_started_together_keep_their_own_resolutions(store: Store) -> None:
     tasks = [await submitted_task(store, data={"i": i}) for i in range(3)]
-    claimed = {t.id: t for t in await store.claim_tasks(owner="s1", limit=10)}
+    claimed = {t.id: t for t in await store.claim_tasks(locked_by="s1", limit=10)}
     assert set(claimed) == {t.id for t in tasks}
     wanted = {
         tasks[0].id: resolution("user-1", "p1", ORDERS_1),
@@ -103,11 +103,11 @@ async def test_steps_started_together_keep_their_own_resolutions(store: Store) -
 async def test_a_later_attempt_is_recorded_with_the_resolution_it_is_sent_with(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     first = resolution()
     await store.start_step(replace(step_start(task, seq=1), resolution=first))
     reset = await supervisor_reset(store, fake_clock, task)
-    (again,) = await store.claim_tasks(owner="s2", limit=10)
+    (again,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert again.id == reset.id
     assert [s.resolution for s in again.steps] == [first], "a claim reads the recorded one"
 
@@ -121,7 +121,7 @@ async def test_a_later_attempt_is_recorded_with_the_resolution_it_is_sent_with(
 
 
 async def test_an_unencodable_resolution_is_refused_and_changes_nothing(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     before = await snapshot(store, task.id)
     huge = Resource(name="big", kind="http", info={"blob": "x" * (2 * MAX_PAYLOAD_BYTES)})
 

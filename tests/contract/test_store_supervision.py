@@ -81,7 +81,7 @@ async def test_leases_are_exclusive_across_connections(stores: Stores) -> None:
 
 async def test_the_old_leaders_decisions_are_refused(store: Store, fake_clock: FakeClock) -> None:
     old = await leadership(store, holder="a", ttl=5.0)
-    task = await claimed_task(store, owner="s1", complete_within=10.0)
+    task = await claimed_task(store, locked_by="s1", complete_within=10.0)
     fake_clock.advance(10.5)
     assert await store.acquire_lease(SUPERVISOR_LEASE, holder="b", ttl=5.0) is not None
     (expired,) = await store.expired_claims(limit=10)
@@ -103,7 +103,7 @@ async def test_a_leader_whose_lease_lapsed_is_refused_even_if_no_one_took_it(
     store: Store, fake_clock: FakeClock
 ) -> None:
     lease = await leadership(store, holder="a", ttl=5.0)
-    task = await claimed_task(store, owner="s1", complete_within=1.0)
+    task = await claimed_task(store, locked_by="s1", complete_within=1.0)
     fake_clock.advance(6.0)
     (expired,) = await store.expired_claims(limit=10)
     decision = on_expired(expired, SupervisionPolicy(), now=store.now(), rng=random.Random(0))
@@ -117,11 +117,11 @@ async def test_a_leader_whose_lease_lapsed_is_refused_even_if_no_one_took_it(
 async def test_a_decision_about_an_older_epoch_is_refused(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner="s1", complete_within=1.0)
+    task = await claimed_task(store, locked_by="s1", complete_within=1.0)
     expired = await expire(store, fake_clock, task)
     # Before the supervisor acts, the owner gives the task back and another claims it.
-    await store.release_tasks([task.id], owner="s1")
-    (current,) = await store.claim_tasks(owner="s2", limit=10)
+    await store.release_tasks([task.id], locked_by="s1")
+    (current,) = await store.claim_tasks(locked_by="s2", limit=10)
     lease = await leadership(store)
     decision = on_expired(expired, SupervisionPolicy(), now=store.now(), rng=random.Random(0))
 
@@ -135,8 +135,8 @@ async def test_a_decision_about_an_older_epoch_is_refused(
 async def test_expired_claims_lists_only_owned_tasks_past_complete_by(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    short = await claimed_task(store, owner="s1", complete_within=1.0)
-    await claimed_task(store, owner="s1", complete_within=60.0)
+    short = await claimed_task(store, locked_by="s1", complete_within=1.0)
+    await claimed_task(store, locked_by="s1", complete_within=60.0)
     await store.submit_task(new_task())
 
     fake_clock.advance(2.0)
@@ -147,7 +147,7 @@ async def test_expired_claims_lists_only_owned_tasks_past_complete_by(
 async def test_escalate_moves_the_task_to_error_with_the_reason(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner="s1", complete_within=1.0)
+    task = await claimed_task(store, locked_by="s1", complete_within=1.0)
     await store.start_step(step_start(task, seq=1, agent="a", within=0.5))
     expired = await expire(store, fake_clock, task)
     decision = on_expired(
@@ -166,13 +166,13 @@ async def test_escalate_moves_the_task_to_error_with_the_reason(
     )
     assert after.error == {"reason": decision.reason}
     assert await store.take_requests(agents=["a"], worker="w", limit=10) == []
-    assert await store.claim_tasks(owner="s2", limit=10) == []
+    assert await store.claim_tasks(locked_by="s2", limit=10) == []
 
 
 async def test_compensate_makes_the_task_claimable_as_compensating(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner="s1", complete_within=1.0)
+    task = await claimed_task(store, locked_by="s1", complete_within=1.0)
     expired = await expire(store, fake_clock, task)
     decision = on_expired(
         expired,
@@ -184,7 +184,7 @@ async def test_compensate_makes_the_task_claimable_as_compensating(
 
     assert await store.apply_supervision(expired, decision, leader=await leadership(store))
 
-    (claimed,) = await store.claim_tasks(owner="s2", limit=10)
+    (claimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert claimed.process_state is ProcessState.COMPENSATING
     assert claimed.lock_epoch == task.lock_epoch + 2
 
@@ -192,25 +192,25 @@ async def test_compensate_makes_the_task_claimable_as_compensating(
 async def test_a_reset_compensating_task_stays_compensating(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner="s1", complete_within=1.0)
-    await store.start_compensation(task.id, owner="s1", epoch=task.lock_epoch, error={"r": 1})
+    task = await claimed_task(store, locked_by="s1", complete_within=1.0)
+    await store.start_compensation(task.id, locked_by="s1", epoch=task.lock_epoch, error={"r": 1})
 
     reset = await supervisor_reset(store, fake_clock, task)
 
     assert (reset.process_state, reset.locked_by) == (ProcessState.COMPENSATING, None)
-    (claimed,) = await store.claim_tasks(owner="s2", limit=10)
+    (claimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert claimed.process_state is ProcessState.COMPENSATING
 
 
 async def test_start_compensation_gives_compensation_its_own_failure_budget(
     store: Store, fake_clock: FakeClock
 ) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await supervisor_reset(store, fake_clock, task)
-    (again,) = await store.claim_tasks(owner="s1", limit=10)
+    (again,) = await store.claim_tasks(locked_by="s1", limit=10)
     assert again.failure_count == 1
 
-    await store.start_compensation(again.id, owner="s1", epoch=again.lock_epoch, error={"r": 1})
+    await store.start_compensation(again.id, locked_by="s1", epoch=again.lock_epoch, error={"r": 1})
 
     after = await store.get_task(task.id)
     assert after is not None

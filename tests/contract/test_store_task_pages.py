@@ -69,7 +69,7 @@ async def test_a_page_continues_after_its_cursor_whatever_is_submitted_meanwhile
 
 async def test_filters_page_in_order(store: Store, fake_clock: FakeClock) -> None:
     ids = await _made(store, fake_clock, 12)
-    claimed = {t.id for t in await store.claim_tasks(owner="s1", limit=5)}
+    claimed = {t.id for t in await store.claim_tasks(locked_by="s1", limit=5)}
     by_id = {t.id: t for t in await store.list_tasks(limit=100)}
 
     def expected(keep: Any) -> list[str]:
@@ -190,7 +190,7 @@ async def test_every_combination_of_filters_lists_what_matches_all_of_them(
     if many_ids:  # an id prefix is "shared by many ids": no range
         monkeypatch.setattr(task_filters, "MANY_IDS", 1)
     ids = await _made(store, fake_clock, 9, same_instant=2)
-    await store.claim_tasks(owner="s1", limit=4)
+    await store.claim_tasks(locked_by="s1", limit=4)
     every = await store.list_tasks(limit=100)
     assert [t.id for t in every] == ids
     middle = every[4]

@@ -31,7 +31,7 @@ async def test_the_submitters_context_is_kept_with_the_task(store: Store) -> Non
     got = await store.get_task(traced.task_id)
     assert got is not None
     assert got.trace == SUBMITTER
-    claimed = {t.id: t for t in await store.claim_tasks(owner="s1", limit=10)}
+    claimed = {t.id: t for t in await store.claim_tasks(locked_by="s1", limit=10)}
     assert claimed[traced.task_id].trace == SUBMITTER
     assert claimed[plain.task_id].trace is None
     listed = {t.id: t.trace for t in await store.list_tasks(limit=10)}
@@ -67,7 +67,7 @@ async def test_a_key_already_used_keeps_the_first_submitters_context(store: Stor
 
 
 async def test_a_steps_context_travels_on_its_request(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(replace(step_start(task, seq=1, agent="a"), trace=TASK_RUN))
     await store.start_step(step_start(task, seq=2, agent="b"))
 
@@ -76,7 +76,7 @@ async def test_a_steps_context_travels_on_its_request(store: Store) -> None:
 
 
 async def test_an_answers_context_travels_on_its_queued_reply(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(replace(step_start(task, seq=1, agent="a"), trace=TASK_RUN))
     await store.start_step(step_start(task, seq=2, agent="b"))
     first = await taken_request(store, agent="a")
@@ -85,7 +85,7 @@ async def test_an_answers_context_travels_on_its_queued_reply(store: Store) -> N
     assert await store.reply_and_ack(first, worker="w1", ok=True, body=1, trace=STEP) is True
     assert await store.reply_and_ack(second, worker="w1", ok=False, body={"type": "X"}) is True
 
-    recorded = await store.record_replies(owner="s1", limit=10)
+    recorded = await store.record_replies(locked_by="s1", limit=10)
     assert {(r.seq, r.trace, counted) for r, counted in recorded} == {
         (1, STEP, True),
         (2, None, True),
@@ -93,7 +93,7 @@ async def test_an_answers_context_travels_on_its_queued_reply(store: Store) -> N
 
 
 async def test_an_answer_recorded_where_it_is_made_keeps_its_context(store: Store) -> None:
-    task = await claimed_task(store, owner="s1")
+    task = await claimed_task(store, locked_by="s1")
     await store.start_step(replace(step_start(task, seq=1, agent="a"), trace=TASK_RUN))
     request = await taken_request(store, agent="a")
 

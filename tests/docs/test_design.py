@@ -15,7 +15,9 @@ def _excerpts() -> list[tuple[str, str]]:
         lines = block.splitlines()
         indent = len(lines[0]) - len(lines[0].lstrip())
         lines = [line[indent:] for line in lines]
-        assert lines[0].startswith("# src/"), f"an excerpt must name its file: {lines[0]!r}"
+        assert lines[0].startswith(("# src/", "# tests/")), (
+            f"an excerpt must name its file: {lines[0]!r}"
+        )
         found.append((lines[0][2:], "\n".join(lines[1:]).rstrip() + "\n"))
     return found
 

@@ -274,16 +274,18 @@ async def _put(
         task_id = (await store.submit_task(NewTask(workflow=workflow, input={}, key=key))).task_id
         if state is ProcessState.PENDING:
             return task_id
-        claimed = await store.claim_tasks(owner=_ELSEWHERE, limit=10_000)
+        claimed = await store.claim_tasks(locked_by=_ELSEWHERE, limit=10_000)
         others = [task.id for task in claimed if task.id != task_id]
         if others:
-            await store.release_tasks(others, owner=_ELSEWHERE)
+            await store.release_tasks(others, locked_by=_ELSEWHERE)
             raise AssertionError("put_task: put the pending tasks after the others")
         epoch = next(task.lock_epoch for task in claimed if task.id == task_id)
         if state is ProcessState.PROCESSED:
-            await store.finish_task(task_id, owner=_ELSEWHERE, epoch=epoch, result={"ok": True})
+            await store.finish_task(task_id, locked_by=_ELSEWHERE, epoch=epoch, result={"ok": True})
         elif state is not ProcessState.PROCESSING:
-            await store.fail_task(task_id, owner=_ELSEWHERE, epoch=epoch, state=state, error=error)
+            await store.fail_task(
+                task_id, locked_by=_ELSEWHERE, epoch=epoch, state=state, error=error
+            )
         return task_id
     finally:
         await store.close()

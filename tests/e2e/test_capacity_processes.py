@@ -31,6 +31,7 @@ from support import capacity_worker
 from support.capacity_worker import API_WORKFLOW, WORKFLOW, build_app, register
 from support.http_service import serve
 from support.processes import Worker, spawn_worker, workers
+from support.slots import held_slots
 
 if TYPE_CHECKING:
     from shepherd import App
@@ -163,10 +164,10 @@ async def test_the_slot_of_a_sigkilled_holder_is_free_once_its_lease_ends(
                 timeout=PATIENCE,
                 message="the first call never reached the service",
             )
-            (held,) = await app.store.list_slots("orders-db")
+            (held,) = await held_slots(shared_store, "orders-db")
             holder.kill()
             # A is dead: its slot's lease is final now (no renewal can move it).
-            (lease,) = await app.store.list_slots("orders-db")
+            (lease,) = await held_slots(shared_store, "orders-db")
             assert lease.holder == held.holder
             running.append(agents(shared_store, tmp_path, service, "b", slot_lease=1.5))
             after = [await app.submit(WORKFLOW, {"n": n}) for n in range(3)]
@@ -185,7 +186,7 @@ async def test_the_slot_of_a_sigkilled_holder_is_free_once_its_lease_ends(
     assert "a" not in service.served
     # B started its first call only once A's lease had expired (store clock vs
     # the service's clock: one machine, one clock; an order, not a duration).
-    assert service.first_start["b"] >= lease.expires_at.timestamp()
+    assert service.first_start["b"] >= lease.expires_at
 
 
 def most_in_any_window(starts: list[float], *, rate: float) -> list[tuple[int, float]]:

@@ -47,10 +47,10 @@ def failed_tasks(url: str, keys: list[str]) -> list[str]:
             for key in keys:
                 task = NewTask(workflow="orders.pay", input={}, key=key)
                 task_id = (await store.submit_task(task)).task_id
-                (claimed,) = await store.claim_tasks(owner=_OWNER, limit=10)
+                (claimed,) = await store.claim_tasks(locked_by=_OWNER, limit=10)
                 await store.fail_task(
                     task_id,
-                    owner=_OWNER,
+                    locked_by=_OWNER,
                     epoch=claimed.lock_epoch,
                     state=ProcessState.ERROR,
                     error={"reason": f"card of {key} declined twice"},

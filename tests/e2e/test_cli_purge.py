@@ -43,12 +43,12 @@ async def _ended(
     await store.open()
     try:
         task_id = (await store.submit_task(NewTask(workflow="hello", input={}, key=key))).task_id
-        (task,) = await store.claim_tasks(owner="elsewhere:1:aa/s", limit=1)
+        (task,) = await store.claim_tasks(locked_by="elsewhere:1:aa/s", limit=1)
         if state is ProcessState.PROCESSED:
-            await store.finish_task(task_id, owner=task.locked_by or "", epoch=1, result="hi")
+            await store.finish_task(task_id, locked_by=task.locked_by or "", epoch=1, result="hi")
         else:
             await store.fail_task(
-                task_id, owner=task.locked_by or "", epoch=1, state=state, error={"reason": "x"}
+                task_id, locked_by=task.locked_by or "", epoch=1, state=state, error={"reason": "x"}
             )
         if purge:
             assert await store.purge_tasks(ended_before=at + timedelta(seconds=1), limit=1) == 1

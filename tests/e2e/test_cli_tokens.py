@@ -53,10 +53,10 @@ def _in_store(url: str, work: Callable[[Any], Any]) -> Any:
 async def _failed(store: Any) -> str:
     """A task failed into `error` by its owner; its id."""
     task_id = (await store.submit_task(NewTask(workflow="orders.pay", input={}))).task_id
-    (claimed,) = await store.claim_tasks(owner=_OWNER, limit=10)
+    (claimed,) = await store.claim_tasks(locked_by=_OWNER, limit=10)
     await store.fail_task(
         task_id,
-        owner=_OWNER,
+        locked_by=_OWNER,
         epoch=claimed.lock_epoch,
         state=ProcessState.ERROR,
         error={"reason": "declined"},

@@ -49,7 +49,7 @@ async def test_a_thousand_queued_calls_of_one_key_make_ten_flushes(store_url: st
         ]
 
         async def queued() -> bool:
-            return (await caller.store.key_backlog(AGENT, "csv"))[0] == 1000
+            return (await caller.store.key_backlogs(AGENT)).get("csv", (0,))[0] == 1000
 
         await wait_until(queued, timeout=PATIENCE, message="the calls were not all queued")
         async with owner.running(["agent"]):
@@ -100,7 +100,7 @@ async def test_a_broken_batch_answers_every_caller_with_the_cause(
 
 
 async def _queued(app: App, n: int) -> bool:
-    return (await app.store.key_backlog(AGENT, "csv"))[0] == n
+    return (await app.store.key_backlogs(AGENT)).get("csv", (0,))[0] == n
 
 
 def test_bad_batches_are_refused(app: App) -> None:
@@ -142,4 +142,4 @@ async def test_after_a_flush_the_owner_waits_for_the_next_call_not_a_poll(store_
 
 
 async def _waiting(app: App, calls: int) -> bool:
-    return (await app.store.key_backlog(AGENT, "csv"))[0] == calls
+    return (await app.store.key_backlogs(AGENT)).get("csv", (0,))[0] == calls

@@ -78,8 +78,8 @@ async def test_beats_failing_for_the_ttl_stop_claims_until_a_beat_reaches_the_st
         return await register(instance, **row)
 
     # Instance attributes: only this app's registry sees them.
-    store.beat_worker = beat_worker  # type: ignore[method-assign]
-    store.register_worker = register_worker  # type: ignore[method-assign]
+    store.beat_worker = beat_worker
+    store.register_worker = register_worker
     async with app.running():
         await advance_until(
             fake_clock, lambda: beats >= 1, step=1.0, timeout=PATIENCE, message="no beat"

@@ -192,7 +192,7 @@ async def test_a_healthy_service_costs_no_breaker_writes(app: App, switch: Switc
         reports.append(failed)
         return await breaker_report(service, policy, failed=failed)
 
-    app.store.breaker_report = spy  # type: ignore[method-assign]
+    app.store.breaker_report = spy
 
     async with app.running():
         ids = [await app.submit("pay", {"n": n}) for n in range(10)]

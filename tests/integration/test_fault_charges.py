@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -23,6 +23,9 @@ from shepherd.errors import StoreUnavailableError
 from shepherd.outage import Outage
 from shepherd.testing import wait_until
 from support.factories import step_start
+
+if TYPE_CHECKING:
+    from shepherd.store.contract import Store
 
 ELSEWHERE = "elsewhere:4242:beef"
 log = logging.getLogger("test.fault_charges")
@@ -59,7 +62,7 @@ async def app(store_url: str) -> AsyncIterator[App]:
 async def claimed(app: App, owner: str) -> Task:
     """A task claimed by `owner` (its claim's window is the workflow's 0.2 s)."""
     task_id = await app.submit("once", None)
-    (task,) = await app.store.claim_tasks(owner=owner, limit=1)
+    (task,) = await app.store.claim_tasks(locked_by=owner, limit=1)
     assert task.id == task_id
     return task
 
@@ -142,10 +145,10 @@ class HeldReplies:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def record_replies(self, *, owner: str, limit: int) -> Any:
+    async def record_replies(self, *, locked_by: str, limit: int) -> Any:
         if self.held:
             raise StoreUnavailableError("injected: replies cannot be recorded")
-        return await self._store.record_replies(owner=owner, limit=limit)
+        return await self._store.record_replies(locked_by=locked_by, limit=limit)
 
 
 async def test_a_step_recorded_after_it_was_given_up_goes_on_under_its_claim(
@@ -161,7 +164,7 @@ async def test_a_step_recorded_after_it_was_given_up_goes_on_under_its_claim(
     """
     await app.open()
     store = HeldReplies(app.store)
-    app._store = store
+    app._store = cast("Store", store)  # a proxy: every other attribute is the store's
     caplog.set_level(logging.DEBUG, logger="shepherd.scheduler")
     task_id = await app.submit("once", None)
 

@@ -36,12 +36,12 @@ def _spy_on_queued_replies(app: App) -> list[int]:
     found: list[int] = []
     record_replies = app.store.record_replies
 
-    async def spy(*, owner: str, limit: int) -> Any:
-        taken = await record_replies(owner=owner, limit=limit)
+    async def spy(*, locked_by: str, limit: int) -> Any:
+        taken = await record_replies(locked_by=locked_by, limit=limit)
         found.extend(reply.seq for reply, _ in taken)
         return taken
 
-    app.store.record_replies = spy  # type: ignore[method-assign]
+    app.store.record_replies = spy
     return found
 
 
@@ -55,7 +55,7 @@ def _spy_on_taken_requests(app: App) -> list[int]:
         found.extend(request.seq for request in taken)
         return taken
 
-    app.store.take_requests = spy  # type: ignore[method-assign]
+    app.store.take_requests = spy
     return found
 
 

@@ -56,12 +56,14 @@ async def timed_app(store_url: str) -> AsyncIterator[tuple[App, FakeClock]]:
 
 async def _ended(app: App, state: ProcessState, *, key: str | None = None) -> str:
     """A task its owner ended in `state`, now (on the app's clock)."""
-    task = await claimed_task(app.store, owner="s1", key=key)
+    task = await claimed_task(app.store, locked_by="s1", key=key)
     if state is ProcessState.PROCESSED:
-        await app.store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result={"ok": 1})
+        await app.store.finish_task(
+            task.id, locked_by="s1", epoch=task.lock_epoch, result={"ok": 1}
+        )
     else:
         await app.store.fail_task(
-            task.id, owner="s1", epoch=task.lock_epoch, state=state, error={"reason": "x"}
+            task.id, locked_by="s1", epoch=task.lock_epoch, state=state, error={"reason": "x"}
         )
     return task.id
 
@@ -76,7 +78,7 @@ async def test_the_supervisors_leader_purges_ended_tasks_past_retention_and_then
     app, clock = timed_app
     old = [await _ended(app, ProcessState.PROCESSED, key=f"order-{n}") for n in range(5)]
     error = await _ended(app, ProcessState.ERROR, key="order-e")
-    running = (await claimed_task(app.store, owner="elsewhere:1:aa/s")).id
+    running = (await claimed_task(app.store, locked_by="elsewhere:1:aa/s")).id
     clock.advance(RETENTION - 60)
     recent = await _ended(app, ProcessState.CANCELLED)
     pending = (await submitted_task(app.store)).id

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -22,6 +22,9 @@ from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import CommitUnknownError, RoleStoppedError, StoreUnavailableError
 from shepherd.testing import wait_until
+
+if TYPE_CHECKING:
+    from shepherd.store.contract import Store
 
 
 class FlakyStore:
@@ -71,7 +74,7 @@ def three_steps(app: App) -> None:
 async def flaky(app: App) -> FlakyStore:
     await app.open()
     wrapper = FlakyStore(app.store)
-    app._store = wrapper
+    app._store = cast("Store", wrapper)  # a proxy: every other attribute is the store's
     return wrapper
 
 

@@ -31,7 +31,7 @@ async def test_a_reset_names_an_owner_the_registry_deems_dead(app: App, owner_st
     if owner_state == "stopped":
         await store.stop_worker(instance)
     task_id = await app.submit("slow", None)
-    (claimed,) = await store.claim_tasks(owner=f"{instance}/s", limit=1)
+    (claimed,) = await store.claim_tasks(locked_by=f"{instance}/s", limit=1)
     assert claimed.id == task_id
 
     async def reset_reason() -> str | None:

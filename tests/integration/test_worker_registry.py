@@ -7,7 +7,6 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +17,11 @@ from shepherd import App
 from shepherd.core.workers import Worker, WorkerState
 from shepherd.errors import StoreDamagedError, StoreUnavailableError
 from shepherd.registry import WorkerRegistry
+from shepherd.store.ops import BeatWorker, RegisterWorker, StopWorker
+from shepherd.store.roles import RegistryStore
 from shepherd.store.watch import StoreWatch
 from shepherd.testing import wait_until
+from support.fake_store import ByOperation, Handlers
 
 
 async def test_a_running_app_registers_and_marks_itself_stopped(app: App) -> None:
@@ -57,7 +59,7 @@ async def _registered(app: App) -> bool:
 
 # -- the loop against a store that misbehaves on cue ---------------------------
 @dataclass
-class FlakyStore:
+class FlakyStore(ByOperation, RegistryStore):
     """The registry's three operations, failing or answering as a test scripts them."""
 
     #: Outcomes of the next calls, in order: an exception to raise, or a beat's answer.
@@ -73,6 +75,9 @@ class FlakyStore:
     def watch(self) -> StoreWatch:
         return StoreWatch(self.now)
 
+    def handlers(self) -> Handlers:
+        return {RegisterWorker: self.register, BeatWorker: self.beat, StopWorker: self.stop}
+
     def _next(self, name: str) -> object:
         self.calls.append(name)
         if not self.script:
@@ -83,31 +88,23 @@ class FlakyStore:
             raise outcome
         return outcome
 
-    async def register_worker(
-        self,
-        instance: str,
-        *,
-        host: str,
-        pid: int,
-        roles: Sequence[str],
-        agents: Sequence[str],
-    ) -> Worker:
+    async def register(self, op: RegisterWorker) -> Worker:
         self._next("register")
         now = datetime.now(UTC)
         return Worker(
-            instance=instance,
-            host=host,
-            pid=pid,
-            roles=tuple(roles),
-            agents=tuple(agents),
+            instance=op.instance,
+            host=op.host,
+            pid=op.pid,
+            roles=tuple(op.roles),
+            agents=tuple(op.agents),
             started_at=now,
             beat_at=now,
         )
 
-    async def beat_worker(self, instance: str) -> bool:
+    async def beat(self, op: BeatWorker) -> bool:
         return bool(self._next("beat"))
 
-    async def stop_worker(self, instance: str) -> None:
+    async def stop(self, op: StopWorker) -> None:
         self.calls.append("stop")
         if self.stop_forever:
             await asyncio.Event().wait()

@@ -43,8 +43,8 @@ async def test_a_timeline_reads_on_until_the_processed_tasks_events_are_there(
     async with await psycopg.AsyncConnection.connect(postgres_url) as other:
         await other.execute("SELECT pg_current_xact_id()")  # open, and older than the events
         task_id = (await store.submit_task(NewTask(workflow="wf", input=None))).task_id
-        (task,) = await store.claim_tasks(owner="s1", limit=1)
-        await store.finish_task(task_id, owner="s1", epoch=task.lock_epoch, result=None)
+        (task,) = await store.claim_tasks(locked_by="s1", limit=1)
+        await store.finish_task(task_id, locked_by="s1", epoch=task.lock_epoch, result=None)
 
         held_back = await timeline(store, [task_id])
         assert (held_back.received, held_back.processed) == ({}, {})

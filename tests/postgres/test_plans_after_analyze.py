@@ -72,7 +72,7 @@ async def analyze(url: str) -> None:
 async def claimed_with_a_step(store: PostgresStore, owner: str) -> list[Task]:
     """N new tasks claimed by `owner`, each with its first step sent."""
     await store.submit_tasks([NewTask(workflow="wf", input={"n": n}) for n in range(N)])
-    tasks = await store.claim_tasks(owner=owner, limit=N)
+    tasks = await store.claim_tasks(locked_by=owner, limit=N)
     assert len(tasks) == N
     for task in tasks:
         await store.start_step(step_start(task, seq=1, agent="a"))
@@ -91,12 +91,12 @@ async def test_a_steps_round_trip_touches_rows_in_proportion(
         requests = await store.take_requests(agents=["a"], worker="w0", limit=N)
         for request in requests:
             assert await store.reply_and_ack(request, worker="w0", ok=True, body=None)
-        assert len(await store.record_replies(owner=f"s0-{burst}", limit=N)) == N
+        assert len(await store.record_replies(locked_by=f"s0-{burst}", limit=N)) == N
     await analyze(postgres_url)
     tasks = await claimed_with_a_step(store, "s1")
     now = store.now()
 
-    take = ("w1", ["a"], now, now, ["a"], now, now, 0, N)
+    take = ("w1", now, now, ["a"], now, now, ["a"], now, now, 0, N)
     assert await work(postgres_url, queues._TAKE, take) <= PER_ROW * N
 
     requests = await store.take_requests(agents=["a"], worker="w1", limit=N)

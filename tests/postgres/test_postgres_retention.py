@@ -18,8 +18,8 @@ pytestmark = pytest.mark.postgres
 
 async def _processed(store: PostgresStore, key: str) -> str:
     task_id = (await store.submit_task(NewTask(workflow="wf", input=None, key=key))).task_id
-    (task,) = await store.claim_tasks(owner="s1", limit=1)
-    await store.finish_task(task_id, owner="s1", epoch=task.lock_epoch, result=None)
+    (task,) = await store.claim_tasks(locked_by="s1", limit=1)
+    await store.finish_task(task_id, locked_by="s1", epoch=task.lock_epoch, result=None)
     return task_id
 
 

@@ -42,7 +42,7 @@ async def submit(store: PostgresStore, data: object = None, **kw: object) -> str
 
 async def claim_one(store: PostgresStore, owner: str = "s1") -> Task:
     await submit(store, {"n": 1})
-    (task,) = await store.claim_tasks(owner=owner, limit=1)
+    (task,) = await store.claim_tasks(locked_by=owner, limit=1)
     return task
 
 
@@ -51,7 +51,7 @@ def step(
 ) -> StepStart:
     return StepStart(
         task_id=task.id,
-        owner=owner,
+        locked_by=owner,
         epoch=task.lock_epoch,
         seq=seq,
         agent=str(kw.pop("agent", "charge")),
@@ -145,11 +145,12 @@ async def test_submit_refuses_nul_and_changes_nothing(store: PostgresStore) -> N
 
 
 async def test_one_bad_operation_fails_only_its_caller(store: PostgresStore) -> None:
-    good, bad = await asyncio.gather(
+    both = await asyncio.gather(
         store.submit_task(NewTask(workflow="wf", input=1)),
         store.submit_task(NewTask(workflow="w\x00f", input=2)),  # PostgreSQL text refuses NUL
         return_exceptions=True,
     )
+    good, bad = both
     assert not isinstance(good, BaseException)
     assert good.created
     assert isinstance(bad, Exception)
@@ -163,12 +164,12 @@ async def test_claim_takes_pending_tasks_and_bumps_the_epoch(
     store: PostgresStore, fake_clock: FakeClock
 ) -> None:
     task_id = await submit(store, complete_within=30.0)
-    (task,) = await store.claim_tasks(owner="s1", limit=10)
+    (task,) = await store.claim_tasks(locked_by="s1", limit=10)
     assert task.id == task_id
     assert task.process_state is ProcessState.PROCESSING
     assert (task.locked_by, task.lock_epoch, task.steps) == ("s1", 1, ())
     assert task.complete_by == fake_clock.now() + timedelta(seconds=30)
-    assert await store.claim_tasks(owner="s2", limit=10) == []
+    assert await store.claim_tasks(locked_by="s2", limit=10) == []
     events = await store.task_events(task_id)
     assert events[-1].kind == "claimed"
     assert events[-1].detail == {"owner": "s1", "lock_epoch": 1}
@@ -177,8 +178,8 @@ async def test_claim_takes_pending_tasks_and_bumps_the_epoch(
 async def test_claim_returns_recorded_steps_on_a_reclaim(store: PostgresStore) -> None:
     task = await claim_one(store)
     await store.start_step(step(task))
-    assert await store.release_tasks([task.id], owner="s1") == 1
-    (again,) = await store.claim_tasks(owner="s2", limit=1)
+    assert await store.release_tasks([task.id], locked_by="s1") == 1
+    (again,) = await store.claim_tasks(locked_by="s2", limit=1)
     assert again.lock_epoch == 3  # bumped by the release, then by the claim
     assert [(s.seq, s.state, s.request) for s in again.steps] == [
         (0, StepState.RUNNING, {"amount": 5})
@@ -193,10 +194,10 @@ async def test_claim_skips_rows_locked_by_another_transaction(
     async with await psycopg.AsyncConnection.connect(postgres_url) as other:
         await other.execute("SELECT id FROM tasks WHERE id = %s FOR UPDATE", (locked,))
         # SKIP LOCKED: no wait for the other transaction, and no double claim.
-        claimed = await asyncio.wait_for(store.claim_tasks(owner="s1", limit=10), 5)
+        claimed = await asyncio.wait_for(store.claim_tasks(locked_by="s1", limit=10), 5)
         assert [t.id for t in claimed] == [free]
         await other.rollback()
-    assert [t.id for t in await store.claim_tasks(owner="s1", limit=10)] == [locked]
+    assert [t.id for t in await store.claim_tasks(locked_by="s1", limit=10)] == [locked]
 
 
 async def test_concurrent_claimers_never_share_a_task(open_store: OpenStore) -> None:
@@ -205,7 +206,7 @@ async def test_concurrent_claimers_never_share_a_task(open_store: OpenStore) -> 
     got: dict[str, list[str]] = {f"s{i}": [] for i in range(len(stores))}
 
     async def claimer(store: PostgresStore, owner: str) -> None:
-        while claimed := await store.claim_tasks(owner=owner, limit=7):
+        while claimed := await store.claim_tasks(locked_by=owner, limit=7):
             got[owner].extend(t.id for t in claimed)
 
     await asyncio.gather(*(claimer(s, f"s{i}") for i, s in enumerate(stores)))
@@ -228,9 +229,9 @@ async def test_not_before_holds_a_task_back(store: PostgresStore, fake_clock: Fa
     lease = await store.acquire_lease("supervisor", holder="v", ttl=10)
     assert lease is not None
     assert await store.apply_supervision(task, reset, leader=lease)
-    assert await store.claim_tasks(owner="s2", limit=1) == []
+    assert await store.claim_tasks(locked_by="s2", limit=1) == []
     fake_clock.advance(5)
-    (again,) = await store.claim_tasks(owner="s2", limit=1)
+    (again,) = await store.claim_tasks(locked_by="s2", limit=1)
     assert (again.id, again.failure_count, again.lock_epoch) == (task.id, 1, 3)
 
 
@@ -258,18 +259,18 @@ async def test_start_step_writes_the_step_and_its_request(
 
 async def test_stale_epoch_raises_and_changes_nothing(store: PostgresStore) -> None:
     task = await claim_one(store)
-    assert await store.release_tasks([task.id], owner="s1") == 1
-    (fresh,) = await store.claim_tasks(owner="s2", limit=1)
+    assert await store.release_tasks([task.id], locked_by="s1") == 1
+    (fresh,) = await store.claim_tasks(locked_by="s2", limit=1)
     before = await store.get_task(task.id)
     for write in (
         store.start_step(step(task)),
-        store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result=1),
+        store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=1),
         store.fail_task(
-            task.id, owner="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error="x"
+            task.id, locked_by="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error="x"
         ),
-        store.start_compensation(task.id, owner="s1", epoch=task.lock_epoch, error="x"),
+        store.start_compensation(task.id, locked_by="s1", epoch=task.lock_epoch, error="x"),
         # The right epoch but the wrong owner is fenced off too.
-        store.finish_task(task.id, owner="s1", epoch=fresh.lock_epoch, result=1),
+        store.finish_task(task.id, locked_by="s1", epoch=fresh.lock_epoch, result=1),
     ):
         with pytest.raises(StaleEpochError) as caught:
             await write
@@ -280,11 +281,11 @@ async def test_stale_epoch_raises_and_changes_nothing(store: PostgresStore) -> N
 
 async def test_stale_and_fresh_writes_in_one_batch(store: PostgresStore) -> None:
     stale = await claim_one(store)
-    assert await store.release_tasks([stale.id], owner="s1") == 1
-    (fresh,) = await store.claim_tasks(owner="s2", limit=1)
+    assert await store.release_tasks([stale.id], locked_by="s1") == 1
+    (fresh,) = await store.claim_tasks(locked_by="s2", limit=1)
     outcomes = await asyncio.gather(
-        store.finish_task(stale.id, owner="s1", epoch=stale.lock_epoch, result="zombie"),
-        store.finish_task(fresh.id, owner="s2", epoch=fresh.lock_epoch, result="owner"),
+        store.finish_task(stale.id, locked_by="s1", epoch=stale.lock_epoch, result="zombie"),
+        store.finish_task(fresh.id, locked_by="s2", epoch=fresh.lock_epoch, result="owner"),
         return_exceptions=True,
     )
     assert isinstance(outcomes[0], StaleEpochError)
@@ -302,11 +303,11 @@ async def test_reply_is_recorded_once_for_the_current_attempt(store: PostgresSto
     await store.start_step(step(task))
     (request,) = await store.take_requests(agents=["charge"], worker="w1", limit=10)
     assert await store.reply_and_ack(request, worker="w1", ok=True, body={"paid": True})
-    ((reply, recorded),) = await store.record_replies(owner="s1", limit=10)
+    ((reply, recorded),) = await store.record_replies(locked_by="s1", limit=10)
     assert recorded
     assert reply.body == {"paid": True}
     assert reply.ok
-    assert await store.record_replies(owner="s1", limit=10) == []
+    assert await store.record_replies(locked_by="s1", limit=10) == []
     current = await store.get_task(task.id)
     assert current is not None
     assert (current.steps[0].state, current.steps[0].result) == (
@@ -325,7 +326,7 @@ async def test_failed_reply_marks_the_step_failed(store: PostgresStore) -> None:
     await store.start_step(step(task))
     (request,) = await store.take_requests(agents=["charge"], worker="w1", limit=10)
     assert await store.reply_and_ack(request, worker="w1", ok=False, body={"type": "Declined"})
-    ((_, recorded),) = await store.record_replies(owner="s1", limit=10)
+    ((_, recorded),) = await store.record_replies(locked_by="s1", limit=10)
     assert recorded
     current = await store.get_task(task.id)
     assert current is not None
@@ -340,7 +341,7 @@ async def test_record_replies_discards_stale_replies(store: PostgresStore) -> No
     (old,) = await store.take_requests(agents=["charge"], worker="w1", limit=10)
     assert await store.reply_and_ack(old, worker="w1", ok=True, body="late")
     await store.start_step(step(task, attempt=2))  # the step was resent meanwhile
-    ((reply, recorded),) = await store.record_replies(owner="s1", limit=10)
+    ((reply, recorded),) = await store.record_replies(locked_by="s1", limit=10)
     assert (reply.attempt, recorded) == (1, False)
     current = await store.get_task(task.id)
     assert current is not None
@@ -385,7 +386,7 @@ async def test_unencodable_reply_becomes_a_payload_failure(store: PostgresStore)
     await store.start_step(step(task))
     (request,) = await store.take_requests(agents=["charge"], worker="w1", limit=10)
     assert await store.reply_and_ack(request, worker="w1", ok=True, body={1, 2})
-    ((reply, _),) = await store.record_replies(owner="s1", limit=10)
+    ((reply, _),) = await store.record_replies(locked_by="s1", limit=10)
     assert not reply.ok
     assert reply.body["type"] == "PayloadError"
 
@@ -396,12 +397,16 @@ async def test_unencodable_reply_becomes_a_payload_failure(store: PostgresStore)
 async def test_finish_and_fail_end_the_task_and_say_so(store: PostgresStore) -> None:
     done = await claim_one(store)
     waiting = store.signals.event(ch.task_channel(done.id))
-    await store.finish_task(done.id, owner="s1", epoch=done.lock_epoch, result={"ok": 1})
+    await store.finish_task(done.id, locked_by="s1", epoch=done.lock_epoch, result={"ok": 1})
     assert waiting.is_set()
     failed = await claim_one(store)
     await store.start_step(step(failed))
     await store.fail_task(
-        failed.id, owner="s1", epoch=failed.lock_epoch, state=ProcessState.ERROR, error={"why": "x"}
+        failed.id,
+        locked_by="s1",
+        epoch=failed.lock_epoch,
+        state=ProcessState.ERROR,
+        error={"why": "x"},
     )
     assert await store.take_requests(agents=["charge"], worker="w", limit=10) == []
     ended = await store.get_task(failed.id)
@@ -417,12 +422,16 @@ async def test_finish_and_fail_end_the_task_and_say_so(store: PostgresStore) -> 
 
 async def test_start_compensation_keeps_the_claim(store: PostgresStore) -> None:
     task = await claim_one(store)
-    await store.start_compensation(task.id, owner="s1", epoch=task.lock_epoch, error={"e": 1})
+    await store.start_compensation(task.id, locked_by="s1", epoch=task.lock_epoch, error={"e": 1})
     current = await store.get_task(task.id)
     assert current is not None
     assert (current.process_state, current.locked_by) == (ProcessState.COMPENSATING, "s1")
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=ProcessState.COMPENSATED, error={"e": 1}
+        task.id,
+        locked_by="s1",
+        epoch=task.lock_epoch,
+        state=ProcessState.COMPENSATED,
+        error={"e": 1},
     )
     assert (await kinds(store, task.id))[-2:] == ["compensating", "compensated"]
 
@@ -522,7 +531,7 @@ async def test_escalate_and_compensate_decisions(
         3,
     )
     assert (compensating.process_state, compensating.locked_by) == (ProcessState.COMPENSATING, None)
-    (reclaimed,) = await store.claim_tasks(owner="s2", limit=10)
+    (reclaimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert (reclaimed.id, reclaimed.process_state) == (second.id, ProcessState.COMPENSATING)
 
 
@@ -534,9 +543,9 @@ async def _errored(store: PostgresStore) -> Task:
     await store.start_step(step(task))
     (request,) = await store.take_requests(agents=["charge"], worker="w", limit=1)
     await store.reply_and_ack(request, worker="w", ok=False, body="declined")
-    await store.record_replies(owner="s1", limit=10)
+    await store.record_replies(locked_by="s1", limit=10)
     await store.fail_task(
-        task.id, owner="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error="x"
+        task.id, locked_by="s1", epoch=task.lock_epoch, state=ProcessState.ERROR, error="x"
     )
     return task
 
@@ -550,7 +559,7 @@ async def test_retry_puts_an_error_task_back_from_its_failed_step(store: Postgre
         None,
     )
     assert retried.lock_epoch == task.lock_epoch + 1
-    (again,) = await store.claim_tasks(owner="s2", limit=1)
+    (again,) = await store.claim_tasks(locked_by="s2", limit=1)
     assert again.steps[0].state is StepState.NOT_STARTED
     last = (await store.task_events(task.id))[-2]
     assert (last.kind, last.detail) == ("retried", {"seq": None, "state": "pending"})
@@ -559,7 +568,7 @@ async def test_retry_puts_an_error_task_back_from_its_failed_step(store: Postgre
 async def test_resubmit_a_step_with_a_new_payload(store: PostgresStore) -> None:
     task = await _errored(store)
     await store.retry_task(task.id, seq=0, payload={"amount": 4})
-    (again,) = await store.claim_tasks(owner="s2", limit=1)
+    (again,) = await store.claim_tasks(locked_by="s2", limit=1)
     assert (again.steps[0].state, again.steps[0].request) == (StepState.NOT_STARTED, {"amount": 4})
     with pytest.raises(InvalidStateError):
         await store.retry_task(task.id)  # it is no longer in error
@@ -574,7 +583,7 @@ async def test_operator_errors(store: PostgresStore) -> None:
     with pytest.raises(InvalidStateError, match="step 7 missing"):
         await store.retry_task(task.id, seq=7)
     done = await claim_one(store)
-    await store.finish_task(done.id, owner="s1", epoch=done.lock_epoch, result=None)
+    await store.finish_task(done.id, locked_by="s1", epoch=done.lock_epoch, result=None)
     with pytest.raises(InvalidStateError, match="processed"):
         await store.cancel_task(done.id)
 
@@ -589,7 +598,7 @@ async def test_cancel_fences_the_owner_and_asks_for_compensation(store: Postgres
         None,
     )
     with pytest.raises(StaleEpochError):
-        await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result=1)
+        await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=1)
     assert await store.take_requests(agents=["charge"], worker="w", limit=10) == []
     assert (await kinds(store, task.id))[-1] == "cancel_requested"
 
@@ -600,8 +609,8 @@ async def test_cancel_fences_the_owner_and_asks_for_compensation(store: Postgres
 async def test_read_events_by_reply_to_and_cursor(store: PostgresStore) -> None:
     mine = await submit(store, 1, reply_to="app-1")
     await submit(store, 2, reply_to="app-2")
-    (claimed,) = [t for t in await store.claim_tasks(owner="s1", limit=10) if t.id == mine]
-    await store.finish_task(mine, owner="s1", epoch=claimed.lock_epoch, result="r")
+    (claimed,) = [t for t in await store.claim_tasks(locked_by="s1", limit=10) if t.id == mine]
+    await store.finish_task(mine, locked_by="s1", epoch=claimed.lock_epoch, result="r")
     events: list[Event] = []
 
     async def delivered() -> bool:  # final once older transactions in the cluster end
@@ -632,7 +641,7 @@ async def test_deadlines_use_the_database_clock(open_store: OpenStore) -> None:
     store = await open_store()  # the system clock: the database's now() decides
     assert store.database_clock
     task_id = await submit(store, complete_within=0.05)
-    (task,) = await store.claim_tasks(owner="s1", limit=1)
+    (task,) = await store.claim_tasks(locked_by="s1", limit=1)
     assert task.complete_by is not None
     assert abs((store.now() - task.complete_by).total_seconds()) < 5
     await wait_until(
@@ -654,9 +663,9 @@ async def test_a_commit_wakes_another_store_through_notify(open_store: OpenStore
     task_id = await submit(writer, 1)
     await asyncio.wait_for(tasks_rung.wait(), WAKE_DEADLINE)
     await asyncio.wait_for(events_rung.wait(), WAKE_DEADLINE)
-    (task,) = await writer.claim_tasks(owner="s1", limit=1)
+    (task,) = await writer.claim_tasks(locked_by="s1", limit=1)
     ended = reader.signals.event(ch.task_channel(task_id))
-    await writer.finish_task(task_id, owner="s1", epoch=task.lock_epoch, result=1)
+    await writer.finish_task(task_id, locked_by="s1", epoch=task.lock_epoch, result=1)
     await asyncio.wait_for(ended.wait(), WAKE_DEADLINE)
     assert reader.statistics()["notifications"] >= 3
 
@@ -680,7 +689,7 @@ async def test_work_notified_while_the_listener_was_down_is_still_found(
     await asyncio.wait_for(rung.wait(), WAKE_DEADLINE)  # ring_all after the reconnect
     assert reader.listener.reconnects == 1
     assert reader.listener.connected
-    assert [t.id for t in await reader.claim_tasks(owner="s2", limit=10)] == [task_id]
+    assert [t.id for t in await reader.claim_tasks(locked_by="s2", limit=10)] == [task_id]
     # And the new connection hears the next commit.
     again = reader.signals.event(ch.TASKS)
     await submit(writer, 2)
@@ -715,7 +724,7 @@ async def test_the_store_survives_its_connections_being_cut(
     await wait_until(ended, timeout=WAKE_DEADLINE)
     second = await submit(store, 2)  # the writer reconnects first
     assert await store.get_task(first) is not None  # the pool replaces its connections
-    assert {t.id for t in await store.claim_tasks(owner="s1", limit=10)} == {first, second}
+    assert {t.id for t in await store.claim_tasks(locked_by="s1", limit=10)} == {first, second}
     await wait_until(lambda: store.listener.reconnects == 1, timeout=WAKE_DEADLINE)
 
 
@@ -752,7 +761,7 @@ async def test_concurrent_workers_never_take_one_request_twice(open_store: OpenS
     owner = stores[0]
     for i in range(60):
         await submit(owner, i)
-    claimed = await owner.claim_tasks(owner="s1", limit=100)
+    claimed = await owner.claim_tasks(locked_by="s1", limit=100)
     await asyncio.gather(*(owner.start_step(step(t)) for t in claimed))
     taken: list[int] = []
 
@@ -769,11 +778,11 @@ async def test_fencing_is_checked_before_the_payload(store: PostgresStore) -> No
     with pytest.raises(PayloadError):
         await store.start_step(step(task, payload={"bad": float("nan")}))
     assert await store.take_requests(agents=["charge"], worker="w", limit=10) == []
-    assert await store.release_tasks([task.id], owner="s1") == 1
+    assert await store.release_tasks([task.id], locked_by="s1") == 1
     with pytest.raises(StaleEpochError):
         await store.start_step(step(task, payload={"bad": float("nan")}))
     with pytest.raises(StaleEpochError):
-        await store.finish_task(task.id, owner="s1", epoch=task.lock_epoch, result={1})
+        await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result={1})
 
 
 async def test_one_step_started_twice_in_a_batch_is_applied_in_order(store: PostgresStore) -> None:

@@ -73,7 +73,7 @@ async def test_a_submit_and_a_claim_in_one_batch_store_the_same_instant(
     # Started in one turn of the loop: one batch; both take the instant in SQL.
     new, (claimed,) = await asyncio.gather(
         store.submit_task(NewTask(workflow="wf", input="second")),
-        store.claim_tasks(owner="s1", limit=1),
+        store.claim_tasks(locked_by="s1", limit=1),
     )
 
     assert store.statistics()["batches"] - before["batches"] == 1
@@ -124,11 +124,12 @@ async def test_an_outcome_read_after_the_commit_that_fails_fails_its_caller_alon
     WRITES[SubmitTask] = later_for_bad
     try:
         before = store.statistics()["batches"]
-        good, bad = await asyncio.gather(
+        both = await asyncio.gather(
             store.submit_task(NewTask(workflow="wf", input=1, key="good")),
             store.submit_task(NewTask(workflow="wf", input=2, key="bad")),
             return_exceptions=True,
         )
+        good, bad = both
     finally:
         WRITES[SubmitTask] = submit
 

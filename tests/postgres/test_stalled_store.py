@@ -80,7 +80,7 @@ async def test_each_round_trip_through_a_stalled_path_fails_naming_store_timeout
                 await asyncio.wait_for(store.submit_task(new_task()), PATIENCE)
             failures.append(lone.value)
             for attempt in (
-                lambda: store.claim_tasks(owner="stalled/s", limit=10),  # a new connect
+                lambda: store.claim_tasks(locked_by="stalled/s", limit=10),  # a new connect
                 lambda: store.list_workers(),  # a read
                 lambda: store.get_task("nothing"),  # another read
             ):
@@ -88,7 +88,9 @@ async def test_each_round_trip_through_a_stalled_path_fails_naming_store_timeout
                     await asyncio.wait_for(attempt(), PATIENCE)
                 failures.append(caught.value)
             proxy.resume()
-            claimed = await asyncio.wait_for(store.claim_tasks(owner="back/s", limit=10), PATIENCE)
+            claimed = await asyncio.wait_for(
+                store.claim_tasks(locked_by="back/s", limit=10), PATIENCE
+            )
             assert await asyncio.wait_for(store.list_workers(), PATIENCE) == []
         finally:
             await store.close()

@@ -102,10 +102,10 @@ async def test_uncommitted_task_is_invisible_and_unclaimable(
         )
         assert submitted.created
         assert await store.get_task(submitted.task_id) is None
-        assert await store.claim_tasks(owner="s1", limit=10) == []
+        assert await store.claim_tasks(locked_by="s1", limit=10) == []
         assert await store.read_events(reply_to=None, after_id=0) == []
         await conn.commit()
-    claimed = await store.claim_tasks(owner="s1", limit=10)
+    claimed = await store.claim_tasks(locked_by="s1", limit=10)
     assert [t.id for t in claimed] == [submitted.task_id]
     assert [e.kind for e in await store.task_events(submitted.task_id)] == [
         "received",

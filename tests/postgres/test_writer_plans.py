@@ -40,7 +40,7 @@ GROWTH = 3000
 async def a_round_of_writes(store: PostgresStore, owner: str) -> None:
     """Tasks submitted, claimed, a step started, its request taken, answered, recorded."""
     await store.submit_tasks([NewTask(workflow="wf", input={"n": n}) for n in range(EACH)])
-    tasks = await store.claim_tasks(owner=owner, limit=EACH)
+    tasks = await store.claim_tasks(locked_by=owner, limit=EACH)
     assert len(tasks) == EACH
     for task in tasks:
         await store.start_step(step_start(task, seq=1, agent="a"))
@@ -48,7 +48,7 @@ async def a_round_of_writes(store: PostgresStore, owner: str) -> None:
     assert len(requests) == EACH
     for request in requests:
         assert await store.reply_and_ack(request, worker="w", ok=True, body=None)
-    assert len(await store.record_replies(owner=owner, limit=EACH)) == EACH
+    assert len(await store.record_replies(locked_by=owner, limit=EACH)) == EACH
 
 
 async def table_stats(url: str) -> tuple[int, int]:

@@ -99,10 +99,10 @@ async def submitted_task(store: Store, **fields: JsonValue) -> Task:
     return task
 
 
-async def claimed_task(store: Store, *, owner: str = "s1", **fields: JsonValue) -> Task:
-    """A new task claimed by `owner` (the store must hold no other claimable task)."""
+async def claimed_task(store: Store, *, locked_by: str = "s1", **fields: JsonValue) -> Task:
+    """A new task claimed by `locked_by` (the store must hold no other claimable task)."""
     submitted = await submitted_task(store, **fields)
-    claimed = await store.claim_tasks(owner=owner, limit=10)
+    claimed = await store.claim_tasks(locked_by=locked_by, limit=10)
     assert [t.id for t in claimed] == [submitted.id], "the store held other claimable tasks"
     return claimed[0]
 
@@ -115,17 +115,17 @@ def step_start(
     attempt: int = 1,
     within: float = 10.0,
     payload: JsonValue = None,
-    owner: str | None = None,
+    locked_by: str | None = None,
     epoch: int | None = None,
     kind: StepKind = StepKind.FORWARD,
     undo: str | None = None,
 ) -> StepStart:
-    """A `start_step` write by the task's owner at its epoch, unless told otherwise."""
-    writer = owner if owner is not None else task.locked_by
-    assert writer is not None, "the task has no owner: pass owner="
+    """A `start_step` write by the task's holder at its epoch, unless told otherwise."""
+    writer = locked_by if locked_by is not None else task.locked_by
+    assert writer is not None, "the task is not claimed: pass locked_by="
     return StepStart(
         task_id=task.id,
-        owner=writer,
+        locked_by=writer,
         epoch=task.lock_epoch if epoch is None else epoch,
         seq=seq,
         agent=agent,

@@ -22,5 +22,5 @@ def spy_on_replies(app: App) -> list[tuple[int, bool]]:
         replies.append((request.attempt, bool(written)))
         return written
 
-    app.store.reply_and_ack = spy  # type: ignore[method-assign]
+    app.store.reply_and_ack = spy
     return replies

@@ -29,9 +29,6 @@ ROOT = "shepherd"
 #: closes a cycle fails the check, so that the list only ever shrinks.
 ALLOWED: frozenset[tuple[str, str]] = frozenset(
     {
-        # removed by issue 31's other parts: one declaration per operation, the role
-        # protocols derived from it (contract -> roles -> ops -> contract).
-        ("shepherd.store.contract", "shepherd.store.roles"),
         # removed by issue 31's other parts: bench and demo take nothing back from the
         # CLI (importing `shepherd.cli.*` runs `shepherd/cli/__init__.py`, whose
         # `run_cli` imports `cli.commands`, which imports `bench.cli` and `demo.cli`).

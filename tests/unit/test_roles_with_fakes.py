@@ -1,8 +1,10 @@
-"""Each role built from its parts, not from an App, and driven through a fake of its store slice.
+"""Each role built from its parts, not from an App, and driven through a fake of its store view.
 
-A role receives its slice of the store (`shepherd.store.roles`), the settings,
-a clock and what else it uses; these fakes implement only that slice, which is
-the point: a role that reached for more would not type-check, nor run, here.
+A role receives its view of the store (`shepherd.store.roles`), the settings,
+a clock and what else it uses. Each fake is that view answering a dict of
+handlers by operation type (`support.fake_store`), not a second backend: a
+role that reached for an operation its test did not expect would not run here,
+and one outside its view would not type-check.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -18,8 +19,6 @@ import pytest
 
 from shepherd.agents import Agent, AgentRequest, AgentWorker
 from shepherd.config import Settings
-from shepherd.core.breaker import Breaker, BreakerPolicy
-from shepherd.core.breaker import Decision as BreakerDecision
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.resources import Slot
 from shepherd.core.retry import RetryPolicy
@@ -36,11 +35,37 @@ from shepherd.metrics import Metrics
 from shepherd.scheduler import Scheduler, Workflow, WorkflowContext
 from shepherd.store import signals as ch
 from shepherd.store.contract import HeldRequest, StepStart
+from shepherd.store.ops import (
+    AcquireLease,
+    ApplySupervision,
+    ClaimTasks,
+    DeadWorkers,
+    ExpiredClaims,
+    FailTask,
+    FinishTask,
+    HeldRequests,
+    NextDue,
+    PurgeCalls,
+    PurgeTasks,
+    PurgeTombstones,
+    RecordReplies,
+    ReleaseLease,
+    ReleaseTasks,
+    RenewSlots,
+    ReplyAndAck,
+    StartCompensation,
+    StartStep,
+    TakeRequests,
+    TaskEvents,
+    UnreapedWorkers,
+)
+from shepherd.store.roles import AgentStore, RetentionStore, SchedulerStore, SupervisorStore
 from shepherd.store.signals import Signals
 from shepherd.store.watch import StoreWatch
 from shepherd.supervisor import Supervisor
 from shepherd.supervisor.retention import purge
 from shepherd.testing import FakeClock, wait_until
+from support.fake_store import ByOperation, Handlers
 
 #: Seconds a test waits for what it expects before failing (a backstop, not a timing claim).
 PATIENCE = 10.0
@@ -84,7 +109,7 @@ class Alerts:
 
 # -- the scheduler -------------------------------------------------------------------
 @dataclass
-class FakeSchedulerStore:
+class FakeSchedulerStore(ByOperation, SchedulerStore):
     """A SchedulerStore: one task to claim, whose steps are answered at once."""
 
     clock: FakeClock
@@ -106,17 +131,28 @@ class FakeSchedulerStore:
     def watch(self) -> StoreWatch:
         return StoreWatch(self.now)
 
-    async def claim_tasks(self, *, owner: str, limit: int) -> list[Task]:
-        claimed, self.to_claim = self.to_claim[:limit], self.to_claim[limit:]
+    def handlers(self) -> Handlers:
+        return {
+            ClaimTasks: self.claim,
+            NextDue: self.next_due_op,
+            StartStep: self.start,
+            RecordReplies: self.record,
+            FinishTask: self.finish,
+            FailTask: self.fail,
+            StartCompensation: self.compensate,
+            ReleaseTasks: self.release,
+        }
+
+    async def claim(self, op: ClaimTasks) -> list[Task]:
+        claimed, self.to_claim = self.to_claim[: op.limit], self.to_claim[op.limit :]
         return claimed
 
-    async def next_due(self) -> datetime | None:
+    async def next_due_op(self, op: NextDue) -> datetime | None:
         return self.due
 
-    async def get_task(self, task_id: str) -> Task | None:
-        raise AssertionError("no step of this test is looked up again")
-
-    async def start_step(self, start: StepStart) -> datetime:
+    async def start(self, op: StartStep) -> datetime:
+        start = op.start
+        assert start.taken_by is None, "this scheduler runs with no agent worker of its own"
         self.started.append(start)
         self._replies.append(
             Reply(
@@ -132,29 +168,22 @@ class FakeSchedulerStore:
         self.signals.ring(ch.REPLIES)
         return self.clock.now() + timedelta(seconds=start.within)
 
-    async def start_step_taken(self, start: StepStart, *, worker: str) -> Request:
-        raise AssertionError("this scheduler runs with no agent worker of its own")
-
-    async def record_replies(self, *, owner: str, limit: int) -> list[tuple[Reply, bool]]:
-        taken, self._replies = self._replies[:limit], self._replies[limit:]
+    async def record(self, op: RecordReplies) -> list[tuple[Reply, bool]]:
+        taken, self._replies = self._replies[: op.limit], self._replies[op.limit :]
         return [(reply, True) for reply in taken]
 
-    async def finish_task(self, task_id: str, *, owner: str, epoch: int, result: JsonValue) -> None:
-        self.finished[task_id] = result
+    async def finish(self, op: FinishTask) -> None:
+        self.finished[op.task_id] = op.result
         self.done.set()
 
-    async def fail_task(
-        self, task_id: str, *, owner: str, epoch: int, state: ProcessState, error: JsonValue
-    ) -> None:
-        raise AssertionError(f"task {task_id} failed: {state} {error}")
+    async def fail(self, op: FailTask) -> None:
+        raise AssertionError(f"task {op.task_id} failed: {op.state} {op.error}")
 
-    async def start_compensation(
-        self, task_id: str, *, owner: str, epoch: int, error: JsonValue
-    ) -> None:
-        raise AssertionError(f"task {task_id} compensates: {error}")
+    async def compensate(self, op: StartCompensation) -> None:
+        raise AssertionError(f"task {op.task_id} compensates: {op.error}")
 
-    async def release_tasks(self, task_ids: Sequence[str], *, owner: str) -> int:
-        return len(task_ids)
+    async def release(self, op: ReleaseTasks) -> int:
+        return len(op.task_ids)
 
 
 async def test_the_scheduler_runs_a_workflow_through_its_store_slice(
@@ -194,7 +223,7 @@ async def test_the_scheduler_runs_a_workflow_through_its_store_slice(
 
     assert store.finished == {"t1": {"charged": "ch-1"}}
     (start,) = store.started
-    assert (start.agent, start.payload, start.within, start.owner) == (
+    assert (start.agent, start.payload, start.within, start.locked_by) == (
         "pay",
         {"amount": 5},
         7.0,
@@ -227,8 +256,12 @@ async def test_an_idle_schedulers_wait_ends_when_the_next_task_is_due(
 
 # -- the agent worker ----------------------------------------------------------------
 @dataclass
-class FakeAgentStore:
-    """An AgentStore holding a queue of requests; it keeps the replies."""
+class FakeAgentStore(ByOperation, AgentStore):
+    """An AgentStore holding a queue of requests; it keeps the replies.
+
+    Its agents use no resource, time out nowhere and mark no done key: any
+    other operation (a slot, a token, a note, a heartbeat, a breaker) fails the test.
+    """
 
     clock: FakeClock
     queue: list[Request]
@@ -244,70 +277,22 @@ class FakeAgentStore:
     def watch(self) -> StoreWatch:
         return StoreWatch(self.now)
 
-    async def take_requests(
-        self, *, agents: Sequence[str], worker: str, limit: int, suspects: int = 0
-    ) -> list[Request]:
-        taken = [r for r in self.queue if r.agent in agents][:limit]
+    def handlers(self) -> Handlers:
+        return {TakeRequests: self.take, ReplyAndAck: self.reply, RenewSlots: self.renew}
+
+    async def take(self, op: TakeRequests) -> list[Request]:
+        taken = [r for r in self.queue if r.agent in op.agents][: op.limit]
         self.queue = [r for r in self.queue if r not in taken]
         return taken
 
-    async def reply_and_ack(
-        self,
-        request: Request,
-        *,
-        worker: str,
-        ok: bool,
-        body: JsonValue,
-        slot: Slot | None = None,
-        recorder: str | None = None,
-        trace: str | None = None,
-    ) -> bool | Reply:
-        self.replies[request.id] = (ok, body)
+    async def reply(self, op: ReplyAndAck) -> bool | Reply:
+        self.replies[op.request.id] = (op.ok, op.body)
         if len(self.replies) == self.expected:
             self.done.set()
         return True
 
-    async def acquire_slots(
-        self, resource: str, holders: Sequence[str], *, worker: str, lease: float
-    ) -> tuple[list[str], int | None]:
-        raise NotImplementedError  # these agents use no resource
-
-    async def renew_slots(self, *, worker: str, lease: float) -> list[Slot]:
+    async def renew(self, op: RenewSlots) -> list[Slot]:
         return []
-
-    async def release_slots(self, slots: Sequence[Slot]) -> int:
-        raise NotImplementedError
-
-    async def take_tokens(self, resource: str, *, want: int) -> tuple[int, float | None, float]:
-        raise NotImplementedError  # these agents use no resource
-
-    async def note(self, task_id: str, kind: str, detail: JsonValue) -> None:
-        raise AssertionError(f"no step should time out or give up: {kind} {detail}")
-
-    async def extend_step(self, request: Request, *, worker: str) -> datetime | None:
-        raise AssertionError("no heartbeat in this test")
-
-    async def begin_once(self, key: str, *, holder: str) -> tuple[str, JsonValue]:
-        raise AssertionError("no once() in this test")
-
-    async def finish_once(self, key: str, *, holder: str, result: JsonValue) -> bool:
-        raise AssertionError("no once() in this test")
-
-    async def abandon_once(self, key: str, *, holder: str) -> bool:
-        raise AssertionError("no once() in this test")
-
-    async def breaker_allow(
-        self, service: str, policy: BreakerPolicy
-    ) -> tuple[Breaker, BreakerDecision]:
-        raise AssertionError("no breaker in this test")
-
-    async def breaker_report(
-        self, service: str, policy: BreakerPolicy, *, failed: bool
-    ) -> tuple[Breaker, Breaker]:
-        raise AssertionError("no breaker in this test")
-
-    async def get_breaker(self, service: str) -> Breaker | None:
-        raise AssertionError("no breaker in this test")
 
 
 def a_request(clock: FakeClock, id: int, agent: str) -> Request:
@@ -366,8 +351,11 @@ async def test_an_agent_worker_replies_through_its_store_slice(fake_clock: FakeC
 
 # -- the supervisor ------------------------------------------------------------------
 @dataclass
-class FakeSupervisorStore:
-    """A SupervisorStore with expired claims to hand out; it keeps the decisions applied."""
+class FakeSupervisorStore(ByOperation, SupervisorStore):
+    """A SupervisorStore with expired claims to hand out; it keeps the decisions applied.
+
+    No process dies in these tests: crash attribution's operations fail the test.
+    """
 
     clock: FakeClock
     expired: list[Task]
@@ -383,57 +371,52 @@ class FakeSupervisorStore:
     def watch(self) -> StoreWatch:
         return StoreWatch(self.now)
 
-    async def acquire_lease(self, name: str, *, holder: str, ttl: float) -> Lease | None:
-        self.renewals.append(self.clock.monotonic())
-        expires_at = self.clock.now() + timedelta(seconds=ttl)
-        return Lease(name=name, holder=holder, epoch=1, expires_at=expires_at)
-
-    async def release_lease(self, name: str, *, holder: str) -> None:
-        return None
-
-    async def expired_claims(self, *, limit: int) -> list[Task]:
-        return [t for t in self.expired if t.id not in self.applied][:limit]
-
-    async def apply_supervision(self, task: Task, decision: Decision, *, leader: Lease) -> bool:
-        self.applied[task.id] = decision
-        return True
-
-    async def task_events(self, task_id: str) -> list[Event]:
-        return []
-
-    async def dead_workers(self, instances: Sequence[str], *, ttl: float) -> set[str]:
-        return set()
-
-    async def unreaped_workers(self) -> list[Worker]:
-        return []
-
-    async def crash_victims(
-        self, instance: str, *, beat_at: datetime
-    ) -> list[tuple[Task, bool, int | None]]:
-        raise AssertionError("no process died in this test")
-
-    async def held_requests(self, task_ids: Sequence[str]) -> list[HeldRequest]:
-        return []
-
-    async def mark_died(self, instance: str) -> bool:
-        raise AssertionError("no process died in this test")
-
-    async def reap_worker(self, instance: str) -> None:
-        raise AssertionError("no process died in this test")
-
-    async def apply_crash(self, task: Task, decision: Reset | Escalate, *, leader: Lease) -> bool:
-        raise AssertionError("no process died in this test")
-
     async def checkpoint(self) -> None:
         return None
 
-    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
-        return 0
+    def handlers(self) -> Handlers:
+        return {
+            AcquireLease: self.acquire,
+            ReleaseLease: self.release,
+            ExpiredClaims: self.expired_claims_op,
+            ApplySupervision: self.apply,
+            TaskEvents: self.events,
+            DeadWorkers: self.dead,
+            UnreapedWorkers: self.unreaped,
+            HeldRequests: self.held,
+            PurgeTasks: self.none_purged,
+            PurgeTombstones: self.none_purged,
+            PurgeCalls: self.none_purged,
+        }
 
-    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
-        return 0
+    async def acquire(self, op: AcquireLease) -> Lease | None:
+        self.renewals.append(self.clock.monotonic())
+        expires_at = self.clock.now() + timedelta(seconds=op.ttl)
+        return Lease(name=op.name, holder=op.holder, epoch=1, expires_at=expires_at)
 
-    async def purge_calls(self, *, limit: int) -> int:
+    async def release(self, op: ReleaseLease) -> None:
+        return None
+
+    async def expired_claims_op(self, op: ExpiredClaims) -> list[Task]:
+        return [t for t in self.expired if t.id not in self.applied][: op.limit]
+
+    async def apply(self, op: ApplySupervision) -> bool:
+        self.applied[op.task.id] = op.decision
+        return True
+
+    async def events(self, op: TaskEvents) -> list[Event]:
+        return []
+
+    async def dead(self, op: DeadWorkers) -> set[str]:
+        return set()
+
+    async def unreaped(self, op: UnreapedWorkers) -> list[Worker]:
+        return []
+
+    async def held(self, op: HeldRequests) -> list[HeldRequest]:
+        return []
+
+    async def none_purged(self, op: PurgeTasks | PurgeTombstones | PurgeCalls) -> int:
         return 0
 
 
@@ -516,7 +499,7 @@ async def test_an_idle_leader_renews_its_lease_every_third_of_its_ttl_and_no_mor
 
 # -- a retention pass --------------------------------------------------------------
 @dataclass
-class FakeRetentionStore:
+class FakeRetentionStore(ByOperation, RetentionStore):
     """A RetentionStore with `tasks` ended tasks and `tombstones` tombstones to delete."""
 
     tasks: int
@@ -524,22 +507,29 @@ class FakeRetentionStore:
     calls: list[str] = field(default_factory=list)
     expired_calls: int = 0
 
-    async def purge_tasks(self, *, ended_before: datetime, limit: int) -> int:
+    def handlers(self) -> Handlers:
+        return {
+            PurgeTasks: self.purge_tasks_op,
+            PurgeTombstones: self.purge_tombstones_op,
+            PurgeCalls: self.purge_calls_op,
+        }
+
+    async def purge_tasks_op(self, op: PurgeTasks) -> int:
         self.calls.append("tasks")
-        done, self.tasks = min(limit, self.tasks), self.tasks - min(limit, self.tasks)
+        done, self.tasks = min(op.limit, self.tasks), self.tasks - min(op.limit, self.tasks)
         return done
 
-    async def purge_tombstones(self, *, purged_before: datetime, limit: int) -> int:
+    async def purge_tombstones_op(self, op: PurgeTombstones) -> int:
         self.calls.append("tombstones")
         done, self.tombstones = (
-            min(limit, self.tombstones),
-            self.tombstones - min(limit, self.tombstones),
+            min(op.limit, self.tombstones),
+            self.tombstones - min(op.limit, self.tombstones),
         )
         return done
 
-    async def purge_calls(self, *, limit: int) -> int:
+    async def purge_calls_op(self, op: PurgeCalls) -> int:
         self.calls.append("calls")
-        done = min(limit, self.expired_calls)
+        done = min(op.limit, self.expired_calls)
         self.expired_calls -= done
         return done
 

@@ -19,11 +19,14 @@ from shepherd.config import Settings
 from shepherd.core.workers import Worker
 from shepherd.errors import StoreUnavailableError
 from shepherd.registry import Standing, WorkerRegistry
+from shepherd.store.ops import BeatWorker, RegisterWorker, StopWorker
+from shepherd.store.roles import RegistryStore
 from shepherd.store.watch import StoreWatch
 from shepherd.testing import FakeClock, advance_until
+from support.fake_store import ByOperation, Handlers
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    pass
 
 TTL = 10.0
 PAUSED = "no heartbeat has reached the store"
@@ -122,7 +125,7 @@ async def test_the_registry_reports_its_beats_to_the_standing(
         await asyncio.gather(loop, return_exceptions=True)
 
 
-class SwitchedStore:
+class SwitchedStore(ByOperation, RegistryStore):
     """The registry's operations; every one fails while `down` is set."""
 
     def __init__(self) -> None:
@@ -136,31 +139,32 @@ class SwitchedStore:
     def watch(self) -> StoreWatch:
         return StoreWatch(self.now)
 
+    def handlers(self) -> Handlers:
+        return {RegisterWorker: self.register, BeatWorker: self.beat, StopWorker: self.stop}
+
     def _check(self) -> None:
         if self.down:
             raise StoreUnavailableError("did not answer within store_timeout (5 s)")
 
-    async def register_worker(
-        self, instance: str, *, host: str, pid: int, roles: Sequence[str], agents: Sequence[str]
-    ) -> Worker:
+    async def register(self, op: RegisterWorker) -> Worker:
         self._check()
         now = datetime.now(UTC)
         return Worker(
-            instance=instance,
-            host=host,
-            pid=pid,
-            roles=tuple(roles),
-            agents=tuple(agents),
+            instance=op.instance,
+            host=op.host,
+            pid=op.pid,
+            roles=tuple(op.roles),
+            agents=tuple(op.agents),
             started_at=now,
             beat_at=now,
         )
 
-    async def beat_worker(self, instance: str) -> bool:
+    async def beat(self, op: BeatWorker) -> bool:
         self._check()
         self.beats += 1
         return True
 
-    async def stop_worker(self, instance: str) -> None:
+    async def stop(self, op: StopWorker) -> None:
         return None
 
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from shepherd.governance.owners import OwnerServer, OwnersStore, owner_of
+from shepherd.governance.owners import OwnerServer, owner_of
 
-__all__ = ["OwnerServer", "OwnersStore", "owner_of"]
+__all__ = ["OwnerServer", "owner_of"]

@@ -58,12 +58,10 @@ def breakers(app_spec: str | None, events: int, store: str | None, as_json: bool
 
     async def work() -> tuple[list[render_ops.BreakerRow], list[BreakerEvent]]:
         await app.open()
-        rows = []
-        for breaker in await app.store.list_breakers():
-            latest = []
-            if breaker.state is not BreakerState.CLOSED:
-                latest = await app.store.breaker_events(service=breaker.service, limit=1)
-            rows.append(render_ops.BreakerRow(breaker, latest[0] if latest else None))
+        breakers = await app.store.list_breakers()
+        opened = [b.service for b in breakers if b.state is not BreakerState.CLOSED]
+        latest = await app.store.latest_breaker_events(opened)
+        rows = [render_ops.BreakerRow(b, latest.get(b.service)) for b in breakers]
         recent = await app.store.breaker_events(limit=events) if events else []
         return rows, recent
 

@@ -26,7 +26,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, final
+from typing import TYPE_CHECKING, final
 
 from shepherd.agents.calls import call_request, handle_batch, handle_call
 from shepherd.core.batching import batch_due
@@ -36,14 +36,13 @@ from shepherd.errors import StoreUnavailableError
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
-from shepherd.store.roles import CallStore, OwnerStore
+from shepherd.store.roles import OwnerStore
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import Agent
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
-    from shepherd.core.workers import Worker
     from shepherd.governance.batch import Batch
     from shepherd.registry import Standing
 
@@ -52,12 +51,6 @@ __all__ = ["OwnerServer", "owner_of"]
 log = logging.getLogger("shepherd.agents.owners")
 
 GaveUp = Callable[["CallRequest"], None]
-
-
-class OwnersStore(OwnerStore, CallStore, Protocol):
-    """What an owner server uses: key leases, calls, and the worker registry."""
-
-    async def list_workers(self, *, since: datetime | None = None) -> list[Worker]: ...
 
 
 def owner_of(instance: str) -> str:
@@ -80,7 +73,7 @@ class OwnerServer:
 
     def __init__(
         self,
-        store: OwnersStore,
+        store: OwnerStore,
         *,
         instance: str,
         agents: Mapping[str, Agent],

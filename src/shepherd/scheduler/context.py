@@ -244,7 +244,7 @@ class WorkflowContext:
         future = mailbox.expect(self.task_id, seq)
         start = StepStart(
             task_id=self.task_id,
-            owner=parts.locked_by,
+            locked_by=parts.locked_by,
             epoch=self.epoch,
             seq=seq,
             agent=agent,

@@ -38,7 +38,9 @@ log = logging.getLogger("shepherd.scheduler")
 async def finish(parts: SchedulerParts, ctx: WorkflowContext, result: JsonValue) -> None:
     """The workflow returned `result`: the task is `processed`."""
     task = ctx.task
-    await parts.store.finish_task(task.id, owner=parts.locked_by, epoch=ctx.epoch, result=result)
+    await parts.store.finish_task(
+        task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result
+    )
     task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
     parts.counters.ended(task.workflow, ProcessState.PROCESSED)
     if ctx.traced is not None:
@@ -84,7 +86,7 @@ async def failed(parts: SchedulerParts, ctx: WorkflowContext, exc: Exception) ->
             "detail": exc.detail,
         }
         await parts.store.start_compensation(
-            task.id, owner=parts.locked_by, epoch=ctx.epoch, error=refused
+            task.id, locked_by=parts.locked_by, epoch=ctx.epoch, error=refused
         )
         task_event(
             task.id,
@@ -164,7 +166,7 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
         return
     final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
     await parts.store.fail_task(
-        ctx.task_id, owner=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
+        ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
     )
     task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
     parts.counters.ended(ctx.task.workflow, final)
@@ -175,7 +177,11 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
 async def error(parts: SchedulerParts, ctx: WorkflowContext, reason: dict[str, Any]) -> None:
     """The task ends in `error` with `reason`, and an operator is alerted."""
     await parts.store.fail_task(
-        ctx.task_id, owner=parts.locked_by, epoch=ctx.epoch, state=ProcessState.ERROR, error=reason
+        ctx.task_id,
+        locked_by=parts.locked_by,
+        epoch=ctx.epoch,
+        state=ProcessState.ERROR,
+        error=reason,
     )
     seq = reason.get("seq")
     task_event(

@@ -175,7 +175,7 @@ class Scheduler:
 
     async def _release(self, task_ids: list[str]) -> None:
         try:
-            await self.store.release_tasks(task_ids, owner=self.owner)
+            await self.store.release_tasks(task_ids, locked_by=self.owner)
         except Exception:  # the supervisor recovers them through complete_by anyway
             log.exception("could not release %d tasks on shutdown", len(task_ids))
 
@@ -195,7 +195,7 @@ class Scheduler:
             wake = signals.event(ch.TASKS)
             try:
                 tasks = await self.store.claim_tasks(
-                    owner=self.owner, limit=min(free, settings.claim_batch)
+                    locked_by=self.owner, limit=min(free, settings.claim_batch)
                 )
             except StoreUnavailableError as exc:  # wait it out; anything else stops us
                 await self.claims_outage.pause(exc)
@@ -241,7 +241,7 @@ class Scheduler:
             wake = signals.event(ch.REPLIES)
             try:
                 taken = await self.store.record_replies(
-                    owner=self.owner, limit=self.settings.claim_batch * 4
+                    locked_by=self.owner, limit=self.settings.claim_batch * 4
                 )
             except StoreUnavailableError as exc:
                 if isinstance(exc, CommitUnknownError):

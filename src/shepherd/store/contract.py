@@ -1,16 +1,20 @@
 """The store contract: the atomic operations every role uses, and their guarantees.
 
-Every method is ONE transaction (backends may commit several callers'
+`Store` is every role's view (`shepherd.store.roles`) together: the methods
+of every concept's operations (`shepherd.store.ops`), each declared once with
+its guarantee in its docstring, plus the store's life cycle. Every method is
+ONE transaction (backends may commit several callers'
 operations together — group commit — but never split one). The conformance
 suite (tests/contract) checks these guarantees on every backend:
 
 * `submit_task` with a `key` already used for the same workflow creates
   nothing and returns the existing task's id.
 * `claim_tasks` gives each claimable task (pending or compensating, unowned,
-  `not_before` passed) to at most one owner, bumping `lock_epoch`.
-* Every owner write (`start_step`, `record_reply`, `finish_task`, `fail_task`,
-  `start_compensation`) carries the owner's `lock_epoch` and raises
-  `StaleEpochError` when the task has moved on; it then changes nothing.
+  `not_before` passed) to at most one holder (`locked_by`), bumping `lock_epoch`.
+* Every write by a claim's holder (`start_step`, `record_replies`,
+  `finish_task`, `fail_task`, `start_compensation`) carries the holder's
+  `lock_epoch` and raises `StaleEpochError` when the task has moved on; it
+  then changes nothing.
 * A step's state change and the messages and events it causes are written in
   the same transaction (transactional outbox).
 * `reply_and_ack` writes the reply and removes the request together; a request
@@ -59,116 +63,32 @@ suite (tests/contract) checks these guarantees on every backend:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-from shepherd.core.records import JsonValue
-from shepherd.core.states import StepKind
-from shepherd.store.operator_roles import OverviewStore
+from shepherd.store.ops.alerts import Alerts
+from shepherd.store.ops.crashes import HeldRequest
+from shepherd.store.ops.operators import Operators
+from shepherd.store.ops.steps import REPLY_GRACE, StepStart
+from shepherd.store.ops.tasks import NewTask, Submitted
+from shepherd.store.ops.workers import WORKER_RETENTION
 from shepherd.store.roles import (
     AgentStore,
     ApplicationStore,
     CallStore,
-    OperatorStore,
     OwnerStore,
     RegistryStore,
-    ResourceStore,
+    ResolverStore,
     SchedulerStore,
     SupervisorStore,
 )
 
-if TYPE_CHECKING:
-    from datetime import datetime
-
-    from shepherd.core.resources import Resolution
-
-#: Seconds past a step's complete_by that its task's claim still holds: time for a
-#: reply written at the deadline to be recorded. The scheduler waits as long.
-REPLY_GRACE = 0.5
-
-#: Seconds a worker row stays after its process stopped or went silent.
-WORKER_RETENTION = 86400.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HeldRequest:
-    """A request of a claimed task, queued or taken, as the supervisor weighs an expiry.
-
-    Attributes:
-        task_id: Its task.
-        seq: Its step.
-        lock_epoch: The claim that sent it.
-        taken_by: The agent worker leasing it (`<instance>/a`), or None while queued.
-        suspect: Its step runs apart from other suspects (`StepStart.suspect`).
-        created_at: When it was queued (the store's clock).
-        complete_by: When its window ends: a taken request is still running
-            until then (a suspect's window starts when it is taken).
-    """
-
-    task_id: str
-    seq: int
-    lock_epoch: int
-    taken_by: str | None
-    suspect: bool
-    created_at: datetime
-    complete_by: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewTask:
-    """What `submit_task` inserts."""
-
-    workflow: str
-    input: JsonValue
-    key: str | None = None
-    reply_to: str | None = None
-    complete_within: float = 30.0
-    #: The submitter's trace context (`shepherd.tracing`), or None when not traced.
-    trace: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepStart:
-    """What `start_step` writes: the step `running` and its request, fenced by epoch."""
-
-    task_id: str
-    owner: str
-    epoch: int
-    seq: int
-    agent: str
-    payload: JsonValue
-    within: float
-    attempt: int
-    kind: StepKind = StepKind.FORWARD
-    undo: str | None = None
-    compensates: int | None = None
-    #: A retry policy for this call only (`RetryPolicy.to_json()`), or None.
-    retry: JsonValue = None
-    #: This step was running at a crash: its request is marked suspect, to run apart
-    #: from other suspects.
-    suspect: bool = False
-    #: Seconds added to the step's first window for waiting in the queue (a suspect
-    #: waits for an agent that runs no other suspect; the agent then restarts the
-    #: window when it takes the request).
-    queue_allowance: float = 0.0
-    #: Where the call's entity lives (resolved when the step was first sent, then
-    #: the recorded one on every later attempt): written on the step and its request.
-    resolution: Resolution | None = None
-    #: The trace context of the task run sending it (`shepherd.tracing`), written on
-    #: its request, or None when not traced.
-    trace: str | None = None
-    #: The agent worker of the scheduler's own process that takes the request as it
-    #: is queued (`start_step_taken`): leased to it until complete_by, as
-    #: `take_requests` would lease it, and never seen by other workers. None queues it.
-    taken_by: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Submitted:
-    """The outcome of `submit_task`."""
-
-    task_id: str
-    created: bool
+__all__ = [
+    "REPLY_GRACE",
+    "WORKER_RETENTION",
+    "HeldRequest",
+    "NewTask",
+    "StepStart",
+    "Store",
+    "Submitted",
+]
 
 
 class Store(
@@ -176,15 +96,15 @@ class Store(
     AgentStore,
     SupervisorStore,
     RegistryStore,
-    OperatorStore,
-    ApplicationStore,
-    ResourceStore,
+    ResolverStore,
     OwnerStore,
     CallStore,
-    OverviewStore,
-    Protocol,
+    ApplicationStore,
+    Alerts,
+    Operators,
 ):
-    """The state store: every role's slice (`shepherd.store.roles`) together.
+    """The state store: every role's view (`shepherd.store.roles`) together.
 
-    Roles, the App, the CLI and the dashboard use only this (or a slice of it).
+    Roles, the App, the CLI and the dashboard use only this (or a view of
+    it). A backend implements it by subclassing `shepherd.store.facade.Facade`.
     """

@@ -166,7 +166,7 @@ def plan_finishes(
     out: list[object] = []
     writes: list[tuple[EffectRow, int, str]] = []
     for op in ops:
-        task_id, owner, epoch = op.task_id, op.owner, op.epoch
+        task_id, owner, epoch = op.task_id, op.locked_by, op.epoch
         if owners.get(task_id) != (epoch, owner):
             out.append(StaleEpochError(task_id, epoch))
             continue

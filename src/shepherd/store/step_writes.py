@@ -122,7 +122,7 @@ def plan_starts(
     """
     plan: Starts[T] = Starts()
     for s in starts:
-        if owners.get(s.task_id) != (s.epoch, s.owner):
+        if owners.get(s.task_id) != (s.epoch, s.locked_by):
             plan.out.append(StaleEpochError(s.task_id, s.epoch))
             continue
         payload = encode(s.payload)
@@ -137,7 +137,7 @@ def plan_starts(
         complete_by = later(window)
         # The claim outlives the step's deadline, so the agent's deadline passes
         # first and the supervisor sees the step's failure, not a race.
-        plan.claims[s.task_id] = (s.epoch, s.owner, later(window + REPLY_GRACE))
+        plan.claims[s.task_id] = (s.epoch, s.locked_by, later(window + REPLY_GRACE))
         if s.attempt > 1:
             plan.superseded.append((s.task_id, s.seq))
         kind = str(s.kind)

@@ -24,13 +24,11 @@ about one page of rows, however many tasks match and however deep the page.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shepherd.core.states import ProcessState
-from shepherd.errors import ConfigError
-from shepherd.store.cursor import TaskCursor
+from shepherd.store.ops.tasks import MAX_FILTER_CHARS, checked_listing
 
 if TYPE_CHECKING:
     from shepherd.store.ops import ListTasks
@@ -51,10 +49,6 @@ __all__ = [
 #: characters is every task of two years).
 MANY_IDS = 20_000
 
-#: The most characters a text filter (workflow, key, id prefix) may have.
-MAX_FILTER_CHARS = 1000
-#: The largest LIMIT both backends take (a signed 64-bit integer).
-_MAX_LIMIT = 2**63 - 1
 
 _ORDER = " ORDER BY created_at DESC, id DESC LIMIT {mark}"
 
@@ -120,48 +114,6 @@ def list_query(
         )
         every.extend([str(state), *params, limit])
     return " UNION ALL ".join(selects) + order, [*every, limit]
-
-
-def checked_listing(op: ListTasks) -> ListTasks:
-    """`op` if every filter it gives can be read by both backends.
-
-    Raises:
-        ConfigError: A text filter is not a str, is too long or holds a NUL or
-            a lone surrogate; a time is not an aware datetime; `before` is not
-            a `TaskCursor`; a state is not a `ProcessState`; `limit` is not a
-            whole number (the field says which).
-    """
-    for field, text in (("workflow", op.workflow), ("key", op.key), ("id_prefix", op.id_prefix)):
-        if text is None:
-            continue
-        if not isinstance(text, str):
-            raise ConfigError(field, f"a filter is a str, not {type(text).__name__}")
-        if len(text) > MAX_FILTER_CHARS:
-            raise ConfigError(
-                field, f"{text[:40]!r}... is longer than {MAX_FILTER_CHARS} characters"
-            )
-        if any(c == "\0" or 0xD800 <= ord(c) <= 0xDFFF for c in text):
-            raise ConfigError(field, f"{text[:40]!r} holds a NUL or a lone surrogate")
-    for field, at in (
-        ("updated_since", op.updated_since),
-        ("created_from", op.created_from),
-        ("created_to", op.created_to),
-    ):
-        if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
-            raise ConfigError(field, f"a time with its time zone is needed, not {at!r}")
-    if op.before is not None and not isinstance(op.before, TaskCursor):
-        raise ConfigError("before", f"a TaskCursor is needed, not {type(op.before).__name__}")
-    limit = op.limit
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise ConfigError("limit", f"must be a whole number, not {limit!r}")
-    states = []
-    for state in op.states:
-        try:
-            states.append(ProcessState(state))
-        except ValueError:
-            raise ConfigError("states", f"{state!r} is not a process_state") from None
-    # Past what a store's LIMIT holds is as good as no limit (a negative one).
-    return replace(op, states=tuple(states), limit=-1 if limit > _MAX_LIMIT else limit)
 
 
 def ids_probe(prefix: str, *, mark: str) -> tuple[str, list[object]]:

@@ -32,7 +32,7 @@ def later(seconds: float) -> float:
 
 def start(task_id: str = "t1", **fields: Any) -> StepStart:
     values: dict[str, Any] = {
-        "owner": "s/1",
+        "locked_by": "s/1",
         "epoch": 2,
         "seq": 0,
         "agent": "pay",

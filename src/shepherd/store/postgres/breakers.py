@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 from shepherd.core.breaker import Breaker
 from shepherd.store import breaker_rows as shared
 from shepherd.store import signals as ch
-from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
+from shepherd.store.ops import (
+    BreakerAllow,
+    BreakerEvents,
+    BreakerReport,
+    GetBreaker,
+    LatestBreakerEvents,
+    ListBreakers,
+)
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import limit_of, utc
@@ -121,3 +128,17 @@ async def breaker_events(reader: Reader, op: BreakerEvents) -> list[BreakerEvent
     else:
         rows = await reader.fetch(_EVENTS_FOR, (op.service, limit_of(op.limit)))
     return [shared.breaker_event_from_row(r, utc) for r in rows]
+
+
+_LATEST = (
+    f"SELECT {shared.BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE id IN "
+    "(SELECT max(id) FROM breaker_events WHERE service = ANY(%s::text[]) GROUP BY service)"
+)
+
+
+@READS.handles(LatestBreakerEvents)
+async def latest_breaker_events(reader: Reader, op: LatestBreakerEvents) -> dict[str, BreakerEvent]:
+    """The latest change of each of `op.services` that has one, by service."""
+    rows = await reader.fetch(_LATEST, (list(op.services),))
+    events = (shared.breaker_event_from_row(row, utc) for row in rows)
+    return {event.service: event for event in events}

@@ -14,7 +14,6 @@ from shepherd.store.ops import (
     AnswerCall,
     AnswerOwned,
     GetAnswers,
-    KeyBacklog,
     KeyBacklogs,
     PurgeCalls,
     SendCall,
@@ -91,12 +90,6 @@ async def purge_calls(batch: PostgresBatch, ops: Sequence[PurgeCalls]) -> list[o
 
 
 # -- reads ---------------------------------------------------------------------
-@READS.handles(KeyBacklog)
-async def key_backlog(reader: Reader, op: KeyBacklog) -> tuple[int, datetime | None]:
-    """How many calls one key has waiting, and when the oldest was sent."""
-    return await read(reader, calls.key_backlog(POSTGRES, reader.clock_param(), op))
-
-
 @READS.handles(KeyBacklogs)
 async def key_backlogs(reader: Reader, op: KeyBacklogs) -> dict[str, tuple[int, datetime]]:
     """Of each key of one agent with calls waiting: how many, and when the oldest was sent."""

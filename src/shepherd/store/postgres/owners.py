@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, SetOwnerState, TakeKeys
+from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, TakeKeys
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.sql import owners
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
+__all__ = ["list_key_leases", "release_keys", "renew_keys", "take_keys"]
 
 
 @WRITES.handles(TakeKeys)
@@ -41,12 +41,6 @@ async def renew_keys(batch: PostgresBatch, ops: Sequence[RenewKeys]) -> list[obj
 async def release_keys(batch: PostgresBatch, ops: Sequence[ReleaseKeys]) -> list[object]:
     """Hand keys back; how many of each operation's the owner still held."""
     return await batch.run(owners.release_keys(batch, ops))
-
-
-@WRITES.handles(SetOwnerState)
-async def set_owner_state(batch: PostgresBatch, ops: Sequence[SetOwnerState]) -> list[object]:
-    """Set each key's owner state where the owner still holds it at its epoch."""
-    return await batch.run(owners.set_owner_state(batch, ops))
 
 
 @READS.handles(ListKeyLeases)

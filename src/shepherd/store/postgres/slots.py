@@ -12,21 +12,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlots, ListSlots, ReleaseSlots, RenewSlots
+from shepherd.store.ops import AcquireSlots, ReleaseSlots, RenewSlots
 from shepherd.store.postgres.batch import WRITES
-from shepherd.store.postgres.reader import READS, read
 from shepherd.store.sql import slots
-from shepherd.store.sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
     from psycopg.rows import TupleRow
 
-    from shepherd.core.resources import Slot, SlotLease
+    from shepherd.core.resources import Slot
     from shepherd.store.postgres.batch import PostgresBatch
-    from shepherd.store.postgres.reader import Reader
 
-__all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
+__all__ = ["acquire", "release", "release_slots", "renew"]
 
 _RELEASE = (
     "DELETE FROM resource_slots s USING unnest(%s::text[], %s::text[]) AS g (resource, holder) "
@@ -62,9 +59,3 @@ async def release(batch: PostgresBatch, given: Sequence[Slot]) -> AsyncCursor[Tu
     cursor = await batch.send(_RELEASE, params)
     batch.rings.add(ch.SLOTS)
     return cursor
-
-
-@READS.handles(ListSlots)
-async def list_slots(reader: Reader, op: ListSlots) -> list[SlotLease]:
-    """The slots held (of one resource, or all), oldest first."""
-    return await read(reader, slots.list_slots(POSTGRES, op))

@@ -182,7 +182,7 @@ async def record_replies(batch: PostgresBatch, ops: Sequence[RecordReplies]) -> 
     """Take the owner's replies; record those for the current epoch and attempt."""
     out: list[object] = []
     for op in ops:
-        cursor = await batch.send(_TAKE_REPLIES, (op.owner, limit_of(op.limit)))
+        cursor = await batch.send(_TAKE_REPLIES, (op.locked_by, limit_of(op.limit)))
         replies = sort_replies(await cursor.fetchall())
         await batch.clock()  # came back with the replies
         await write_recorded(batch, replies)

@@ -314,7 +314,7 @@ async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> list[obj
     out: list[object] = []
     now = batch.instant
     for op in ops:
-        owner, limit = op.owner, op.limit
+        owner, limit = op.locked_by, op.limit
         cursor = await batch.send(_CLAIM, (owner, now, now, now, limit_of(limit)))
         rows = await cursor.fetchall()
         rows.sort(key=lambda r: r[TaskCol.NOT_BEFORE])  # RETURNING order is unspecified
@@ -381,7 +381,7 @@ async def _write_owned(
         except ValueError as exc:  # a state a task cannot fail into
             out[i] = exc
             continue
-        fence = (op.task_id, op.epoch, op.owner)
+        fence = (op.task_id, op.epoch, op.locked_by)
         sent.append((i, op, row, await batch.send(_OWNED, (*params(row, batch.now), *fence))))
     dropped: list[str] = []
     for i, op, row, cursor in sent:
@@ -405,7 +405,9 @@ async def _write_owned(
 async def release(batch: PostgresBatch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
     now = batch.now
-    cursors = [await batch.send(_RELEASE, (now, now, op.owner, list(op.task_ids))) for op in ops]
+    cursors = [
+        await batch.send(_RELEASE, (now, now, op.locked_by, list(op.task_ids))) for op in ops
+    ]
     out: list[object] = []
     for cursor in cursors:
         row = await cursor.fetchone()
@@ -422,7 +424,6 @@ _GET_TASK = (
     "LEFT JOIN steps s ON s.task_id = t.id WHERE t.id = %s ORDER BY s.seq"
 )
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
-_COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = %s GROUP BY process_state"
 
 
 _NEXT_DUE = (
@@ -471,12 +472,3 @@ async def _few_ids_of(reader: Reader, prefix: str) -> bool:
 async def count_tasks(reader: Reader, op: ops.CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     return {ProcessState(state): int(n) for state, n in await reader.fetch(_COUNT)}
-
-
-@READS.handles(ops.CountWorkflowTasks)
-async def count_workflow_tasks(
-    reader: Reader, op: ops.CountWorkflowTasks
-) -> dict[ProcessState, int]:
-    """How many tasks of one workflow are in each state."""
-    rows = await reader.fetch(_COUNT_OF, (op.workflow,))
-    return {ProcessState(state): int(n) for state, n in rows}

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         AnswerCall,
         AnswerOwned,
         GetAnswers,
-        KeyBacklog,
         KeyBacklogs,
         PurgeCalls,
         SendCall,
@@ -44,7 +43,6 @@ __all__ = [
     "answer_call",
     "answer_owned",
     "get_answers",
-    "key_backlog",
     "key_backlogs",
     "purge_calls",
     "send_call",
@@ -292,12 +290,6 @@ def purge_calls(batch: Writing, ops: Sequence[PurgeCalls]) -> Plan[list[object]]
 
 
 # -- reads ---------------------------------------------------------------------
-def key_backlog(d: Dialect, now: object, op: KeyBacklog) -> Plan[tuple[int, datetime | None]]:
-    """How many calls one key has waiting, and when the oldest was sent."""
-    count, oldest = (yield from one(d.sql(_BACKLOG), (op.agent, op.key, now)))[0]
-    return int(count), None if oldest is None else d.instant(oldest)
-
-
 def key_backlogs(d: Dialect, now: object, op: KeyBacklogs) -> Plan[dict[str, tuple[int, datetime]]]:
     """Of each key of one agent with calls waiting: how many, and when the oldest was sent."""
     rows = yield from one(d.sql(_BACKLOGS), (op.agent, now))

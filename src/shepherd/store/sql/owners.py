@@ -19,11 +19,11 @@ from shepherd.payloads import loads
 from shepherd.store.sql.plan import Query, one
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, SetOwnerState, TakeKeys
+    from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, TakeKeys
     from shepherd.store.sql.dialect import Dialect
     from shepherd.store.sql.plan import Plan, Rows, Writing
 
-__all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
+__all__ = ["list_key_leases", "release_keys", "renew_keys", "take_keys"]
 
 # (agent, key, owner, lease_until, now, now, now): a free key is taken with its
 # epoch bumped, one's own live lease is renewed.
@@ -44,10 +44,6 @@ _RENEW = (
 _RELEASE = (
     "UPDATE owner_keys SET owner = NULL, lease_until = ?, updated_at = ? "
     "WHERE agent = ? AND key {list} AND owner = ? AND lease_until > ? RETURNING key"
-)
-_SET_STATE = (
-    "UPDATE owner_keys SET state = ?, updated_at = ? WHERE agent = ? AND key = ? "
-    "AND owner = ? AND epoch = ? AND lease_until > ? RETURNING key"
 )
 _LIST = (
     "SELECT key, owner, epoch, lease_until FROM owner_keys "
@@ -99,24 +95,6 @@ def release_keys(batch: Writing, ops: Sequence[ReleaseKeys]) -> Plan[list[object
         spans.append(len(chunks))
     released = iter((yield queries))
     return [sum(len(next(released)) for _ in range(span)) for span in spans]
-
-
-def set_owner_state(batch: Writing, ops: Sequence[SetOwnerState]) -> Plan[list[object]]:
-    """Set each key's owner state where the owner still holds it at its epoch."""
-    now = batch.now
-    sql = batch.dialect.sql(_SET_STATE)
-    out: list[object] = [None] * len(ops)
-    sent: list[tuple[int, Query]] = []
-    for i, op in enumerate(ops):
-        state = batch.encode(op.state)
-        if isinstance(state, Exception):
-            out[i] = state
-            continue
-        sent.append((i, Query(sql, (state, now, op.agent, op.key, op.owner, op.epoch, now))))
-    found = yield [query for _, query in sent]
-    for (i, _), rows in zip(sent, found, strict=True):
-        out[i] = bool(rows)
-    return out
 
 
 def list_key_leases(d: Dialect, op: ListKeyLeases) -> Plan[list[KeyLease]]:

@@ -15,16 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.core.resources import Slot, SlotLease, grant_slots
+from shepherd.core.resources import Slot, grant_slots
 from shepherd.errors import UnknownResourceError
 from shepherd.store.sql.plan import Query, each, one, send
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import AcquireSlots, ListSlots, RenewSlots
-    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.ops import AcquireSlots, RenewSlots
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["acquire", "list_slots", "renew"]
+__all__ = ["acquire", "renew"]
 
 _LOCK = "SELECT name, capacity FROM resources WHERE name {list} ORDER BY name{for_update}"
 _EXPIRED = "DELETE FROM resource_slots WHERE resource {list} AND expires_at <= ?"
@@ -42,10 +41,6 @@ _TAKE_ARRAY = f"INSERT INTO {_COLUMNS} SELECT ?, h, ?, ?, ? FROM unnest(?::text[
 _RENEW = (
     "UPDATE resource_slots SET expires_at = ? WHERE worker = ? AND expires_at > ? "
     "RETURNING resource, holder"
-)
-_LIST = (
-    "SELECT resource, holder, worker, acquired_at, expires_at FROM resource_slots "
-    "WHERE ?{text} IS NULL OR resource = ? ORDER BY acquired_at, resource, holder"
 )
 
 
@@ -94,12 +89,3 @@ def renew(batch: Writing, ops: Sequence[RenewSlots]) -> Plan[list[object]]:
     sql = d.sql(_RENEW)
     renewed = yield [Query(sql, (d.later(now, op.lease), op.worker, now)) for op in ops]
     return [[Slot(r, h) for r, h in rows] for rows in renewed]
-
-
-def list_slots(d: Dialect, op: ListSlots) -> Plan[list[SlotLease]]:
-    """The slots held (of one resource, or all), oldest first."""
-    rows = yield from one(d.sql(_LIST), (op.resource, op.resource))
-    return [
-        SlotLease(resource=r, holder=h, worker=w, acquired_at=d.instant(a), expires_at=d.instant(e))
-        for r, h, w, a, e in rows
-    ]

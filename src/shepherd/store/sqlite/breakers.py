@@ -15,16 +15,30 @@ from typing import TYPE_CHECKING
 from shepherd.core.breaker import Breaker
 from shepherd.store import breaker_rows as shared
 from shepherd.store import signals as ch
-from shepherd.store.ops import BreakerAllow, BreakerEvents, BreakerReport, GetBreaker, ListBreakers
+from shepherd.store.ops import (
+    BreakerAllow,
+    BreakerEvents,
+    BreakerReport,
+    GetBreaker,
+    LatestBreakerEvents,
+    ListBreakers,
+)
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
-from shepherd.store.sqlite.rows import ts
+from shepherd.store.sqlite.rows import chunks, ts
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerEvent
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["allow", "breaker_events", "get_breaker", "list_breakers", "report"]
+__all__ = [
+    "allow",
+    "breaker_events",
+    "get_breaker",
+    "latest_breaker_events",
+    "list_breakers",
+    "report",
+]
 
 _SELECT = f"SELECT {shared.BREAKER_COLUMNS} FROM breakers WHERE service = ?"
 _UPSERT = (
@@ -114,3 +128,20 @@ def breaker_events(at: Reading, op: BreakerEvents) -> list[BreakerEvent]:
     where, params = ("", ()) if service is None else ("WHERE service = ? ", (service,))
     rows = conn.execute(_EVENTS.format(where=where), (*params, limit)).fetchall()
     return [shared.breaker_event_from_row(r, unix_instant) for r in rows]
+
+
+_LATEST = (
+    f"SELECT {shared.BREAKER_EVENT_COLUMNS} FROM breaker_events WHERE id IN "
+    "(SELECT max(id) FROM breaker_events WHERE service IN ({marks}) GROUP BY service)"
+)
+
+
+@READS.handles(LatestBreakerEvents)
+def latest_breaker_events(at: Reading, op: LatestBreakerEvents) -> dict[str, BreakerEvent]:
+    """The latest change of each of `op.services` that has one, by service."""
+    latest: dict[str, BreakerEvent] = {}
+    for chunk in chunks(list(op.services)):
+        rows = at.conn.execute(_LATEST.format(marks=",".join("?" * len(chunk))), chunk)
+        events = (shared.breaker_event_from_row(row, unix_instant) for row in rows)
+        latest.update((event.service, event) for event in events)
+    return latest

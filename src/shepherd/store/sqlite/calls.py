@@ -15,7 +15,6 @@ from shepherd.store.ops import (
     AnswerCall,
     AnswerOwned,
     GetAnswers,
-    KeyBacklog,
     KeyBacklogs,
     PurgeCalls,
     SendCall,
@@ -88,12 +87,6 @@ def purge_calls(batch: SqliteBatch, ops: Sequence[PurgeCalls]) -> list[object]:
 
 
 # -- reads ---------------------------------------------------------------------
-@READS.handles(KeyBacklog)
-def key_backlog(at: Reading, op: KeyBacklog) -> tuple[int, datetime | None]:
-    """How many calls one key has waiting, and when the oldest was sent."""
-    return at.run(calls.key_backlog(SQLITE, at.now, op))
-
-
 @READS.handles(KeyBacklogs)
 def key_backlogs(at: Reading, op: KeyBacklogs) -> dict[str, tuple[int, datetime]]:
     """Of each key of one agent with calls waiting: how many, and when the oldest was sent."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, SetOwnerState, TakeKeys
+from shepherd.store.ops import ListKeyLeases, ReleaseKeys, RenewKeys, TakeKeys
 from shepherd.store.sql import owners
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from shepherd.core.ownership import KeyLease
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["list_key_leases", "release_keys", "renew_keys", "set_owner_state", "take_keys"]
+__all__ = ["list_key_leases", "release_keys", "renew_keys", "take_keys"]
 
 
 @WRITES.handles(TakeKeys)
@@ -37,12 +37,6 @@ def renew_keys(batch: SqliteBatch, ops: Sequence[RenewKeys]) -> list[object]:
 def release_keys(batch: SqliteBatch, ops: Sequence[ReleaseKeys]) -> list[object]:
     """Hand keys back; how many of each operation's the owner still held."""
     return batch.run(owners.release_keys(batch, ops))
-
-
-@WRITES.handles(SetOwnerState)
-def set_owner_state(batch: SqliteBatch, ops: Sequence[SetOwnerState]) -> list[object]:
-    """Set each key's owner state where the owner still holds it at its epoch."""
-    return batch.run(owners.set_owner_state(batch, ops))
 
 
 @READS.handles(ListKeyLeases)

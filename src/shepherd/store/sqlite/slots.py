@@ -12,18 +12,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import AcquireSlots, ListSlots, ReleaseSlots, RenewSlots
+from shepherd.store.ops import AcquireSlots, ReleaseSlots, RenewSlots
 from shepherd.store.sql import slots
-from shepherd.store.sql.dialect import SQLITE
-from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.sqlite.batch import WRITES
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from shepherd.core.resources import Slot, SlotLease
+    from shepherd.core.resources import Slot
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["acquire", "list_slots", "release", "release_slots", "renew"]
+__all__ = ["acquire", "release", "release_slots", "renew"]
 
 _RELEASE = "DELETE FROM resource_slots WHERE resource = ? AND holder = ?"
 
@@ -54,9 +53,3 @@ def release(batch: SqliteBatch, given: Sequence[Slot]) -> int:
     held = sum(conn.execute(_RELEASE, (s.resource, s.holder)).rowcount for s in given)
     batch.rings.add(ch.SLOTS)
     return held
-
-
-@READS.handles(ListSlots)
-def list_slots(at: Reading, op: ListSlots) -> list[SlotLease]:
-    """The slots held (of one resource, or all), oldest first."""
-    return at.run(slots.list_slots(SQLITE, op))

@@ -105,7 +105,7 @@ def record_replies(batch: SqliteBatch, ops: Sequence[RecordReplies]) -> list[obj
     out: list[object] = []
     for op in ops:
         # Tuples (a hot path), read by the positions of REPLY_COLUMNS.
-        rows = tuples(conn).execute(_REPLIES, (op.owner, op.limit)).fetchall()
+        rows = tuples(conn).execute(_REPLIES, (op.locked_by, op.limit)).fetchall()
         replies = sort_replies(rows)
         write_recorded(batch, replies)
         conn.executemany(_DROP_REPLY, [(reply_id,) for reply_id in replies.ids])

@@ -94,7 +94,6 @@ _GET_TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
 _STEPS_OF_TASK = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ? ORDER BY seq"
 _STEPS_OF = f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id IN ({{marks}}) ORDER BY seq"
 _COUNT = "SELECT process_state, count(*) FROM tasks GROUP BY process_state"
-_COUNT_OF = "SELECT process_state, count(*) FROM tasks WHERE workflow = ? GROUP BY process_state"
 
 
 @WRITES.handles(ops.SubmitTask)
@@ -167,7 +166,7 @@ def claim(batch: SqliteBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     conn, now = batch.conn, batch.now
     out: list[object] = []
     for op in ops:
-        owner, limit = op.owner, op.limit
+        owner, limit = op.locked_by, op.limit
         # Tuples read by position (a hot path): 0 id, 2 key, 8 lock_epoch, 12 not_before,
         # 13 reply_to.
         rows = tuples(conn).execute(_CLAIM, (owner, now, now, now, limit)).fetchall()
@@ -233,7 +232,7 @@ def _write_owned(
     out: list[object] = []
     events: list[EventRow] = []
     for op in ops:
-        task_id, owner, epoch = op.task_id, op.owner, op.epoch
+        task_id, owner, epoch = op.task_id, op.locked_by, op.epoch
         try:
             row = effect_row(task_id, owner_effect(op), batch)
         except ValueError as exc:  # a state a task cannot fail into
@@ -256,7 +255,7 @@ def _write_owned(
 @WRITES.handles(ops.ReleaseTasks)
 def release(batch: SqliteBatch, ops: Sequence[ops.ReleaseTasks]) -> list[object]:
     """Give claimed tasks back: unowned, epoch bumped, claimable at once."""
-    counts: list[object] = [_release(batch, op.owner, list(op.task_ids)) for op in ops]
+    counts: list[object] = [_release(batch, op.locked_by, list(op.task_ids)) for op in ops]
     if any(counts):
         batch.rings.add(ch.TASKS)
     return counts
@@ -332,10 +331,3 @@ def count_tasks(at: Reading, op: ops.CountTasks) -> dict[ProcessState, int]:
     """How many tasks are in each state (states without tasks are absent)."""
     conn = at.conn
     return {ProcessState(state): count for state, count in conn.execute(_COUNT).fetchall()}
-
-
-@READS.handles(ops.CountWorkflowTasks)
-def count_workflow_tasks(at: Reading, op: ops.CountWorkflowTasks) -> dict[ProcessState, int]:
-    """How many tasks of one workflow are in each state."""
-    rows = at.conn.execute(_COUNT_OF, (op.workflow,)).fetchall()
-    return {ProcessState(state): count for state, count in rows}

@@ -1,0 +1,118 @@
+"""Steps: start one (its request queued in the same transaction), record replies, extend one."""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, replace
+from datetime import datetime
+
+from shepherd.core.records import JsonValue, Reply, Request
+from shepherd.core.resources import Resolution
+from shepherd.core.states import StepKind
+from shepherd.store.ops.base import Runs, Write, method, operation
+
+__all__ = ["REPLY_GRACE", "ExtendStep", "RecordReplies", "StartStep", "StepStart", "Steps"]
+
+#: Seconds past a step's complete_by that its task's claim still holds: time for a
+#: reply written at the deadline to be recorded. The scheduler waits as long.
+REPLY_GRACE = 0.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStart:
+    """What `start_step` writes: the step `running` and its request, fenced by epoch."""
+
+    task_id: str
+    #: The claim's holder (`Task.locked_by`), whose `epoch` fences the write.
+    locked_by: str
+    epoch: int
+    seq: int
+    agent: str
+    payload: JsonValue
+    within: float
+    attempt: int
+    kind: StepKind = StepKind.FORWARD
+    undo: str | None = None
+    compensates: int | None = None
+    #: A retry policy for this call only (`RetryPolicy.to_json()`), or None.
+    retry: JsonValue = None
+    #: This step was running at a crash: its request is marked suspect, to run apart
+    #: from other suspects.
+    suspect: bool = False
+    #: Seconds added to the step's first window for waiting in the queue (a suspect
+    #: waits for an agent that runs no other suspect; the agent then restarts the
+    #: window when it takes the request).
+    queue_allowance: float = 0.0
+    #: Where the call's entity lives (resolved when the step was first sent, then
+    #: the recorded one on every later attempt): written on the step and its request.
+    resolution: Resolution | None = None
+    #: The trace context of the task run sending it (`shepherd.tracing`), written on
+    #: its request, or None when not traced.
+    trace: str | None = None
+    #: The agent worker of the scheduler's own process that takes the request as it
+    #: is queued (`start_step_taken`): leased to it until complete_by, as
+    #: `take_requests` would lease it, and never seen by other workers. None queues it.
+    taken_by: str | None = None
+
+
+@operation
+class StartStep(Write[datetime | Request]):
+    """Mark the step running and enqueue its request, in one transaction; its complete_by.
+
+    With `start.taken_by`, the `Request` itself, leased to that worker as it
+    is queued: hidden until its complete_by, exactly as if the worker had
+    taken it with `take_requests`, and no other worker is woken for it.
+    """
+
+    start: StepStart
+
+
+@operation
+class RecordReplies(Write[list[tuple[Reply, bool]]]):
+    """Take up to `limit` replies for tasks `locked_by` holds and record them.
+
+    A reply for the current epoch and attempt of a running step marks it
+    `completed` (or `failed`), exactly once, and is paired with True; any
+    other reply is discarded and paired with False. Every reply taken is
+    removed.
+    """
+
+    _: KW_ONLY
+    locked_by: str
+    limit: int
+
+
+@operation
+class ExtendStep(Write[datetime | None]):
+    """A heartbeat: move the running step's deadlines one window (`request.within`) ahead.
+
+    Fenced: only while the request row still exists, taken by `worker` and
+    not past its complete_by, its step is `running` with the request's
+    attempt, and the task is claimed at the request's `lock_epoch`. Then the
+    step's complete_by, the request's complete_by and visible_at become now +
+    `within` (store clock) and the task's complete_by at least that plus
+    REPLY_GRACE. Returns the new complete_by, or None when the execution was
+    superseded (or the request has no window), in which case nothing changes.
+    """
+
+    request: Request
+    _: KW_ONLY
+    worker: str
+
+
+class Steps(Runs):
+    """The store's methods for steps."""
+
+    record_replies = method(RecordReplies)
+    extend_step = method(ExtendStep)
+
+    async def start_step(self, start: StepStart) -> datetime:
+        """`StartStep` queued for any worker: the step's complete_by."""
+        started = await self.write(StartStep(start))
+        assert isinstance(started, datetime), "start_step with taken_by: use start_step_taken"
+        return started
+
+    async def start_step_taken(self, start: StepStart, *, worker: str) -> Request:
+        """`StartStep` with its request leased to `worker` as it is queued: the request."""
+        started = await self.write(StartStep(replace(start, taken_by=worker)))
+        assert isinstance(started, Request)
+        return started
