@@ -1,16 +1,19 @@
-"""What `App.submit` and `App.submit_many` check before the store is touched, and how they fail.
+"""What `App.submit` and `App.submit_many` check before the store is touched, how they write, and how they fail.
 
 A `Submission` is one task for `submit_many`: the arguments `submit` takes.
 Each is checked (a registered workflow, a `key` and a `reply_to` a store can
 keep) before anything is written; a refusal names the submission's index.
+`submit_one` and `submit_all` then write the tasks in one transaction, in a
+`shepherd.submit` span when tracing is on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import TYPE_CHECKING, final
 
+from shepherd import tracing
 from shepherd.errors import CommitUnknownError, PayloadError, UnknownWorkflowError
 from shepherd.payloads import check_text
 from shepherd.store.contract import NewTask
@@ -19,8 +22,9 @@ from shepherd.store.submits import at_index
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
     from shepherd.scheduler import Workflow
+    from shepherd.store.contract import Store
 
-__all__ = ["Submission", "commit_unknown", "new_task", "new_tasks"]
+__all__ = ["Submission", "commit_unknown", "new_task", "new_tasks", "submit_all", "submit_one"]
 
 
 @final
@@ -123,3 +127,56 @@ def commit_unknown(lost: CommitUnknownError, tasks: Sequence[NewTask]) -> Commit
     return CommitUnknownError(
         f"the store was lost while {what} was committing: {subject}; {retry} ({lost.message})"
     )
+
+
+async def submit_one(store: Store, task: NewTask, connection: object | None) -> str:
+    """Write one task (in the caller's transaction, with `connection`); its id.
+
+    Raises:
+        CommitUnknownError: The commit was cut off; the message says whether a
+            retry is safe (`commit_unknown`).
+    """
+    if tracing.ENABLED and tracing.active():
+        with tracing.submit_span([task.workflow]) as traced:
+            task_id = await _submit_one(store, replace(task, trace=traced.context), connection)
+            traced.submitted([task_id])
+            return task_id
+    return await _submit_one(store, task, connection)
+
+
+async def _submit_one(store: Store, task: NewTask, connection: object | None) -> str:
+    try:
+        if connection is not None:
+            submitted = await store.submit_task_in(task, connection)
+        else:
+            submitted = await store.submit_task(task)
+    except CommitUnknownError as exc:
+        raise commit_unknown(exc, [task]) from None
+    return submitted.task_id
+
+
+async def submit_all(store: Store, tasks: list[NewTask], connection: object | None) -> list[str]:
+    """Write `tasks` in one transaction (the caller's, with `connection`); their ids, in order.
+
+    Raises:
+        CommitUnknownError: The commit was cut off: all the tasks or none exist;
+            the message says whether a retry is safe (`commit_unknown`).
+    """
+    if tracing.ENABLED and tasks and tracing.active():
+        with tracing.submit_span([task.workflow for task in tasks]) as traced:
+            tasks = [replace(task, trace=traced.context) for task in tasks]
+            task_ids = await _submit_all(store, tasks, connection)
+            traced.submitted(task_ids)
+            return task_ids
+    return await _submit_all(store, tasks, connection)
+
+
+async def _submit_all(store: Store, tasks: list[NewTask], connection: object | None) -> list[str]:
+    try:
+        if connection is not None:
+            submitted = await store.submit_tasks_in(tasks, connection)
+        else:
+            submitted = await store.submit_tasks(tasks)
+    except CommitUnknownError as exc:
+        raise commit_unknown(exc, tasks) from None
+    return [s.task_id for s in submitted]

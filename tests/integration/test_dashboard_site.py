@@ -21,7 +21,6 @@ from shepherd.dashboard.auth import COOKIE
 from shepherd.dashboard.live import event_text, refreshes
 from shepherd.dashboard.pages import digest
 from shepherd.errors import StoreUnavailableError
-from shepherd.store.signals import task_channel
 from shepherd.testing import wait_until
 
 if TYPE_CHECKING:
@@ -119,7 +118,7 @@ async def test_a_named_operator_retries_with_a_new_payload_and_is_recorded(
     app: App, client: httpx.AsyncClient
 ) -> None:
     _register(app)
-    anna = await app.add_operator("anna")
+    anna = await app.operations.add_operator("anna")
     async with app.running():
         task_id = await _in_error(app, {"ok": False})
         await _log_in(client, anna)
@@ -261,10 +260,10 @@ async def test_a_removed_operator_loses_their_session(
     app: App, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("shepherd.dashboard.auth.OPERATORS_TTL", 0.0)
-    ben = await app.add_operator("ben")
+    ben = await app.operations.add_operator("ben")
     await _log_in(client, ben)
     assert (await client.get("/tasks")).status_code == 200
-    await app.remove_operator("ben")
+    await app.operations.remove_operator("ben")
     assert (await client.get("/tasks")).status_code == 303
     assert (
         await client.get("/tasks", headers={"Authorization": f"Bearer {ben}"})
@@ -282,7 +281,7 @@ async def test_the_live_stream_sends_a_part_again_only_once_it_changed(app: App)
         rendered.set()
         return html
 
-    events = refreshes(app, task_channel(task_id), render, since=digest("<p>pending</p>"))
+    events = refreshes(app.operations, render, task_id=task_id, since=digest("<p>pending</p>"))
     first = asyncio.ensure_future(anext(events))
     await asyncio.wait_for(rendered.wait(), PATIENCE)  # it has seen the task pending
     await app.cancel(task_id, by="anna")
@@ -320,7 +319,7 @@ async def test_a_store_that_fails_is_a_message_not_a_traceback(
     async def unavailable() -> None:
         raise StoreUnavailableError("the store cannot be reached: connection refused")
 
-    monkeypatch.setattr(app, "count_tasks", unavailable)
+    monkeypatch.setattr(app.operations, "count_tasks", unavailable)
     page = await client.get("/")
     assert (page.status_code, page.text) == (
         503,

@@ -54,8 +54,9 @@ async def app(store_url: str, alerts: list[Alert], fake_clock: FakeClock) -> Asy
         lease_ttl=3.0,
         # advance_until moves the clock on every 10 ms of real time, also while a
         # beat's write is in flight: under a loaded machine the clock can run two
-        # 1 s beats ahead of one write, and the process would look frozen.
-        worker_beat=10.0,
+        # 1 s beats ahead of one write, and the process would look frozen. (7 s:
+        # no wake-up the tests look for.)
+        worker_beat=7.0,
         worker_ttl=30.0,
         sqlite_synchronous="NORMAL",
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from shepherd import App, BreakerPolicy, ProcessState, TaskFailedError
+from shepherd.assembly import Assembly
 from shepherd.exposition import CONTENT_TYPE, OPEN_STATES, metrics_text
 from shepherd.testing import FakeClock, wait_until
 
@@ -168,7 +169,7 @@ async def test_claim_lags_are_how_long_a_task_and_a_request_waited(
 
             await wait_until(queued, timeout=PATIENCE, message="the step was not queued")
             fake_clock.advance(7.0)  # its request waits 7 s for an agent
-            worker = asyncio.create_task(app.build_agent_worker().run())
+            worker = asyncio.create_task(Assembly(app).agent_worker().run())
             try:
                 await app.result(task_id, timeout=PATIENCE)
             finally:

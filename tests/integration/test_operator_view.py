@@ -1,4 +1,4 @@
-"""What the dashboard reads and does through the App: operators, who acted, pages, the overview.
+"""What the dashboard reads and does through `app.operations`: operators, who acted, pages, the overview.
 
 An App running every role processes, fails, retries and cancels tasks; the
 history names the operator of each action, the task list pages through them,
@@ -48,8 +48,8 @@ async def _ended(app: App, task_id: str) -> ProcessState:
 
 async def test_the_history_names_who_retried_and_who_cancelled(app: App) -> None:
     _register(app)
-    token = await app.add_operator("anna")
-    operator = await app.authenticate(token)
+    token = await app.operations.add_operator("anna")
+    operator = await app.operations.authenticate(token)
     assert operator == "anna"
 
     async with app.running():
@@ -69,16 +69,16 @@ async def test_the_history_names_who_retried_and_who_cancelled(app: App) -> None
 
 
 async def test_operators_are_added_listed_and_removed(app: App) -> None:
-    token = await app.add_operator("anna")
+    token = await app.operations.add_operator("anna")
 
-    assert [o.name for o in await app.operators()] == ["anna"]
+    assert [o.name for o in await app.operations.operators()] == ["anna"]
     with pytest.raises(OperatorExistsError, match="exists already"):
-        await app.add_operator("anna")
-    await app.remove_operator("anna")
-    assert await app.authenticate(token) is None
-    assert await app.operators() == []
+        await app.operations.add_operator("anna")
+    await app.operations.remove_operator("anna")
+    assert await app.operations.authenticate(token) is None
+    assert await app.operations.operators() == []
     with pytest.raises(UnknownOperatorError, match="no operator"):
-        await app.remove_operator("anna")
+        await app.operations.remove_operator("anna")
 
 
 async def test_the_task_list_pages_with_every_filter(app: App) -> None:
@@ -105,7 +105,7 @@ async def test_the_task_list_pages_with_every_filter(app: App) -> None:
 
 async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App) -> None:
     _register(app)
-    assert await app.leader() is None
+    assert await app.operations.leader() is None
 
     async with app.running():
         done = [await app.submit("orders.check", {"n": n}) for n in range(3)]
@@ -115,28 +115,28 @@ async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App)
         assert await _ended(app, failed) is ProcessState.ERROR
 
         async def leads() -> bool:
-            return await app.leader() is not None
+            return await app.operations.leader() is not None
 
         await wait_until(leads, timeout=PATIENCE, message="no supervisor leads")
-        lease = await app.leader()
+        lease = await app.operations.leader()
         assert lease is not None
         assert lease.holder.startswith(app.instance)
         assert lease.epoch >= 1
-        (worker,) = await app.workers()
+        (worker,) = await app.operations.workers()
         assert worker.instance == app.instance
         assert set(worker.roles) == {"scheduler", "agent", "supervisor"}
 
-    assert await app.count_tasks() == {ProcessState.PROCESSED: 3, ProcessState.ERROR: 1}
-    buckets = await app.throughput()
+    assert await app.operations.count_tasks() == {ProcessState.PROCESSED: 3, ProcessState.ERROR: 1}
+    buckets = await app.operations.throughput()
     assert len(buckets) == 60
     assert (sum(b.processed for b in buckets), sum(b.errors for b in buckets)) == (3, 1)
     assert sum(b.cancelled for b in buckets) == 0
-    few = await app.throughput(window=timedelta(minutes=5), bucket=timedelta(seconds=30))
+    few = await app.operations.throughput(window=timedelta(minutes=5), bucket=timedelta(seconds=30))
     assert len(few) == 10
     assert sum(b.processed for b in few) == 3
-    assert await app.leader() is None  # released at stop
-    assert await app.breakers() == []
-    (stopped,) = await app.workers()
+    assert await app.operations.leader() is None  # released at stop
+    assert await app.operations.breakers() == []
+    (stopped,) = await app.operations.workers()
     assert stopped.stopped_at is not None
 
 
@@ -151,10 +151,10 @@ async def test_the_overview_reads_counts_throughput_leader_and_workers(app: App)
 )
 async def test_a_bad_throughput_window_is_refused(app: App, window: Any, bucket: Any) -> None:
     with pytest.raises(ConfigError):
-        await app.throughput(window=window, bucket=bucket)
+        await app.operations.throughput(window=window, bucket=bucket)
 
 
 async def test_workers_since_is_checked(app: App) -> None:
     with pytest.raises(ConfigError, match="since"):
-        await app.workers(since=3600)  # type: ignore[arg-type]
-    assert await app.workers(since=timedelta.max) == []
+        await app.operations.workers(since=3600)  # type: ignore[arg-type]
+    assert await app.operations.workers(since=timedelta.max) == []

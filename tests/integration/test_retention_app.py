@@ -16,6 +16,7 @@ from datetime import timedelta
 import pytest
 
 from shepherd import App, WorkflowContext
+from shepherd.assembly import Assembly
 from shepherd.core.records import JsonValue
 from shepherd.core.states import ProcessState
 from shepherd.errors import UnknownTaskError
@@ -126,7 +127,7 @@ async def test_a_purge_pass_runs_only_when_leading_and_once_per_interval(store_u
         purge_interval=60.0,
     )
     async with app:
-        supervisor = app.build_supervisor(holder="v1")
+        supervisor = Assembly(app).supervisor(holder="v1")
         first = await _ended(app, ProcessState.COMPENSATED)
         clock.advance(11)
 
@@ -185,7 +186,7 @@ async def test_a_pass_that_left_tasks_behind_is_followed_by_another_at_once(
     monkeypatch.setattr("shepherd.supervisor.supervisor.PURGE_BATCHES", 2)
     ids = [await _ended(app, ProcessState.CANCELLED) for _ in range(5)]
     clock.advance(RETENTION + 1)
-    supervisor = app.build_supervisor(holder="v1")
+    supervisor = Assembly(app).supervisor(holder="v1")
     assert await supervisor.renew() is not None
 
     assert await supervisor.purge_once() == 4  # two full batches: the budget is spent

@@ -41,10 +41,10 @@ async def test_the_frame_counts_states_the_last_minute_and_the_failures(app: App
             await app.result(failed, timeout=PATIENCE)
 
         async def led() -> bool:
-            return (await read_frame(app)).leader is not None
+            return (await read_frame(app.operations)).leader is not None
 
         await wait_until(led, timeout=PATIENCE, message="no supervisor leads")
-        frame = await read_frame(app)
+        frame = await read_frame(app.operations)
 
     assert frame.counts[ProcessState.PROCESSED] == 1
     assert frame.counts[ProcessState.ERROR] == 1

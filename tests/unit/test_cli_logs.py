@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shepherd.cli.logs import configure_logging, parse_level_for
+from shepherd.console.logs import configure_logging, parse_level_for
 from shepherd.errors import ConfigError
 from shepherd.tasklog import task_event
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+from shepherd.bench.cli import bench
+from shepherd.console import main
 
-from shepherd.cli import main
-
-main(["bench", *sys.argv[1:]])
+main(bench, None, prog_name="shepherd bench")

@@ -12,8 +12,8 @@ from typing import cast
 import click
 from click.core import ParameterSource
 
-from shepherd.cli.exits import ExitCode
-from shepherd.cli.logs import configure_logging, log_options
+from shepherd.console.exits import ExitCode
+from shepherd.console.logs import configure_logging, log_options
 
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 

@@ -111,7 +111,8 @@ async def measure(app: App, filled: Filled, *, depth: int, repeat: int) -> list[
         if pages == depth and cursor is not None and page:
             deep, _ = await _timed(_page(app, given, cursor), repeat)
         out.append(_timing(name, first, deep, rows=rows))
-    for name, read in (("count_tasks", app.count_tasks), ("throughput (1h)", app.throughput)):
+    ops = app.operations
+    for name, read in (("count_tasks", ops.count_tasks), ("throughput (1h)", ops.throughput)):
         spent, _ = await _timed(read, repeat)
         out.append(_timing(name, spent, None, rows=0))
     return out
@@ -143,7 +144,7 @@ async def run(url: str, *, tasks: int, depth: int, repeat: int) -> tuple[float, 
     """Fill the store at `url` (migrated by an App first) and time it: (fill seconds, timings)."""
     app = App(url, alerts=())
     async with app:
-        if sum((await app.count_tasks()).values()):
+        if sum((await app.operations.count_tasks()).values()):
             raise SystemExit(f"the store at {url} holds tasks already: give an empty one")
         end = app.store.now()
     start = time.perf_counter()

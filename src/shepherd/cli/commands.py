@@ -15,8 +15,8 @@ from datetime import timedelta
 
 import click
 
-from shepherd.agents.pools import check_pool, parse_patterns
 from shepherd.app import ROLES, App
+from shepherd.assembly import parse_patterns, served_agents
 from shepherd.cli import (
     dashboard_command,
     ops_commands,
@@ -26,9 +26,7 @@ from shepherd.cli import (
     token_commands,
     top,
 )
-from shepherd.cli.exits import WaitTimeoutError
 from shepherd.cli.loader import parse_json_argument, parse_roles, run_with, serve
-from shepherd.cli.logs import configure_logging, log_options
 from shepherd.cli.metrics_option import MetricsEndpoint, endpoint, metrics_options
 from shepherd.cli.options import (
     APP_REQUIRED,
@@ -40,6 +38,8 @@ from shepherd.cli.options import (
     require_app,
     store_option,
 )
+from shepherd.console.exits import WaitTimeoutError
+from shepherd.console.logs import configure_logging, log_options
 from shepherd.core.workers import WorkerState
 from shepherd.errors import ConfigError, ShepherdError
 from shepherd.payloads import dumps
@@ -177,7 +177,7 @@ def _serve(
     metrics: MetricsEndpoint | None = None,
 ) -> None:
     app = open_for(spec, store)
-    check_pool(roles, agents, app.agents)  # before the store is opened: a typo changes nothing
+    served_agents(roles, agents, app.agents)  # before the store is opened: a typo changes nothing
     asyncio.run(serve(app, roles, agents=agents, metrics=metrics))
 
 
@@ -250,10 +250,11 @@ def submit(
 async def _timed_out(app: App, task_id: str, wait: float, spec: str) -> WaitTimeoutError:
     """The `--wait` timeout, saying how many worker processes are alive to run the task."""
     message = f"task {task_id} did not end within {wait:g}s"
+    ops = app.operations
     try:
-        ttl = app.settings.worker_ttl
-        now = app.store.now()
-        listed = await app.store.list_workers(since=now - timedelta(seconds=ttl))
+        ttl = ops.settings.worker_ttl
+        now = ops.now()
+        listed = await ops.workers(since=timedelta(0))  # those beaten within the ttl
     except ShepherdError:
         return WaitTimeoutError(f"{message} (see `shepherd workers`)", task_id=task_id, alive=None)
     alive = [w for w in listed if w.state(now=now, ttl=ttl) is WorkerState.ALIVE]
@@ -277,7 +278,7 @@ async def _timed_out(app: App, task_id: str, wait: float, spec: str) -> WaitTime
 
 
 # -- demo and bench: click commands of their own packages ------------------------
-# Their modules import only click and the CLI's conventions; the work is imported to run.
+# Their modules import only click and shepherd.console; the work is imported to run.
 from shepherd.bench.cli import bench  # noqa: E402 - joins the group defined above
 from shepherd.demo.cli import demo  # noqa: E402
 

@@ -15,12 +15,12 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import click
 
-from shepherd.agents.pools import pool_agents
 from shepherd.app import ROLES, App
+from shepherd.assembly import pool_agents
 from shepherd.cli.metrics_option import MetricsEndpoint
 from shepherd.core.records import JsonValue
 from shepherd.errors import ConfigError, PayloadError, ShepherdError, StoreUnavailableError
@@ -145,7 +145,14 @@ def _check_sqlite_exists(url: str) -> None:
         )
 
 
-def run_with(app: App, work: Callable[[], Awaitable[T]]) -> T:
+class Closing(Protocol):
+    """An App, or its `operations`: closed when a command's work is done."""
+
+    async def close(self) -> None:
+        """Close the store (and what else the App opened)."""
+
+
+def run_with(app: Closing, work: Callable[[], Awaitable[T]]) -> T:
     """Run `work` in a new event loop (the async edge of a command), then close the app."""
 
     async def go() -> T:

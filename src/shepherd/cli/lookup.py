@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from shepherd.cli.exits import AmbiguousTaskError
+from shepherd.console.exits import AmbiguousTaskError
 
 if TYPE_CHECKING:
-    from shepherd.app import App
     from shepherd.core.records import Task
+    from shepherd.operations import Operations
 
 __all__ = ["MIN_PREFIX", "find_task_id"]
 
@@ -26,11 +26,11 @@ SHOWN = 5
 _HEX = re.compile(r"[0-9A-Fa-f]+")
 
 
-async def find_task_id(app: App, name: str, *, workflow: str | None = None) -> str:
+async def find_task_id(ops: Operations, name: str, *, workflow: str | None = None) -> str:
     """The id of the one task `name` designates (see the module docstring).
 
     Args:
-        app: An App whose store holds the task (opened here if need be).
+        ops: The operations of an App whose store holds the task (opened here if need be).
         name: A task id, a key, or an id prefix.
         workflow: Only keys and prefixes of this workflow's tasks count.
 
@@ -38,11 +38,9 @@ async def find_task_id(app: App, name: str, *, workflow: str | None = None) -> s
         AmbiguousTaskError: The key or the prefix names several tasks.
         UnknownTaskError: Nothing matches (the message says when the id was purged).
     """
-    await app.open()
-    store = app.store
-    if await store.get_task(name) is not None:
+    if await ops.find_task(name) is not None:
         return name
-    keyed = await store.list_tasks(key=name, workflow=workflow, limit=SHOWN + 1)
+    keyed = await ops.list_tasks(key=name, workflow=workflow, limit=SHOWN + 1)
     if len(keyed) == 1:
         return keyed[0].id
     if keyed:
@@ -52,7 +50,7 @@ async def find_task_id(app: App, name: str, *, workflow: str | None = None) -> s
             [task.id for task in keyed],
         )
     if len(name) >= MIN_PREFIX and _HEX.fullmatch(name):
-        found = await store.list_tasks(id_prefix=name.lower(), workflow=workflow, limit=SHOWN + 1)
+        found = await ops.list_tasks(id_prefix=name.lower(), workflow=workflow, limit=SHOWN + 1)
         if len(found) == 1:
             return found[0].id
         if found:
@@ -61,7 +59,7 @@ async def find_task_id(app: App, name: str, *, workflow: str | None = None) -> s
                 "give more characters",
                 [task.id for task in found],
             )
-    return (await app.get_task(name)).id  # raises UnknownTaskError, saying if it was purged
+    return (await ops.get_task(name)).id  # raises UnknownTaskError, saying if it was purged
 
 
 def _listed(tasks: list[Task], *, workflows: bool = False) -> str:

@@ -1,7 +1,8 @@
 """The operator's store-wide commands: breakers, workers, purge, alerts.
 
 `--app` is optional here: it only supplies the store and the settings
-(`worker_ttl`, `key_retention`, `purge_batch`).
+(`worker_ttl`, `key_retention`, `purge_batch`); each command works through its
+`operations`.
 """
 
 from __future__ import annotations
@@ -19,19 +20,17 @@ from shepherd.cli.options import (
     duration_option,
     json_option,
     limit_option,
-    open_for,
+    operations_for,
     store_option,
 )
 from shepherd.cli.render import echo_json
 from shepherd.core.breaker import BreakerState
-from shepherd.core.retention import cutoff
-from shepherd.supervisor import retention
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
     from shepherd.core.breaker import BreakerEvent
     from shepherd.core.workers import Worker
-    from shepherd.supervisor.retention import Purged
+    from shepherd.operations import Purged
 
 __all__ = ["COMMANDS", "alerts", "breakers", "purge", "workers"]
 
@@ -54,18 +53,17 @@ def breakers(app_spec: str | None, events: int, store: str | None, as_json: bool
 
     Each breaker is shared by every agent process through the store.
     """
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[list[render_ops.BreakerRow], list[BreakerEvent]]:
-        await app.open()
-        breakers = await app.store.list_breakers()
+        breakers = await ops.breakers()
         opened = [b.service for b in breakers if b.state is not BreakerState.CLOSED]
-        latest = await app.store.latest_breaker_events(opened)
+        latest = await ops.latest_breaker_events(opened)
         rows = [render_ops.BreakerRow(b, latest.get(b.service)) for b in breakers]
-        recent = await app.store.breaker_events(limit=events) if events else []
+        recent = await ops.breaker_events(limit=events) if events else []
         return rows, recent
 
-    rows, recent = run_with(app, work)
+    rows, recent = run_with(ops, work)
     if as_json:
         echo_json(render_ops.breakers_json(rows, recent))
     else:
@@ -90,21 +88,15 @@ def workers(app_spec: str | None, since: timedelta, store: str | None, as_json: 
     Each process beats its row every `worker_beat` seconds; one silent for
     `worker_ttl` seconds (store clock) is dead.
     """
-    app = open_for(app_spec, store, existing=True)
-    ttl = app.settings.worker_ttl
+    ops = operations_for(app_spec, store, existing=True)
+    ttl = ops.settings.worker_ttl
 
     async def work() -> tuple[list[Worker], datetime]:
-        await app.open()
-        now = app.store.now()
-        # Never less than the ttl: every live process has beaten since then.
-        back = max(since, timedelta(seconds=ttl))
-        try:
-            start: datetime | None = now - back
-        except OverflowError:  # further back than datetime goes: everything
-            start = None
-        return await app.store.list_workers(since=start), now
+        await ops.open()
+        now = ops.now()
+        return await ops.workers(since=since), now
 
-    found, now = run_with(app, work)
+    found, now = run_with(ops, work)
     if as_json:
         echo_json(render_ops.workers_json(found, now=now, ttl=ttl))
     else:
@@ -132,22 +124,12 @@ def purge(older_than: timedelta, app_spec: str | None, store: str | None, as_jso
     `key_retention`; key tombstones older than that go too. Runs in batches of
     `purge_batch` tasks, until none is left.
     """
-    app = open_for(app_spec, store, existing=True)
-    settings = app.settings
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[Purged, datetime | None]:
-        await app.open()
-        now = app.store.now()
-        ended_before = cutoff(now, older_than.total_seconds())
-        done = await retention.purge(
-            app.store,
-            ended_before=ended_before,
-            purged_before=cutoff(now, settings.key_retention),
-            batch=settings.purge_batch,
-        )
-        return done, ended_before
+        return await ops.purge(older_than=older_than)
 
-    done, ended_before = run_with(app, work)
+    done, ended_before = run_with(ops, work)
     if as_json:
         echo_json(render_ops.purged_json(done, ended_before))
     else:
@@ -177,14 +159,13 @@ def alerts(
     """
     if ctx.invoked_subcommand is not None:
         return
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[list[StoredAlert], datetime]:
-        await app.open()
         # One more tells whether more match.
-        return await app.alerts(open_only=open_only, limit=limit + 1), app.store.now()
+        return await ops.alerts(open_only=open_only, limit=limit + 1), ops.now()
 
-    found, now = run_with(app, work)
+    found, now = run_with(ops, work)
     more = len(found) > limit
     if as_json:
         echo_json(render_ops.alerts_json(found[:limit], more=more))
@@ -206,8 +187,10 @@ def ack(alert_id: int, by: str, app_spec: str | None, store: str | None, as_json
     # `shepherd alerts --store URL ack ...`: the group's options count too.
     parent = click.get_current_context().parent
     given = parent.params if parent is not None else {}
-    app = open_for(app_spec or given.get("app_spec"), store or given.get("store"), existing=True)
-    done = run_with(app, lambda: app.acknowledge_alert(alert_id, by=by))
+    ops = operations_for(
+        app_spec or given.get("app_spec"), store or given.get("store"), existing=True
+    )
+    done = run_with(ops, lambda: ops.acknowledge_alert(alert_id, by=by))
     if as_json or given.get("as_json"):
         echo_json(render_ops.acknowledged_json(done))
     else:

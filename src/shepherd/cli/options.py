@@ -21,6 +21,7 @@ from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
     from shepherd.app import App
+    from shepherd.operations import Operations
 
 __all__ = [
     "APP_REQUIRED",
@@ -30,6 +31,7 @@ __all__ = [
     "json_option",
     "looks_like_app",
     "open_for",
+    "operations_for",
     "require_app",
     "states_option",
     "store_option",
@@ -139,6 +141,11 @@ def open_for(spec: str | None, store: str | None, *, existing: bool = False) -> 
     """The App of a command: its `--app`, on its `--store`, else the group's `--store`."""
     group_store = cast("str | None", click.get_current_context().find_root().obj)
     return open_app(spec, store or group_store, existing=existing)
+
+
+def operations_for(spec: str | None, store: str | None, *, existing: bool = False) -> Operations:
+    """The operator's side (`App.operations`) of the App `open_for` finds: all an operator command uses."""
+    return open_for(spec, store, existing=existing).operations
 
 
 def states_option(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shepherd.cli.tables import Column, echo_table, terminal_width
+from shepherd.console.runner import reason
 from shepherd.core.records import Event, JsonValue, Step, Task
 from shepherd.core.resources import Resolution
 
@@ -84,25 +85,6 @@ def tasks_json(tasks: Sequence[Task], *, more: bool) -> JsonValue:
 def echo_json(data: JsonValue) -> None:
     """Print one JSON document (datetimes as ISO 8601 strings)."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=_default))
-
-
-def reason(error: JsonValue) -> str:
-    """The human reason of a task's or step's error value, on one line."""
-    if error is None:
-        return ""
-    if isinstance(error, dict):
-        if "reason" in error:
-            return " ".join(str(error["reason"]).split())
-        if "message" in error:
-            message = " ".join(str(error["message"]).split())
-            kind = error.get("type")
-            # A bug's message alone (KeyError: 'name' -> 'name') says too little.
-            if isinstance(kind, str) and (error.get("bug") is True or not message):
-                return f"{kind}: {message}".rstrip(": ")
-            return message
-    if isinstance(error, str):
-        return " ".join(error.split())
-    return json.dumps(error, ensure_ascii=False, default=_default)
 
 
 def print_tasks(tasks: Sequence[Task], *, now: datetime, more: bool) -> None:

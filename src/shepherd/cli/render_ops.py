@@ -16,7 +16,7 @@ from shepherd.core.workers import Worker
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
-    from shepherd.supervisor.retention import Purged
+    from shepherd.operations import Purged
 
 __all__ = [
     "BreakerRow",

@@ -1,7 +1,8 @@
 """The operator's resource governance commands: `shepherd resources ...` and `shepherd partitions ...`.
 
 `--app` is optional here: it supplies the store and the settings (and creates
-the resources it declares, as opening it always does). Every change is checked
+the resources it declares, as opening it always does); each command works
+through its `operations`. Every change is checked
 before anything is written: a bad value is exit code 2 with a message naming
 the resource, partition or entity, and the store is left as it was. Each
 change moves the resolver's version, and every process drops its cached
@@ -16,15 +17,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from shepherd.cli.loader import parse_json_argument, run_with
-from shepherd.cli.options import Command, app_option, json_option, open_for, store_option
+from shepherd.cli.options import Command, app_option, json_option, operations_for, store_option
 from shepherd.cli.render import compact, echo_json
 from shepherd.cli.tables import Column, echo_table, terminal_width
 from shepherd.core.resources import KEEP, Keep, Resource, ResourceChange
 from shepherd.errors import InvalidResourceError
 
 if TYPE_CHECKING:
-    from shepherd.app import App
     from shepherd.core.records import JsonValue
+    from shepherd.operations import Operations
 
 __all__ = ["COMMANDS", "partitions", "resources"]
 
@@ -92,15 +93,19 @@ def _info(name: str, text: str | None) -> dict[str, JsonValue] | Keep:
 
 
 def _run(
-    app_spec: str | None, store: str | None, work: Callable[[App], Awaitable[T]], *, existing: bool
+    app_spec: str | None,
+    store: str | None,
+    work: Callable[[Operations], Awaitable[T]],
+    *,
+    existing: bool,
 ) -> T:
-    app = open_for(app_spec, store, existing=existing)
+    ops = operations_for(app_spec, store, existing=existing)
 
     async def go() -> T:
-        await app.open()
-        return await work(app)
+        await ops.open()
+        return await work(ops)
 
-    return run_with(app, go)
+    return run_with(ops, go)
 
 
 def _fixed(value: object) -> object:
@@ -128,7 +133,7 @@ def _echo_done(done: str, resource: Resource, as_json: bool) -> None:
 def _list_command(
     group: click.Group,
     what: str,
-    read: Callable[[App], Awaitable[Sequence[T]]],
+    read: Callable[[Operations], Awaitable[Sequence[T]]],
     *,
     help_text: str,
     columns: Sequence[Column],
@@ -140,9 +145,9 @@ def _list_command(
     @group.command("list", cls=Command, help=help_text)
     @_store_options
     def list_(app_spec: str | None, store: str | None, as_json: bool) -> None:
-        async def work(app: App) -> tuple[Sequence[T], int]:
-            version = await app.store.resolver_version()
-            return await read(app), version
+        async def work(ops: Operations) -> tuple[Sequence[T], int]:
+            version = await ops.resolver_version()
+            return await read(ops), version
 
         found, version = _run(app_spec, store, work, existing=True)
         if as_json:
@@ -166,8 +171,8 @@ def resources() -> None:
     """
 
 
-#: A command's change: (NAME, the fields given) -> what it does with the app's store.
-_Change = Callable[[str, ResourceChange], Callable[["App"], Awaitable[Resource]]]
+#: A command's change: (NAME, the fields given) -> what it does through the operations.
+_Change = Callable[[str, ResourceChange], Callable[["Operations"], Awaitable[Resource]]]
 
 
 def _resource_command(
@@ -176,7 +181,7 @@ def _resource_command(
     """`shepherd resources COMMAND NAME` with the resource's fields as options.
 
     The decorated function gets NAME and the fields given as a `ResourceChange`
-    (`--info` checked first), and returns what to do with the app; the command
+    (`--info` checked first), and returns what to do with the operations; the command
     runs it and says what was `done` to the resource.
     """
 
@@ -219,10 +224,10 @@ def _resource_command(
     kind_help="What it is (sqlite, postgres, http...).",
     info_help="Connection details, a JSON object.",
 )
-def add(name: str, fields: ResourceChange) -> Callable[[App], Awaitable[Resource]]:
+def add(name: str, fields: ResourceChange) -> Callable[[Operations], Awaitable[Resource]]:
     """Add resource NAME (an error if it exists: change it with `resources set`)."""
     resource = fields.applied_to(Resource(name=name, kind="", info={}))
-    return lambda app: app.store.add_resource(resource)
+    return lambda ops: ops.add_resource(resource)
 
 
 @_resource_command(
@@ -233,22 +238,20 @@ def add(name: str, fields: ResourceChange) -> Callable[[App], Awaitable[Resource
     kind_help="A new kind.",
     info_help="New connection details (replaced whole).",
 )
-def set_(name: str, change: ResourceChange) -> Callable[[App], Awaitable[Resource]]:
+def set_(name: str, change: ResourceChange) -> Callable[[Operations], Awaitable[Resource]]:
     """Change resource NAME: only the fields given ('none' removes a capacity or a rate)."""
     if change.is_empty():
         raise click.UsageError(
             "nothing to change: give --kind, --info, --capacity or --rate",
             click.get_current_context(),
         )
-    return lambda app: app.store.set_resource(
-        name, kind=change.kind, info=change.info, capacity=change.capacity, rate=change.rate
-    )
+    return lambda ops: ops.set_resource(name, change)
 
 
 list_resources = _list_command(
     resources,
     "resources",
-    lambda app: app.store.list_resources(),
+    lambda ops: ops.resources(),
     help_text="List every resource, with its limits and connection details.",
     columns=_RESOURCE_COLUMNS,
     row=lambda r: (r.name, r.kind, str(_fixed(r.capacity)), str(_fixed(r.rate)), compact(r.info)),
@@ -261,7 +264,7 @@ list_resources = _list_command(
 @_store_options
 def remove(name: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
     """Remove resource NAME (an error while partitions live on it)."""
-    removed = _run(app_spec, store, lambda app: app.store.remove_resource(name), existing=True)
+    removed = _run(app_spec, store, lambda ops: ops.remove_resource(name), existing=True)
     _echo_done("removed", removed, as_json)
 
 
@@ -284,9 +287,7 @@ def assign(
     entity: str, partition: str, app_spec: str | None, store: str | None, as_json: bool
 ) -> None:
     """Put ENTITY in PARTITION (which must exist: `partitions move` creates one)."""
-    before = _run(
-        app_spec, store, lambda app: app.store.assign_entity(entity, partition), existing=False
-    )
+    before = _run(app_spec, store, lambda ops: ops.assign_entity(entity, partition), existing=False)
     if as_json:
         echo_json({"entity": entity, "partition": partition, "previous": before})
     elif before is None:
@@ -304,7 +305,7 @@ def move(
 ) -> None:
     """Put PARTITION on RESOURCE (creating the partition if it is new)."""
     moved, before = _run(
-        app_spec, store, lambda app: app.store.move_partition(partition, resource), existing=False
+        app_spec, store, lambda ops: ops.move_partition(partition, resource), existing=False
     )
     if as_json:
         echo_json(
@@ -330,7 +331,7 @@ def move(
 list_partitions = _list_command(
     partitions,
     "partitions",
-    lambda app: app.store.list_partitions(),
+    lambda ops: ops.partitions(),
     help_text="List every partition: its resource and how many entities it holds.",
     columns=_PARTITION_COLUMNS,
     row=lambda p: (p.name, p.resource, str(p.entities)),
@@ -343,7 +344,7 @@ list_partitions = _list_command(
 @_store_options
 def unassign(entity: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
     """Take ENTITY out of its partition (it then resolves to the default partition, if any)."""
-    before = _run(app_spec, store, lambda app: app.store.unassign_entity(entity), existing=True)
+    before = _run(app_spec, store, lambda ops: ops.unassign_entity(entity), existing=True)
     if as_json:
         echo_json({"entity": entity, "previous": before})
     elif before is None:

@@ -1,7 +1,8 @@
 """The operator's task commands: tasks, show, retry, cancel.
 
-`--app` is optional here: it only supplies the store and the settings. TASK is
-a task id, an unambiguous id prefix or a business key (see `lookup`).
+`--app` is optional here: it only supplies the store and the settings; each
+command works through its `operations`. TASK is a task id, an unambiguous id
+prefix or a business key (see `lookup`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from shepherd.cli.options import (
     duration_option,
     json_option,
     limit_option,
-    open_for,
+    operations_for,
     states_option,
     store_option,
 )
@@ -87,16 +88,16 @@ def tasks(
 
     Filters combine: `--workflow orders.process --state error --since 1h`.
     """
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[list[Task], datetime]:
-        await app.open()
-        now = app.store.now()
+        await ops.open()
+        now = ops.now()
         try:
             updated_since = None if since is None else now - since
         except OverflowError:  # further back than datetime goes: no bound
             updated_since = None
-        found = await app.store.list_tasks(
+        found = await ops.list_tasks(
             states=states,
             limit=limit + 1,  # one more tells whether more match
             workflow=workflow,
@@ -105,7 +106,7 @@ def tasks(
         )
         return found, now
 
-    found, now = run_with(app, work)
+    found, now = run_with(ops, work)
     more = len(found) > limit
     if as_json:
         render.echo_json(render.tasks_json(found[:limit], more=more))
@@ -126,13 +127,13 @@ def show(
     A step called for an entity (`ctx.call(..., entity=)`) also shows the
     resolution it was sent with: entity, partition, resource and its details.
     """
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[Task, list[Event]]:
-        task_id = await find_task_id(app, name, workflow=workflow)
-        return await app.get_task(task_id), await app.history(task_id)
+        task_id = await find_task_id(ops, name, workflow=workflow)
+        return await ops.get_task(task_id), await ops.history(task_id)
 
-    task, history = run_with(app, work)
+    task, history = run_with(ops, work)
     if as_json:
         render.echo_json(render.task_json(task, history))
     else:
@@ -193,13 +194,13 @@ def retry(
     replacement = parse_json_argument(payload, "--payload")
     if payload is not None and seq is None:
         raise click.UsageError("--payload needs --step SEQ")
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> Task:
-        task_id = await find_task_id(app, name, workflow=workflow)
-        return await app.retry(task_id, seq=seq, payload=replacement, by=by)
+        task_id = await find_task_id(ops, name, workflow=workflow)
+        return await ops.retry(task_id, seq=seq, payload=replacement, by=by)
 
-    _echo_state(run_with(app, work), as_json)
+    _echo_state(run_with(ops, work), as_json)
 
 
 @click.command(cls=Command, epilog=_TASK_HELP)
@@ -220,12 +221,12 @@ def cancel(
 
     Its completed steps are undone (newest first), then it ends cancelled.
     """
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> Task:
-        return await app.cancel(await find_task_id(app, name, workflow=workflow), by=by)
+        return await ops.cancel(await find_task_id(ops, name, workflow=workflow), by=by)
 
-    _echo_state(run_with(app, work), as_json)
+    _echo_state(run_with(ops, work), as_json)
 
 
 #: The commands of this module, for the `shepherd` group.

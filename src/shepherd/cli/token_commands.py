@@ -4,7 +4,7 @@ A token opens the dashboard for its operator, whose name is then recorded
 with every action they take there. The store keeps only each token's SHA-256:
 `tokens add` prints the token once, and nothing can show it again (remove the
 operator and add a new token instead). `--app` is optional: it only supplies
-the store.
+the store; each command works through its `operations`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shepherd.cli.loader import run_with
-from shepherd.cli.options import Command, app_option, json_option, open_for, store_option
+from shepherd.cli.options import Command, app_option, json_option, operations_for, store_option
 from shepherd.cli.render import age, echo_json, when
 from shepherd.cli.tables import Column, echo_table, terminal_width
 
@@ -46,8 +46,8 @@ def add(name: str, app_spec: str | None, store: str | None, as_json: bool) -> No
 
     NAME is 1 to 64 ASCII letters, digits and `._@-`, from a letter or digit.
     """
-    app = open_for(app_spec, store, existing=True)
-    token = run_with(app, lambda: app.add_operator(name))
+    ops = operations_for(app_spec, store, existing=True)
+    token = run_with(ops, lambda: ops.add_operator(name))
     if as_json:
         echo_json({"operator": name, "token": token})
         return
@@ -61,13 +61,12 @@ def add(name: str, app_spec: str | None, store: str | None, as_json: bool) -> No
 @json_option
 def list_(app_spec: str | None, store: str | None, as_json: bool) -> None:
     """List the operators, by name, with when each token was added and last used (never the tokens)."""
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[list[Operator], datetime]:
-        await app.open()
-        return await app.operators(), app.store.now()
+        return await ops.operators(), ops.now()
 
-    found, now = run_with(app, work)
+    found, now = run_with(ops, work)
     if as_json:
         echo_json(
             {
@@ -105,8 +104,8 @@ def list_(app_spec: str | None, store: str | None, as_json: bool) -> None:
 @json_option
 def remove(name: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
     """Remove operator NAME: their token opens nothing from now on."""
-    app = open_for(app_spec, store, existing=True)
-    run_with(app, lambda: app.remove_operator(name))
+    ops = operations_for(app_spec, store, existing=True)
+    run_with(ops, lambda: ops.remove_operator(name))
     if as_json:
         echo_json({"removed": name})
     else:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 
 from shepherd.cli.loader import run_with
-from shepherd.cli.options import Command, app_option, open_for, store_option
+from shepherd.cli.options import Command, app_option, operations_for, store_option
 from shepherd.cli.top_view import Rates, read_frame, render
 
 __all__ = ["COMMANDS", "top"]
@@ -53,31 +53,31 @@ def top(
     alert is open, the circuit breakers, the live workers and the supervisor
     leader. Ctrl-C quits.
     """
-    app = open_for(app_spec, store, existing=True)
+    ops = operations_for(app_spec, store, existing=True)
     console = Console()
 
     async def once_only() -> None:
-        await app.open()
-        console.print(render(await read_frame(app, failures=failures), rate=None, interval=None))
+        await ops.open()
+        console.print(render(await read_frame(ops, failures=failures), rate=None, interval=None))
 
     async def live() -> None:
-        await app.open()
+        await ops.open()
         rates = Rates()
-        frame = await read_frame(app, failures=failures)
+        frame = await read_frame(ops, failures=failures)
         rates.add(frame, monotonic=time.monotonic())
         view = render(frame, rate=None, interval=interval)
         with Live(view, console=console, auto_refresh=False) as screen:
             while True:
                 await asyncio.sleep(interval)  # the refresh period, not a synchronisation
-                frame = await read_frame(app, failures=failures)
+                frame = await read_frame(ops, failures=failures)
                 rate = rates.add(frame, monotonic=time.monotonic())
                 screen.update(render(frame, rate=rate, interval=interval), refresh=True)
 
     if once:
-        run_with(app, once_only)
+        run_with(ops, once_only)
         return
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C leaves a live view: not an error
-        run_with(app, live)
+        run_with(ops, live)
 
 
 #: The commands of this module, for the `shepherd` group.

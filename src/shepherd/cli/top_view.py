@@ -26,9 +26,9 @@ from shepherd.core.workers import WorkerState
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from shepherd.app import App
     from shepherd.core.breaker import Breaker
     from shepherd.core.records import Lease, Task
+    from shepherd.operations import Operations
 
 __all__ = ["ENDED", "Frame", "Rates", "read_frame", "render"]
 
@@ -78,15 +78,15 @@ class Frame:
         return sum(self.counts[state] for state in ENDED)
 
 
-async def read_frame(app: App, *, failures: int = 5) -> Frame:
+async def read_frame(ops: Operations, *, failures: int = 5) -> Frame:
     """Read one frame: a few indexed reads of the store, each one transaction."""
-    counted = await app.count_tasks()
-    buckets = await app.throughput(window=MINUTE, bucket=_BUCKET)
-    now = app.store.now()
-    errors = await app.list_tasks(states=(ProcessState.ERROR,), limit=failures)
-    alerts = await app.alerts(open_only=True, limit=100)
-    ttl = app.settings.worker_ttl
-    alive = [w for w in await app.workers() if w.state(now=now, ttl=ttl) is WorkerState.ALIVE]
+    counted = await ops.count_tasks()
+    buckets = await ops.throughput(window=MINUTE, bucket=_BUCKET)
+    now = ops.now()
+    errors = await ops.list_tasks(states=(ProcessState.ERROR,), limit=failures)
+    alerts = await ops.alerts(open_only=True, limit=100)
+    ttl = ops.settings.worker_ttl
+    alive = [w for w in await ops.workers() if w.state(now=now, ttl=ttl) is WorkerState.ALIVE]
     span = (now - buckets[0].start).total_seconds() if buckets else MINUTE.total_seconds()
     return Frame(
         at=now,
@@ -99,9 +99,9 @@ async def read_frame(app: App, *, failures: int = 5) -> Frame:
         minute_span=max(span, 1.0),
         failures=errors,
         open_alerts=frozenset(alert.task_id for alert in alerts),
-        breakers=await app.breakers(),
+        breakers=await ops.breakers(),
         workers_alive=len(alive),
-        leader=await app.leader(),
+        leader=await ops.leader(),
     )
 
 

@@ -1,6 +1,6 @@
 """The web dashboard: `shepherd dashboard` (install the `shepherd[dashboard]` extra).
 
-Server-rendered pages over the App's own methods (Starlette and Jinja2, one
+Server-rendered pages over the App's operations (Starlette and Jinja2, one
 small script for the live parts, no build step): the overview, the task list,
 the task page, and the operator's actions. `create_dashboard` makes the ASGI
 application; `serve` runs it with uvicorn, refusing a non-loopback address

@@ -1,4 +1,4 @@
-"""The operator's actions, each a POST checked for its CSRF token, each through an App method.
+"""The operator's actions, each a POST checked for its CSRF token, each through `Operations`.
 
 Retry (from the failed step, or from step `seq` with a new JSON payload),
 cancel, and acknowledge an alert; `by` is always the operator who asks. A
@@ -26,8 +26,8 @@ from shepherd.payloads import loads
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from shepherd.app import App
     from shepherd.core.records import JsonValue
+    from shepherd.operations import Operations
 
 __all__ = ["acknowledge", "cancel", "retry"]
 
@@ -35,7 +35,7 @@ __all__ = ["acknowledge", "cancel", "retry"]
 async def retry(request: Request) -> Response:
     """POST /tasks/{id}/retry: fields `seq` (optional) and `payload` (optional JSON, needs `seq`)."""
     form = await posted_form(request)
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     task_id = request.path_params["task_id"]
     seq_text = str(form.get("seq") or "").strip()
     payload_text = str(form.get("payload") or "")
@@ -46,7 +46,7 @@ async def retry(request: Request) -> Response:
             if seq is None:
                 raise ShepherdError("a new payload needs the step it replaces: choose a step")
             payload = loads(payload_text)
-        await app.retry(task_id, seq=seq, payload=payload, by=request.state.who.operator)
+        await ops.retry(task_id, seq=seq, payload=payload, by=request.state.who.operator)
     except ShepherdError as exc:
         return await _refused(request, task_id, exc, payload_text=payload_text, seq=seq_text)
     return RedirectResponse(f"/tasks/{task_id}", status_code=303)
@@ -63,10 +63,10 @@ def _seq(text: str) -> int | None:
 async def cancel(request: Request) -> Response:
     """POST /tasks/{id}/cancel: compensate the task, then it ends `cancelled`."""
     await posted_form(request)
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     task_id = request.path_params["task_id"]
     try:
-        await app.cancel(task_id, by=request.state.who.operator)
+        await ops.cancel(task_id, by=request.state.who.operator)
     except ShepherdError as exc:
         return await _refused(request, task_id, exc)
     return RedirectResponse(f"/tasks/{task_id}", status_code=303)
@@ -75,10 +75,10 @@ async def cancel(request: Request) -> Response:
 async def acknowledge(request: Request) -> Response:
     """POST /alerts/{id}/acknowledge: field `next`, the local page to go back to."""
     form = await posted_form(request)
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     back = local_path(str(form.get("next") or "/"))
     try:
-        await app.acknowledge_alert(request.path_params["alert_id"], by=request.state.who.operator)
+        await ops.acknowledge_alert(request.path_params["alert_id"], by=request.state.who.operator)
     except ShepherdError as exc:
         return render(request, "missing.html", status=404, problem=exc.message)
     return RedirectResponse(back, status_code=303)
@@ -88,11 +88,11 @@ async def _refused(
     request: Request, task_id: str, error: ShepherdError, *, payload_text: str = "", seq: str = ""
 ) -> Response:
     """The task page again, with why the action was refused (nothing was changed)."""
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     if isinstance(error, UnknownTaskError):
         return render(request, "missing.html", status=404, problem=error.message)
     status = 409 if isinstance(error, InvalidStateError) else 400
-    context = await task_context(app, task_id)
+    context = await task_context(ops, task_id)
     return refused_page(
         request,
         context,

@@ -9,7 +9,7 @@ within `OPERATORS_TTL` seconds (the list of operators is read again then).
 
 With a token configured, a request is let in by a valid session cookie, or by
 `Authorization: Bearer TOKEN` (the shared token, or an operator's token:
-`App.authenticate`). Without a token (loopback only), everyone is the operator
+`Operations.authenticate`). Without a token (loopback only), everyone is the operator
 `local`, and gets a session all the same: its nonce keys the CSRF token.
 """
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, final
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from shepherd.app import App
+    from shepherd.operations import Operations
 
 __all__ = ["COOKIE", "LOCAL", "SHARED", "Guard", "Identity", "Session", "Sessions"]
 
@@ -113,10 +113,15 @@ class Sessions:
 
 @final
 class Guard:
-    """Decides who a request comes from, if anyone (see the module's docstring)."""
+    """Decides who a request comes from, if anyone (see the module's docstring).
 
-    def __init__(self, app: App, *, token: str | None, sessions: Sessions | None = None) -> None:
-        self.app = app
+    It holds the dashboard's `operations` (`App.operations`), what every page reads and does.
+    """
+
+    def __init__(
+        self, operations: Operations, *, token: str | None, sessions: Sessions | None = None
+    ) -> None:
+        self.operations = operations
         self.token = token
         self.sessions = sessions if sessions is not None else Sessions()
         self._operators: frozenset[str] = frozenset()
@@ -148,7 +153,7 @@ class Guard:
         """The operator a token names: SHARED for the shared token, a named operator's name, or None."""
         if self.token is not None and hmac.compare_digest(token.encode(), self.token.encode()):
             return SHARED
-        return await self.app.authenticate(token)
+        return await self.operations.authenticate(token)
 
     async def _still_valid(self, session: Session) -> bool:
         if self.open:
@@ -157,6 +162,6 @@ class Guard:
             return True
         clock = time.monotonic()
         if clock - self._read_at > OPERATORS_TTL:
-            self._operators = frozenset(o.name for o in await self.app.operators())
+            self._operators = frozenset(o.name for o in await self.operations.operators())
             self._read_at = clock
         return session.operator in self._operators

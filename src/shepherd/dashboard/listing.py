@@ -1,6 +1,6 @@
 """The task list: filters (workflow, states, key, creation time), search by id or key, keyset pages.
 
-Every query goes through `App.list_tasks` (indexed, newest first by
+Every query goes through `Operations.list_tasks` (indexed, newest first by
 `(created_at, id)`); the next page continues after the last task shown
 (`TaskCursor`), so any page costs what the first does. A search reads the
 tasks whose id starts with the text and those whose key is the text, and
@@ -18,15 +18,15 @@ from urllib.parse import urlencode
 from shepherd.core.states import ProcessState
 from shepherd.dashboard.pages import render
 from shepherd.errors import ConfigError
-from shepherd.store.cursor import TaskCursor
+from shepherd.operations import TaskCursor
 
 if TYPE_CHECKING:
     from starlette.datastructures import QueryParams
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from shepherd.app import App
     from shepherd.core.records import Task
+    from shepherd.operations import Operations
 
 __all__ = ["Filters", "page_of_tasks", "task_list"]
 
@@ -106,7 +106,7 @@ def _shown(when: datetime | None) -> str | None:
 
 
 async def page_of_tasks(
-    app: App, filters: Filters, *, limit: int = PAGE
+    ops: Operations, filters: Filters, *, limit: int = PAGE
 ) -> tuple[list[Task], TaskCursor | None]:
     """One page of the list, and the cursor of the next page (None on the last)."""
     query: dict[str, Any] = {
@@ -120,16 +120,16 @@ async def page_of_tasks(
     }
     search = filters.search
     if search is None:
-        found = await app.list_tasks(**query)
+        found = await ops.list_tasks(**query)
     else:
         by_key = (
             []
             if filters.key not in (None, search)
-            else await app.list_tasks(**{**query, "key": search})
+            else await ops.list_tasks(**{**query, "key": search})
         )
         by_id = []
         if _ID_TEXT.fullmatch(search):
-            by_id = await app.list_tasks(**query, id_prefix=search)
+            by_id = await ops.list_tasks(**query, id_prefix=search)
         merged = {task.id: task for task in (*by_key, *by_id)}
         found = sorted(merged.values(), key=lambda t: (t.created_at, t.id), reverse=True)
     page = found[:limit]
@@ -139,14 +139,14 @@ async def page_of_tasks(
 
 async def task_list(request: Request) -> Response:
     """GET /tasks: the filtered, paginated list."""
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     context: dict[str, Any] = {
         "states": [s.value for s in ProcessState],
         "query": request.query_params,
     }
     try:
         filters = Filters.parse(request.query_params)
-        tasks, cursor = await page_of_tasks(app, filters)
+        tasks, cursor = await page_of_tasks(ops, filters)
     except ConfigError as exc:
         return render(
             request,

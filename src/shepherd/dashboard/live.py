@@ -25,13 +25,11 @@ from shepherd.dashboard.overview import overview_context
 from shepherd.dashboard.pages import digest, fragment
 from shepherd.dashboard.task_page import task_context
 from shepherd.errors import ShepherdError
-from shepherd.store import signals as ch
-from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from shepherd.app import App
+    from shepherd.operations import Operations
 
 __all__ = ["INTERVAL", "event_text", "live_overview", "live_task", "refreshes"]
 
@@ -53,16 +51,22 @@ def event_text(kind: str, data: str) -> str:
 
 
 async def refreshes(
-    app: App, channel: str, render: Callable[[], Awaitable[str]], *, since: str | None = None
+    ops: Operations,
+    render: Callable[[], Awaitable[str]],
+    *,
+    task_id: str | None = None,
+    since: str | None = None,
 ) -> AsyncGenerator[str, None]:
     """The events of one stream: the fragment whenever its digest changed; a keep-alive now and then.
 
-    `since` is the digest of the fragment the page was loaded with (not sent again).
+    It renders again when the task `task_id` changes (any task's history, when
+    None), or every `INTERVAL`. `since` is the digest of the fragment the page
+    was loaded with (not sent again).
     """
     last = since
     quiet_since = time.monotonic()
     while True:
-        wake = app.store.signals.event(channel)
+        wake = ops.changed(task_id=task_id)
         started = time.monotonic()
         try:
             html = await render()
@@ -80,7 +84,7 @@ async def refreshes(
         # COST times what a render takes (the overview counts every task of the store).
         floor = max(MIN_GAP, (time.monotonic() - started) * COST)
         await asyncio.sleep(floor)
-        await Signals.wait(wake, max(INTERVAL - floor, 0.0))
+        await ops.wait_changed(wake, max(INTERVAL - floor, 0.0))
 
 
 def _stream(events: AsyncIterator[str]) -> Response:
@@ -93,21 +97,21 @@ def _stream(events: AsyncIterator[str]) -> Response:
 
 async def live_overview(request: Request) -> Response:
     """GET /live/overview: the overview's live part as server-sent events."""
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
 
     async def render() -> str:
-        return fragment(request, "overview_live.html", **await overview_context(app))
+        return fragment(request, "overview_live.html", **await overview_context(ops))
 
-    return _stream(refreshes(app, ch.EVENTS, render, since=request.query_params.get("since")))
+    return _stream(refreshes(ops, render, since=request.query_params.get("since")))
 
 
 async def live_task(request: Request) -> Response:
     """GET /live/tasks/{id}: the task page's live part as server-sent events."""
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     task_id = request.path_params["task_id"]
 
     async def render() -> str:
-        return fragment(request, "task_live.html", **await task_context(app, task_id))
+        return fragment(request, "task_live.html", **await task_context(ops, task_id))
 
     since = request.query_params.get("since")
-    return _stream(refreshes(app, ch.task_channel(task_id), render, since=since))
+    return _stream(refreshes(ops, render, task_id=task_id, since=since))

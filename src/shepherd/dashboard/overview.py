@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from shepherd.app import App
+    from shepherd.operations import Operations
 
 __all__ = ["overview", "overview_context"]
 
@@ -21,26 +21,26 @@ __all__ = ["overview", "overview_context"]
 ALERTS_SHOWN = 20
 
 
-async def overview_context(app: App) -> dict[str, Any]:
+async def overview_context(ops: Operations) -> dict[str, Any]:
     """What the overview shows, read from the store now."""
-    counts = await app.count_tasks()
-    now = app.store.now()
-    ttl = app.settings.worker_ttl
-    workers = [(w, w.state(now=now, ttl=ttl)) for w in await app.workers()]
+    counts = await ops.count_tasks()
+    now = ops.now()
+    ttl = ops.settings.worker_ttl
+    workers = [(w, w.state(now=now, ttl=ttl)) for w in await ops.workers()]
     workers.sort(key=lambda pair: (pair[1] is not WorkerState.ALIVE, pair[0].instance))
     return {
         "counts": [(state.value, counts.get(state, 0)) for state in ProcessState],
         "total": sum(counts.values()),
-        "chart": chart(await app.throughput()),
-        "alerts": await app.alerts(open_only=True, limit=ALERTS_SHOWN),
-        "breakers": await app.breakers(),
-        "leader": await app.leader(),
+        "chart": chart(await ops.throughput()),
+        "alerts": await ops.alerts(open_only=True, limit=ALERTS_SHOWN),
+        "breakers": await ops.breakers(),
+        "leader": await ops.leader(),
         "workers": workers,
     }
 
 
 async def overview(request: Request) -> Response:
     """GET /: the overview page (its live part refreshes over /live/overview)."""
-    app: App = request.app.state.guard.app
-    live = live_part(request, "overview_live.html", **await overview_context(app))
+    ops: Operations = request.app.state.guard.operations
+    live = live_part(request, "overview_live.html", **await overview_context(ops))
     return render(request, "overview.html", live=live)

@@ -50,7 +50,7 @@ def fragment(request: Request, template: str, **context: Any) -> str:
     return ENVIRONMENT.get_template(template).render(
         operator=who.operator,
         csrf=csrf,
-        store=views.shown_store(guard.app.settings.store),
+        store=views.shown_store(guard.operations.settings.store),
         login_required=not guard.open,
         **context,
     )

@@ -62,17 +62,20 @@ _HEADERS = [
 def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None = None) -> ASGIApp:
     """The dashboard over `app`; with `token`, every page and action needs it (or an operator's).
 
-    The App is opened when the server starts and closed when it stops.
-    `sessions` signs the session cookies (default: a new random key).
+    The App is opened when the server starts and closed when it stops. Its
+    pages read and act through `app.operations` only; `/metrics` serves the
+    App's own metrics. `sessions` signs the session cookies (default: a new
+    random key).
     """
+    operations = app.operations
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        await app.open()
+        await operations.open()
         try:
             yield
         finally:
-            await app.close()
+            await operations.close()
 
     async def metrics(_: Request) -> Response:
         return Response(await metrics_text(app), media_type=CONTENT_TYPE)
@@ -95,7 +98,7 @@ def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None =
     site = Starlette(
         routes=routes, lifespan=lifespan, exception_handlers={ShepherdError: _shepherd_error}
     )
-    site.state.guard = Guard(app, token=token, sessions=sessions)
+    site.state.guard = Guard(operations, token=token, sessions=sessions)
     return _SecurityHeaders(site)
 
 

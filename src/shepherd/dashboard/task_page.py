@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from shepherd.app import App
     from shepherd.core.alerts import StoredAlert
     from shepherd.core.records import Event, Step, Task
+    from shepherd.operations import Operations
 
 __all__ = ["StepRow", "task_context", "task_page", "timeline"]
 
@@ -77,15 +77,15 @@ def timeline(task: Task, history: list[Event]) -> list[StepRow]:
     return rows
 
 
-async def task_context(app: App, task_id: str) -> dict[str, Any]:
+async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
     """What the task page shows, read now.
 
     Raises:
         UnknownTaskError: No such task.
     """
-    task = await app.get_task(task_id)
-    history = await app.history(task_id)
-    alert: StoredAlert | None = next(iter(await app.alerts(task_id=task_id, limit=1)), None)
+    task = await ops.get_task(task_id)
+    history = await ops.history(task_id)
+    alert: StoredAlert | None = next(iter(await ops.alerts(task_id=task_id, limit=1)), None)
     actions = [
         (event, str(event.detail["by"]))
         for event in history
@@ -106,10 +106,10 @@ async def task_context(app: App, task_id: str) -> dict[str, Any]:
 
 async def task_page(request: Request) -> Response:
     """GET /tasks/{id}: the task page (its live part refreshes over /live/tasks/{id})."""
-    app: App = request.app.state.guard.app
+    ops: Operations = request.app.state.guard.operations
     task_id = request.path_params["task_id"]
     try:
-        context = await task_context(app, task_id)
+        context = await task_context(ops, task_id)
     except UnknownTaskError as exc:
         return render(request, "missing.html", status=404, problem=exc.message)
     return render(

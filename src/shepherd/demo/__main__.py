@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+from shepherd.console import main
+from shepherd.demo.cli import demo
 
-from shepherd.cli import main
-
-main(["demo", *sys.argv[1:]])
+main(demo, None, prog_name="shepherd demo")

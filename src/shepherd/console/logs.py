@@ -6,7 +6,7 @@ WARNING, or at `--log-level` if that is higher, so that a library's
 per-request INFO lines do not drown the roles' own. `--log-level-for` sets one
 logger (and those under it) to its own level: `--log-level-for httpx=info`.
 `--log-format json` (env SHEPHERD_LOG_FORMAT) writes one JSON object per line
-instead of `time LEVEL logger: message` (`shepherd.cli.jsonlog`).
+instead of `time LEVEL logger: message` (`shepherd.console.jsonlog`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import IO, Any, TypeVar
 
 import click
 
-from shepherd.cli.jsonlog import JsonFormatter
+from shepherd.console.jsonlog import JsonFormatter
 from shepherd.errors import ConfigError
 
 __all__ = ["FORMATS", "LEVELS", "configure_logging", "log_options", "parse_level_for"]

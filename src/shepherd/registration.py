@@ -1,0 +1,309 @@
+"""What an App registers: workflows, agents and resources, each checked as it is registered.
+
+`Registrations` is the part of `App` that declares: `@app.workflow`,
+`@app.agent`, `app.resource` and `app.check`. A bad option is refused with a
+ConfigError naming it before anything is registered, so that a typo fails at
+import, not when a task first runs. `call_plan` checks a call (`App.call`)
+against the agent it calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from shepherd.agents import Agent
+from shepherd.agents.batch import Batch
+from shepherd.agents.threads import check_handler
+from shepherd.core.calls import owner_key_of
+from shepherd.core.resources import Resource, check_name
+from shepherd.core.retry import RetryPolicy
+from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
+from shepherd.errors import (
+    ConfigError,
+    IncompleteAppError,
+    InvalidResourceError,
+    OwnerKeyError,
+    UnknownAgentError,
+)
+from shepherd.scheduler import Workflow
+from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
+from shepherd.store.resource_rows import checked_resource
+
+if TYPE_CHECKING:
+    from shepherd.config import Settings
+    from shepherd.core.breaker import BreakerPolicy
+    from shepherd.core.records import JsonValue
+
+__all__ = ["Registrations", "call_plan", "check_wiring"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Registrations:
+    """The workflows, agents and resources of an App, and the decorators that register them.
+
+    `App` is its one subclass: it supplies the `settings` (the defaults of the
+    options) and runs what is registered here.
+    """
+
+    settings: Settings
+
+    def __init__(self) -> None:
+        self.workflows: dict[str, Workflow] = {}
+        self.agents: dict[str, Agent] = {}
+        #: Resources declared with `resource`, created in the store when the app opens.
+        self.resources: dict[str, Resource] = {}
+
+    def workflow(
+        self,
+        name: str | None = None,
+        *,
+        complete_within: float | None = None,
+        max_failures: int = 3,
+        on_exhausted: Literal["error", "compensate"] = "error",
+        backoff: BackoffPolicy | None = None,
+        agents: Iterable[str] = (),
+    ) -> Callable[[F], F]:
+        """Register `async def flow(ctx, data)` as a workflow.
+
+        Args:
+            name: The workflow's name (default: the function's name).
+            complete_within: Seconds a claim may go without progress before the
+                supervisor deems it failed.
+            max_failures: Expirations tolerated before `on_exhausted` applies.
+            on_exhausted: "error" (operator alert) or "compensate" (undo).
+            backoff: The wait before a reset task may be claimed again.
+            agents: Agents the workflow calls under names computed at run time
+                (`ctx.call(name, ...)`); like those it names as literals, they must
+                be registered before a scheduler starts (see `check`).
+
+        Raises:
+            ConfigError: An option is invalid.
+        """
+        declared = declared_agents(agents)
+        if on_exhausted not in ("error", "compensate"):
+            raise ConfigError(
+                "on_exhausted", f"must be 'error' or 'compensate', not {on_exhausted!r}"
+            )
+        try:
+            policy = SupervisionPolicy(
+                max_failures=max_failures,
+                on_exhausted=on_exhausted,
+                backoff=backoff or BackoffPolicy(),
+            )
+        except ValueError as exc:
+            raise ConfigError("workflow", str(exc)) from None
+        within = (
+            self.settings.default_complete_within if complete_within is None else complete_within
+        )
+        if within <= 0:
+            raise ConfigError("complete_within", "must be a positive number of seconds")
+
+        def register(fn: F) -> F:
+            wf_name = name or fn.__name__
+            self.workflows[wf_name] = Workflow(
+                name=wf_name,
+                fn=fn,
+                complete_within=float(within),
+                policy=policy,
+                agents=declared,
+            )
+            return fn
+
+        return register
+
+    def agent(
+        self,
+        name: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        within: float | None = None,
+        breaker: BreakerPolicy | None = None,
+        service: str | None = None,
+        threads: bool = False,
+        resource: str | None = None,
+        exclusive_by: str | Callable[[JsonValue], object] | None = None,
+        batch: Batch | None = None,
+    ) -> Callable[[F], F]:
+        """Register `async def handler(request)` as an agent (or a plain `def`, with `threads`).
+
+        Args:
+            name: The agent's name (default: the function's name).
+            retry: How transient failures are retried inside `complete_by`.
+            within: Default seconds a call to this agent may take.
+            breaker: A circuit breaker for the remote service, shared through the
+                store by every process (default: none).
+            service: The remote service's name (default: the agent's name); agents
+                that name the same service share its breaker.
+            threads: The handler is a plain, blocking `def`, run in a thread (at most
+                `agent_threads` at once per worker) so that it does not block the
+                event loop. At complete_by the step is given up, but the thread runs
+                on and keeps its slot until it returns. It cannot call
+                `request.heartbeat()` or `request.once()`.
+            resource: The constrained resource the handler uses: while it runs it
+                holds one of the resource's `capacity` slots, shared by every
+                process (default: the resource of the step's resolution, when the
+                step was called with an `entity`; none without one).
+            exclusive_by: Makes the agent exclusive: each call (`call`) has an
+                owning key, this payload field's value or this function of the
+                payload (evaluated by the caller), and at any moment one process
+                owns a key and handles its calls one at a time, in the order
+                sent (see docs/howto/calls.md).
+            batch: For an exclusive agent: gather a key's waiting calls into one
+                handling, `Batch(max_items=..., max_delay=...)`. The handler then
+                takes a list of requests and returns a list of as many results;
+                their answers are committed in one transaction.
+
+        Raises:
+            ConfigError: An option is invalid, or the handler is an `async def` with
+                `threads=True`, or a plain `def` without it.
+        """
+        if within is not None and within <= 0:
+            raise ConfigError("within", "must be a positive number of seconds")
+        if service is not None and not service:
+            raise ConfigError("service", "must be a non-empty name")
+        if resource is not None and (problem := check_name("resource", resource)) is not None:
+            raise ConfigError("resource", problem)
+        if exclusive_by is not None and not (
+            (isinstance(exclusive_by, str) and exclusive_by) or callable(exclusive_by)
+        ):
+            raise ConfigError(
+                "exclusive_by", "must be a payload field name or a function of the payload"
+            )
+        if batch is not None and not isinstance(batch, Batch):
+            raise ConfigError(
+                "batch", f"must be a Batch(max_items=..., max_delay=...), not {batch!r}"
+            )
+        if batch is not None and exclusive_by is None:
+            raise ConfigError(
+                "batch", "only an exclusive agent (exclusive_by=...) can batch its calls"
+            )
+
+        def register(fn: F) -> F:
+            agent_name = name or fn.__name__
+            check_handler(agent_name, fn, threads=threads)
+            self.agents[agent_name] = Agent(
+                name=agent_name,
+                fn=fn,
+                retry=retry or RetryPolicy(),
+                within=within,
+                breaker=breaker,
+                service=service,
+                threads=threads,
+                resource=resource,
+                exclusive_by=exclusive_by,
+                batch=batch,
+            )
+            return fn
+
+        return register
+
+    def resource(
+        self,
+        name: str,
+        *,
+        kind: str,
+        info: dict[str, JsonValue] | None = None,
+        capacity: int | None = None,
+        rate: float | None = None,
+    ) -> Resource:
+        """Declare a resource: its row is created when the app opens, if none has its name.
+
+        An existing row is never overwritten: an operator's change (`shepherd
+        resources set`) stays, whatever the code declares.
+
+        Args:
+            name: The resource's name.
+            kind: What it is (`sqlite`, `postgres`, `http`...), for the handlers.
+            info: Its connection details, a JSON object (no secrets: it is listed).
+            capacity: The most handlers using it at once, cluster-wide; None: no cap.
+            rate: Calls per second, cluster-wide; None: no limit.
+
+        Returns:
+            The resource as declared.
+
+        Raises:
+            InvalidResourceError: A value breaks a rule (a ConfigError naming the
+                resource and the field), or `name` was declared already with
+                other values.
+        """
+        resource = checked_resource(
+            Resource(
+                name=name,
+                kind=kind,
+                info={} if info is None else info,
+                capacity=capacity,
+                rate=rate,
+            )
+        )
+        declared = self.resources.get(resource.name)
+        if declared is not None and declared != resource:
+            raise InvalidResourceError(
+                f"resource {name!r}", "name", "declared twice, with different values"
+            )
+        self.resources[resource.name] = resource
+        return resource
+
+    def check(self) -> None:
+        """Check that every agent a workflow calls is registered on this app.
+
+        The agents a workflow calls are those named by a string literal in a
+        `ctx.call("agent", ..., undo="agent")` of its function's source (names
+        computed at run time are not seen), and those it declares with
+        `@app.workflow(..., agents=[...])`. `run` checks before it starts a
+        scheduler: a scheduler fails each task that calls an agent not
+        registered on its own app, even one served by another process.
+
+        Raises:
+            IncompleteAppError: Agents are missing (a ConfigError); the message names each one, where it
+                is called, and the workflow that calls it.
+        """
+        check_wiring(self.workflows.values(), self.agents)
+
+
+def check_wiring(workflows: Iterable[Workflow], agents: Mapping[str, Agent]) -> None:
+    """Check that every agent the workflows call is registered (see `Registrations.check`).
+
+    Raises:
+        IncompleteAppError: Agents are missing; the message names each one, where
+            it is called, and the workflow that calls it.
+    """
+    problems = missing_agents(workflows, agents)
+    if problems:
+        raise IncompleteAppError(describe(problems))
+
+
+def call_plan(
+    agents: Mapping[str, Agent],
+    agent: str,
+    payload: JsonValue,
+    within: float | None,
+    attempts: int,
+    timeout: float | None,
+    settings: Settings,
+) -> tuple[float, float, str | None]:
+    """A call's window, how long its caller waits, and its owning key (exclusive agents).
+
+    The window is `within`, else the agent's, else `default_step_within`; the
+    wait is `timeout`, else the window times `attempts` plus a second per attempt.
+
+    Raises:
+        UnknownAgentError: No agent of that name is registered.
+        ConfigError: `within`, `attempts` or `timeout` is not positive.
+        OwnerKeyError: The agent is exclusive and the payload gives no owning key.
+    """
+    spec = agents.get(agent)
+    if spec is None:
+        raise UnknownAgentError(agent)
+    window = within if within is not None else spec.within or settings.default_step_within
+    for name, value in (("within", window), ("attempts", attempts), ("timeout", timeout)):
+        if value is not None and (isinstance(value, bool) or not value > 0):
+            raise ConfigError(name, f"must be positive, not {value!r}")
+    wait = timeout if timeout is not None else (window + 1.0) * attempts
+    if spec.exclusive_by is None:
+        return window, wait, None
+    found = owner_key_of(spec.exclusive_by, payload)
+    if isinstance(found, ValueError):
+        raise OwnerKeyError(agent, str(found))
+    return window, wait, found
