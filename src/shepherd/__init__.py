@@ -6,7 +6,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shepherd.agents.batch import Batch as Batch
     from shepherd.agents.request import AgentRequest as AgentRequest
     from shepherd.alerts import Alert as Alert
     from shepherd.app import App as App
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from shepherd.errors import UnknownTaskError as UnknownTaskError
     from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
     from shepherd.errors import UnresolvedEntityError as UnresolvedEntityError
+    from shepherd.governance.batch import Batch as Batch
     from shepherd.governance.resolver import Resolver as Resolver
     from shepherd.governance.resolver import StaticResolver as StaticResolver
     from shepherd.governance.resolver import StoreResolver as StoreResolver
@@ -62,7 +62,7 @@ _LAZY: dict[str, str] = {
     "App": "shepherd.app",
     "WorkflowContext": "shepherd.scheduler.context",
     "Submission": "shepherd.submission",
-    "Batch": "shepherd.agents.batch",
+    "Batch": "shepherd.governance.batch",
     "RetryPolicy": "shepherd.core.retry",
     "BreakerPolicy": "shepherd.core.breaker",
     "Operator": "shepherd.core.overview",

@@ -10,8 +10,9 @@ operator instead of being compensated).
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from shepherd.core.handling import FailureKind
 from shepherd.errors import PermanentError, StoreUnavailableError, TransientError
 from shepherd.payloads import ERROR_FIELD_CHARS
 from shepherd.tasklog import request_fields
@@ -33,8 +34,6 @@ __all__ = [
     "is_bug",
     "log_bug",
 ]
-
-FailureKind = Literal["transient", "permanent", "bug"]
 
 #: Frames kept in a stored traceback: the innermost ones, where the exception was raised.
 TRACEBACK_FRAMES = 8

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shepherd.agents.unlimited import Unlimited
+from shepherd.governance.unlimited import Unlimited
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 from shepherd.testing import FakeClock

@@ -24,7 +24,7 @@ from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 
 if TYPE_CHECKING:
-    from shepherd.agents.worker import Agent
+    from shepherd.agents.agent import Agent
     from shepherd.clock import Clock
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import Request

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agents.request import AgentRequest
-from shepherd.core.calls import BATCH_ERROR
+from shepherd.core.batching import BATCH_ERROR
 from shepherd.core.retry import next_retry
 from shepherd.errors import StoreUnavailableError
 from shepherd.failures import bug_body, classify, error_body
@@ -31,7 +31,7 @@ from shepherd.outage import Outage
 from shepherd.store import signals as ch
 
 if TYPE_CHECKING:
-    from shepherd.agents.worker import Agent, BlockingHandler, Handler
+    from shepherd.agents.agent import Agent, BlockingHandler, Handler
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue

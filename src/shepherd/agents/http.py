@@ -45,8 +45,8 @@ import httpx
 from shepherd.errors import PermanentError, TransientError
 
 if TYPE_CHECKING:
+    from shepherd.agents.agent import Handler
     from shepherd.agents.request import AgentRequest
-    from shepherd.agents.worker import Handler
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
     from shepherd.core.retry import RetryPolicy

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
-from shepherd.agents.batch import Batch
 from shepherd.app import App
+from shepherd.governance.batch import Batch
 
 if TYPE_CHECKING:
     from shepherd.agents.request import AgentRequest

@@ -1,4 +1,4 @@
-"""Exclusive owners: which keys a process should take, and which it should hand back.
+"""Exclusive owners: a call's owning key, and which keys a process should take or hand back.
 
 An exclusive agent's requests carry an owning key (the seed's event type): at
 any moment at most one process owns a key, through a lease with an epoch kept
@@ -9,20 +9,31 @@ when two processes act on the same snapshot (the second one's take is refused).
 Keys spread over the live processes: none should own more than its fair share,
 `ceil(keys / processes)`. A process prefers the keys it ranks highest by
 rendezvous hashing, so processes racing for free keys mostly ask for different
-ones, and a key tends to return to the same process. Pure: no I/O, no clock.
+ones, and a key tends to return to the same process. An answer may leave the
+key's owner state as it is (`NO_STATE`). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from shepherd.core.records import JsonValue
 
-__all__ = ["KeyLease", "OwnershipPlan", "TakenKey", "fair_share", "plan_ownership", "rank"]
+__all__ = [
+    "NO_STATE",
+    "KeyLease",
+    "NoState",
+    "OwnershipPlan",
+    "TakenKey",
+    "fair_share",
+    "owner_key_of",
+    "plan_ownership",
+    "rank",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,3 +122,46 @@ def plan_ownership(
         mine.sort(key=lambda k: rank(k, me))
         release = tuple(mine[: len(mine) - share])
     return OwnershipPlan(take=take, release=release)
+
+
+class NoState:
+    """The type of `NO_STATE`: an answer that leaves the key's owner state as it is."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_STATE"
+
+
+#: Passed as `state` to `answer_owned`: the owner state is not changed.
+NO_STATE = NoState()
+
+
+def owner_key_of(
+    exclusive_by: str | Callable[[JsonValue], object], payload: JsonValue
+) -> str | ValueError:
+    """The owning key of a call to an exclusive agent, or why there is none.
+
+    `exclusive_by` names a payload field (the payload must be an object whose
+    field holds a non-empty string) or is a function of the payload returning
+    a non-empty string. A function that raises is reported, not propagated.
+    """
+    if isinstance(exclusive_by, str):
+        if not isinstance(payload, dict):
+            return ValueError(
+                f"the payload must be a JSON object with a {exclusive_by!r} field, "
+                f"not {type(payload).__name__}"
+            )
+        if exclusive_by not in payload:
+            return ValueError(f"the payload has no {exclusive_by!r} field")
+        key: object = payload[exclusive_by]
+        source = f"the payload's {exclusive_by!r} field"
+    else:
+        try:
+            key = exclusive_by(payload)
+        except Exception as exc:
+            return ValueError(f"its key function raised {type(exc).__name__}: {exc}")
+        source = "its key function"
+    if not isinstance(key, str) or not key:
+        return ValueError(f"{source} must give a non-empty string, not {key!r}")
+    return key

@@ -8,7 +8,7 @@ same bucket. Times are seconds on the store's clock; nothing here reads a
 clock or does I/O.
 
 Over any span of `t` seconds a bucket grants at most `burst + rate * t`
-tokens: that is the guarantee `shepherd.agents.rates` builds on (and what the
+tokens: that is the guarantee `shepherd.governance.rates` builds on (and what the
 property test checks).
 """
 

@@ -8,7 +8,7 @@ dropped, never saved up. So in any span of `t` seconds, the cluster makes at
 most `burst + rate * (t + HOLD)` calls, `burst` being one second's worth. One
 take at a time per resource goes to the store from this process; the others
 wait for its batch. A resource without a rate costs nothing after the first
-look (`shepherd.agents.unlimited`); a changed rate drops the tokens taken at
+look (`shepherd.governance.unlimited`); a changed rate drops the tokens taken at
 the old one.
 """
 
@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
-from shepherd.agents.unlimited import Unlimited
 from shepherd.errors import StoreUnavailableError
+from shepherd.governance.unlimited import Unlimited
 from shepherd.outage import Outage
 
 if TYPE_CHECKING:

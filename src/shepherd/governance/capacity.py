@@ -11,7 +11,7 @@ and polling as a safety net) while none is. The gate renews every slot of this
 worker each third of `slot_lease`, and gives it back in the reply's transaction
 or, when there is no reply, by itself. A process that dies keeps its slots only
 until their lease ends. A resource without a capacity costs nothing after the
-first look (`shepherd.agents.unlimited`).
+first look (`shepherd.governance.unlimited`).
 """
 
 from __future__ import annotations
@@ -23,16 +23,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, final
 
-from shepherd.agents.unlimited import Unlimited
 from shepherd.core.resources import Slot
 from shepherd.errors import StoreUnavailableError
+from shepherd.governance.unlimited import Unlimited
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
 
 if TYPE_CHECKING:
-    from shepherd.agents.worker import Agent
     from shepherd.clock import Clock
-    from shepherd.core.records import Request
     from shepherd.store.roles import AgentStore
 
 __all__ = ["CapacityGate"]
@@ -89,15 +87,6 @@ class CapacityGate:
         self.lost = 0
         self.outage = Outage("capacity slots", log=log, clock=clock, watch=store.watch)
         self.renewals_outage = Outage("slot renewals", log=log, clock=clock, watch=store.watch)
-
-    @staticmethod
-    def resource_of(agent: Agent, request: Request) -> str | None:
-        """The resource a handling of `request` holds a slot of, or None."""
-        if agent.resource is not None:
-            return agent.resource
-        if request.resolution is not None:
-            return request.resolution.resource.name
-        return None
 
     def statistics(self) -> dict[str, int]:
         return {"slots_held": len(self._granted), "slot_waits": self.waits, "slots_lost": self.lost}

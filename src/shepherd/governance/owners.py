@@ -1,0 +1,401 @@
+"""Exclusive owners: the agent role's side of agents declared with `exclusive_by`.
+
+Each call to an exclusive agent carries an owning key (the seed's event type).
+At any moment at most one process owns a key, through a lease with an epoch in
+the store (`OwnerStore`), and only the owner takes the key's calls: one at a
+time, in the order they were sent, each answered together with the key's
+durable owner state in one transaction that the store fences on the epoch.
+
+This process looks at the keys with waiting calls, the leases, and the live
+processes serving the agent (the worker registry), asks `core.ownership` which
+keys to take and which to hand back (none owns more than its fair share), and
+runs one loop per key it owns. Its leases are renewed every third of
+`owner_lease`; a key whose renewal fails (the lease expired: the store was out
+of reach, the process was paused) stops its loop, and another process takes it
+over with the epoch bumped. When the roles stop, the keys are handed back at
+once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import functools
+import logging
+import random
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, final
+
+from shepherd.agents.calls import call_request, handle_batch, handle_call
+from shepherd.core.batching import batch_due
+from shepherd.core.ownership import NO_STATE, plan_ownership
+from shepherd.core.workers import WorkerState
+from shepherd.errors import StoreUnavailableError
+from shepherd.idle import IdleBackoff
+from shepherd.outage import Outage
+from shepherd.store import signals as ch
+from shepherd.store.roles import OwnerStore
+
+if TYPE_CHECKING:
+    from shepherd.agents.agent import Agent
+    from shepherd.clock import Clock
+    from shepherd.config import Settings
+    from shepherd.core.records import CallRequest, JsonValue
+    from shepherd.governance.batch import Batch
+    from shepherd.registry import Standing
+
+__all__ = ["OwnerServer", "owner_of"]
+
+log = logging.getLogger("shepherd.agents.owners")
+
+GaveUp = Callable[["CallRequest"], None]
+
+
+def owner_of(instance: str) -> str:
+    """The owner name of the process `instance` in key leases."""
+    return f"{instance}/o"
+
+
+@final
+class OwnerServer:
+    """Owns keys of the exclusive agents this process serves, and serves their calls.
+
+    Args:
+        store: The store, as an owner server uses it.
+        instance: This process's instance id (its owner name is `owner_of(instance)`).
+        agents: The exclusive agents it serves, by name.
+        settings: `owner_lease`, `worker_ttl` and polling.
+        clock: What leases' renewals, deadlines and polling run on.
+        gave_up: Told of each call given up (the App alerts an operator).
+    """
+
+    def __init__(
+        self,
+        store: OwnerStore,
+        *,
+        instance: str,
+        agents: Mapping[str, Agent],
+        settings: Settings,
+        clock: Clock,
+        gave_up: GaveUp,
+    ) -> None:
+        self.store = store
+        self.owner = owner_of(instance)
+        self.agents = dict(agents)
+        self.settings = settings
+        self.clock = clock
+        self.gave_up = gave_up
+        self.lease = settings.owner_lease
+        self.rng = random.Random()
+        self.answered = 0
+        #: Handlings answered (a batch counts once).
+        self.flushes = 0
+        #: The loop of each key owned, by (agent, key).
+        self._loops: dict[tuple[str, str], asyncio.Task[None]] = {}
+        #: The keys whose loop is handling a call now.
+        self._busy: set[tuple[str, str]] = set()
+        #: Per agent: the backlogs read since the last wake-up of CALLS (the wake-up's
+        #: event, and the read), shared by that agent's key loops.
+        self._backlogs: dict[
+            str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
+        ] = {}
+        self.outage = Outage("exclusive owners", log=log, clock=clock, watch=store.watch)
+        #: Whether this process may take keys (its heartbeats reach the store); None: always.
+        self.standing: Standing | None = None
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "keys_owned": len(self._loops),
+            "owned_answered": self.answered,
+            "owned_flushes": self.flushes,
+        }
+
+    def owned(self) -> list[tuple[str, str]]:
+        """The (agent, key) pairs this process owns now, sorted."""
+        return sorted(self._loops)
+
+    async def run(self) -> None:
+        """Share out keys, renew leases and serve the keys owned, until cancelled."""
+        if not self.agents:
+            await asyncio.Event().wait()
+        renewals = asyncio.create_task(self._renew_loop(), name="shepherd owner renewals")
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        try:
+            while True:
+                if renewals.done():
+                    renewals.result()  # raises why the renewals ended
+                    raise RuntimeError("the key lease renewals returned")
+                if self.standing is not None and not self.standing.takes_work():
+                    await self.standing.wait_takes_work()
+                    continue
+                wake = self.store.signals.event(ch.CALLS)
+                try:
+                    changed = await self._share_out()
+                except StoreUnavailableError as exc:
+                    await self.outage.pause(exc)
+                    continue
+                self.outage.over()
+                await self.clock.wait_event(wake, backoff.next(found=changed))
+        finally:
+            renewals.cancel()
+            await self._stop_all()
+
+    async def _share_out(self) -> bool:
+        """One look at every exclusive agent's keys: take or hand back; whether anything moved."""
+        now = self.store.now()
+        ttl = self.settings.worker_ttl
+        workers = await self.store.list_workers(since=now - timedelta(seconds=ttl))
+        moved = False
+        for agent in sorted(self.agents):
+            processes = {
+                owner_of(w.instance)
+                for w in workers
+                if agent in w.agents and w.state(now=now, ttl=ttl) is WorkerState.ALIVE
+            }
+            keys = await self.store.waiting_keys(agent)
+            leases = {lease.key: lease for lease in await self.store.list_key_leases(agent)}
+            plan = plan_ownership(
+                me=self.owner, now=now, processes=processes, leases=leases, keys=keys
+            )
+            if plan.take:
+                taken = await self.store.take_keys(
+                    agent, plan.take, owner=self.owner, lease=self.lease
+                )
+                for got in taken:
+                    self._start(agent, got.lease.key, got.lease.epoch, got.state)
+                    moved = True
+            idle = [
+                k
+                for k in plan.release
+                if (agent, k) in self._loops and (agent, k) not in self._busy
+            ]
+            if idle:
+                await self._stop([(agent, k) for k in idle])
+                await self.store.release_keys(agent, idle, owner=self.owner)
+                log.info("%s: handed back keys %s (over this process's share)", agent, idle)
+                moved = True
+        return moved
+
+    def _start(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
+        old = self._loops.pop((agent, key), None)
+        if old is not None:
+            old.cancel()
+        log.info("%s: owns key %r (epoch %d)", agent, key, epoch)
+        task = asyncio.create_task(
+            self._serve(agent, key, epoch, state), name=f"shepherd key {key}"
+        )
+        self._loops[(agent, key)] = task
+        task.add_done_callback(functools.partial(self._ended, (agent, key)))
+
+    def _ended(self, agent_key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        if self._loops.get(agent_key) is task:
+            del self._loops[agent_key]
+        self._busy.discard(agent_key)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the loop of key %r failed", agent_key[1], exc_info=task.exception())
+
+    async def _stop(self, keys: list[tuple[str, str]]) -> None:
+        tasks = [self._loops.pop(k) for k in keys if k in self._loops]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _stop_all(self) -> None:
+        """Stop every key's loop and hand the keys back, so that others take them at once."""
+        held = list(self._loops)
+        await self._stop(held)
+        by_agent: dict[str, list[str]] = {}
+        for agent, key in held:
+            by_agent.setdefault(agent, []).append(key)
+        for agent, keys in by_agent.items():
+            with contextlib.suppress(Exception):  # their leases expire anyway
+                await asyncio.shield(self.store.release_keys(agent, keys, owner=self.owner))
+
+    async def _renew_loop(self) -> None:
+        """Renew this process's key leases every third of `owner_lease`; stop lost keys."""
+        while True:
+            await self.clock.sleep(self.lease / 3)
+            if not self._loops:
+                continue
+            try:
+                renewed = await self.store.renew_keys(owner=self.owner, lease=self.lease)
+            except StoreUnavailableError as exc:  # the leases may lapse: their loops stop then
+                log.warning("could not renew key leases: %s", exc)
+                continue
+            kept = {lease.key for lease in renewed}
+            lost = [(a, k) for a, k in self._loops if k not in kept]
+            if lost:
+                log.warning("lost keys %s (their leases expired); another process takes them", lost)
+                await self._stop(lost)
+
+    async def _serve(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
+        """Take the key's calls one at a time (or a batch at a time), in order; answer
+        each handling's calls with the owner state, in one transaction.
+
+        A batch's answers also take the key's next batch when it is due (one
+        commit per flush while the key is busy).
+        """
+        spec = self.agents[agent]
+        batch = spec.batch
+        limit = 1 if batch is None else batch.max_items
+        backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        #: Whether the next look at the backlog must read it anew (after this key's flush).
+        fresh = True
+        #: Calls taken with the last answers, to handle next.
+        taken: list[CallRequest] = []
+        #: The key's backlog as the last answers read it, and the wake-up event
+        #: taken before them: while no call has rung it, that backlog is current.
+        flushed: tuple[asyncio.Event, tuple[int, datetime | None]] | None = None
+        while True:
+            given_up: list[CallRequest] = []
+            if not taken:
+                wake = self.store.signals.event(ch.CALLS)
+                try:
+                    if batch is not None:
+                        if flushed is not None and flushed[0] is wake:  # not rung since
+                            due = self._due_of(batch, *flushed[1])
+                        else:
+                            due = await self._due(agent, key, batch, wake, fresh=fresh)
+                        fresh, flushed = False, None
+                        if due is None or due > 0:
+                            idle = backoff.next(found=False) if due is None else due
+                            await self.clock.wait_event(wake, idle)
+                            continue
+                    taken, given_up = await self.store.take_key_calls(
+                        agent, key, owner=self.owner, epoch=epoch, limit=limit
+                    )
+                except StoreUnavailableError as exc:
+                    await self.outage.pause(exc)
+                    continue
+                self._gave_up(agent, given_up)
+                if not taken:
+                    if not given_up:
+                        await self.clock.wait_event(wake, backoff.next(found=False))
+                    continue
+            backoff.next(found=True)
+            fresh = True
+            self._busy.add((agent, key))
+            wake = self.store.signals.event(ch.CALLS)
+            try:
+                owned, state, taken, backlog = await self._handle(spec, taken, epoch, state)
+            finally:
+                self._busy.discard((agent, key))
+            if not owned:
+                return
+            flushed = None if backlog is None else (wake, backlog)
+
+    def _gave_up(self, agent: str, calls: list[CallRequest]) -> None:
+        for call in calls:
+            log.error(
+                "call %s to %s given up after %d handlings", call.call_id, agent, call.attempt
+            )
+            self.gave_up(call)
+
+    async def _due(
+        self, agent: str, key: str, batch: Batch, wake: asyncio.Event, *, fresh: bool
+    ) -> float | None:
+        """Seconds until the key's waiting calls make a batch (0: now), or None if none wait.
+
+        The backlogs of all the agent's keys are read at once and shared by its
+        key loops until the next wake-up (`wake`), unless this loop has just
+        flushed (`fresh`): one read per wake-up, not one per key.
+        """
+        shared = self._backlogs.get(agent)
+        if fresh or shared is None or shared[0] is not wake:
+            read = asyncio.ensure_future(self.store.key_backlogs(agent))
+            read.add_done_callback(functools.partial(self._read_done, agent))
+            shared = self._backlogs[agent] = (wake, read)
+        backlog = (await asyncio.shield(shared[1])).get(key)
+        return None if backlog is None else self._due_of(batch, *backlog)
+
+    def _due_of(self, batch: Batch, waiting: int, oldest: datetime | None) -> float | None:
+        """Seconds until `waiting` calls, the oldest sent at `oldest`, make a batch.
+
+        None if none wait.
+        """
+        if not waiting or oldest is None:
+            return None
+        age = (self.store.now() - oldest).total_seconds()
+        return batch_due(
+            max_items=batch.max_items, max_delay=batch.max_delay, waiting=waiting, oldest_age=age
+        )
+
+    def _read_done(self, agent: str, read: asyncio.Future[object]) -> None:
+        """Forget a backlog read that failed, so that the next look reads again."""
+        if read.cancelled() or read.exception() is not None:
+            shared = self._backlogs.get(agent)
+            if shared is not None and shared[1] is read:
+                del self._backlogs[agent]
+
+    async def _handle(
+        self, spec: Agent, calls: list[CallRequest], epoch: int, state: JsonValue
+    ) -> tuple[bool, JsonValue, list[CallRequest], tuple[int, datetime | None] | None]:
+        """Handle calls of one key (one, or a batch) and answer them with the owner state.
+
+        Every request of a batch sees the same owner state; the one committed is
+        the last one a request was given (`request.owner_state = ...`), else the
+        shared one, changed in place or not. Returns whether the key is still
+        owned, its owner state now, the next batch if the answers took it, and
+        else the key's backlog as the answers read it (None: not read).
+        """
+        shared = copy.deepcopy(state)
+        requests = []
+        for call in calls:
+            request = call_request(call)
+            request.owner_key = call.owner_key
+            request.owner_epoch = epoch
+            request.owner_state = shared
+            requests.append(request)
+        clock, store, rng = self.clock, self.store, self.rng
+        answers: list[tuple[bool, JsonValue]] | None
+        if spec.batch is None:
+            one = await handle_call(spec, requests[0], calls[0], clock=clock, store=store, rng=rng)
+            answers = None if one is None else [one]
+        else:
+            answers = await handle_batch(spec, requests, calls, clock=clock, store=store, rng=rng)
+        if answers is None:  # taken again: its handlings are counted, a poison call ends
+            return True, state, [], None
+        new_state = next(
+            (r.owner_state for r in reversed(requests) if r.owner_state is not shared), shared
+        )
+        changed = new_state != state
+        key = str(calls[0].owner_key)
+        written = [
+            (call.call_id, call.attempt, ok, body)
+            for call, (ok, body) in zip(calls, answers, strict=True)
+        ]
+        committed = new_state if changed else NO_STATE
+        following: list[CallRequest] = []
+        backlog: tuple[int, datetime | None] | None = None
+        try:
+            if spec.batch is None:
+                owned = await self.store.answer_owned(
+                    spec.name, key, owner=self.owner, epoch=epoch, answers=written, state=committed
+                )
+            else:
+                owned, following, given_up, backlog = await self.store.answer_and_take(
+                    spec.name,
+                    key,
+                    owner=self.owner,
+                    epoch=epoch,
+                    answers=written,
+                    state=committed,
+                    max_items=spec.batch.max_items,
+                    max_delay=spec.batch.max_delay,
+                )
+                self._gave_up(spec.name, given_up)
+        except StoreUnavailableError as exc:
+            log.warning("calls of key %r: answers not stored (%s); taken again", key, exc)
+            return True, state, [], None
+        if not owned:
+            log.warning(
+                "%s: key %r moved to another owner; its answers were refused",
+                spec.name,
+                calls[0].owner_key,
+            )
+            return False, state, [], None
+        self.answered += len(calls)
+        self.flushes += 1
+        return True, new_state, following, None if following else backlog
