@@ -221,8 +221,8 @@ def test_bad_input_exits_2_naming_it_and_changes_nothing(
     refused_and_nothing_changed(cli, args, message)
 
 
-@sqlite_only("shared_store")
 @pytest.mark.parametrize(("args", "message"), REFUSED_BEFORE_THE_STORE, ids=_ids)
+@sqlite_only("shared_store")
 def test_input_refused_before_the_store_exits_2_naming_it_and_changes_nothing(
     cli: Cli, args: tuple[str, ...], message: str
 ) -> None:

@@ -385,7 +385,6 @@ async def test_an_unknown_workflow_is_refused_and_nothing_is_written(app: App) -
     assert await app.list_tasks() == []
 
 
-@sqlite_only()  # refused before the store is touched
 @pytest.mark.parametrize(
     ("payload", "problem"),
     [
@@ -396,6 +395,7 @@ async def test_an_unknown_workflow_is_refused_and_nothing_is_written(app: App) -
         pytest.param({"when": object()}, "not JSON", id="object"),
     ],
 )
+@sqlite_only()  # refused before the store is touched
 async def test_a_malformed_payload_is_refused_and_nothing_is_written(
     app: App, payload: JsonValue, problem: str
 ) -> None:

@@ -40,8 +40,8 @@ def _register(app: App) -> None:
         return data
 
 
-@sqlite_only()
 @pytest.mark.parametrize(("arguments", "problem"), BAD_ARGUMENTS)
+@sqlite_only()
 async def test_bad_key_or_reply_to_is_refused_and_changes_nothing(
     app: App, arguments: dict[str, Any], problem: str
 ) -> None:

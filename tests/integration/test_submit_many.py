@@ -101,8 +101,8 @@ REFUSALS = [
 ]
 
 
-@sqlite_only()
 @pytest.mark.parametrize(("bad", "error", "message"), REFUSALS)
+@sqlite_only()
 async def test_one_bad_submission_refuses_the_call_before_anything_is_written(
     app: App, bad: Any, error: type[Exception], message: str
 ) -> None:
