@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from shepherd.core.states import ProcessState
+from support.processes import as_from_a_terminal
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 PutTask = Callable[..., str]
@@ -251,6 +252,7 @@ def test_an_interrupted_wait_exits_130(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60
