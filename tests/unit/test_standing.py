@@ -179,19 +179,24 @@ class ClockedStore(SwitchedStore):
         return self.clock.now()
 
 
-async def test_a_beat_more_than_two_beats_after_the_last_is_trouble_for_the_watch(
-    fake_clock: FakeClock,
-) -> None:
-    store = ClockedStore(fake_clock)
+def beating(store: ClockedStore, clock: FakeClock, *, beat: float) -> asyncio.Task[None]:
+    """A worker registry beating every `beat` s into `store`, running."""
     registry = WorkerRegistry(
         store,
         instance="h:1:a",
         roles=["scheduler"],
         agents=[],
-        settings=Settings(worker_beat=0.1, worker_ttl=TTL),
-        clock=fake_clock,
+        settings=Settings(worker_beat=beat, worker_ttl=TTL),
+        clock=clock,
     )
-    loop = asyncio.create_task(registry.run())
+    return asyncio.create_task(registry.run())
+
+
+async def test_a_beat_more_than_two_beats_after_the_last_is_trouble_for_the_watch(
+    fake_clock: FakeClock,
+) -> None:
+    store = ClockedStore(fake_clock)
+    loop = beating(store, fake_clock, beat=0.1)
     try:
         await advance_until(fake_clock, lambda: store.beats >= 3, step=0.1, timeout=30)
         assert not store.watch.spans  # beats a beat apart: no trouble
@@ -215,15 +220,7 @@ async def test_a_fake_clock_moved_on_alone_is_no_trouble_for_the_watch(
     fake_clock: FakeClock,
 ) -> None:
     store = ClockedStore(fake_clock)
-    registry = WorkerRegistry(
-        store,
-        instance="h:1:a",
-        roles=["scheduler"],
-        agents=[],
-        settings=Settings(worker_beat=1.0, worker_ttl=TTL),
-        clock=fake_clock,
-    )
-    loop = asyncio.create_task(registry.run())
+    loop = beating(store, fake_clock, beat=1.0)
     try:
         await advance_until(fake_clock, lambda: store.beats >= 3, step=1.0, timeout=30)
         # A test moves time on faster than the beats: the loop was never held back.
