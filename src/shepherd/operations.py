@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack, final
+from typing import TYPE_CHECKING, Protocol, Unpack, final
 
 from shepherd.core.overview import Operator, ThroughputBucket, bucket_starts, fill
 from shepherd.core.retention import cutoff
@@ -21,6 +21,7 @@ from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import checked_buckets
+from shepherd.store.ops.tasks import TaskFilters
 from shepherd.store.signals import Signals
 from shepherd.supervisor.retention import Purged, purge
 from shepherd.supervisor.supervisor import LEASE
@@ -37,25 +38,6 @@ if TYPE_CHECKING:
     from shepherd.store.contract import Store
 
 __all__ = ["Host", "Operations", "Purged", "TaskCursor", "TaskFilters", "unknown_task"]
-
-
-class TaskFilters(TypedDict, total=False):
-    """What `list_tasks` may filter on: every filter given must match."""
-
-    #: Any of these states (no filter when empty).
-    states: Sequence[ProcessState]
-    workflow: str | None
-    key: str | None
-    #: Ids starting with this.
-    id_prefix: str | None
-    #: Last changed at or after this.
-    updated_since: datetime | None
-    #: Created at or after this.
-    created_from: datetime | None
-    #: Created before this.
-    created_to: datetime | None
-    #: Only tasks after this one in the listing's order (older): the next page.
-    before: TaskCursor | None
 
 
 class Host(Protocol):
