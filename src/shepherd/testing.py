@@ -216,6 +216,7 @@ async def advance_until(
     timeout: float = 10.0,  # noqa: ASYNC109 - a deadline for polling, not for one awaited call
     interval: float = 0.01,
     message: str = "",
+    before_move: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Move `clock` on, one wake-up at a time, until `predicate` is true.
 
@@ -234,6 +235,8 @@ async def advance_until(
         timeout: Real seconds (of the event loop's clock) before giving up.
         interval: Real seconds between moves.
         message: The AssertionError's message on timeout.
+        before_move: Awaited before each move (say, until no store call of the
+            code under test is under way, so that no write sees the clock jump).
 
     Raises:
         AssertionError: The predicate was still false after `timeout` real seconds.
@@ -253,6 +256,8 @@ async def advance_until(
             raise AssertionError(
                 message or f"condition not met within {timeout} s (fake clock at {clock.now()})"
             )
+        if before_move is not None:
+            await before_move()
         pending = clock.wakeups()
         # At least MIN_MOVE: a wake-up due "now" again at every look would hold
         # the clock still (a sleep of `period - (now - at)` whose remainder is

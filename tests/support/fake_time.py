@@ -26,7 +26,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, final
 
 from shepherd.core.states import TERMINAL_STATES
-from shepherd.testing import MIN_MOVE, FakeClock
+from shepherd.testing import FakeClock, advance_until
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -117,24 +117,15 @@ async def pass_until(
     Raises:
         AssertionError: The predicate was still false after PATIENCE real seconds.
     """
-    clock = clock_of(app)
-    calls = store_calls(app)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PATIENCE
-    while True:
-        outcome = predicate()
-        if inspect.isawaitable(outcome):
-            outcome = await outcome
-        if outcome:
-            return
-        if loop.time() >= deadline:
-            raise AssertionError(
-                message or f"condition not met within {PATIENCE} s (fake clock at {clock.now()})"
-            )
-        await calls.wait_quiet()
-        pending = clock.wakeups()
-        clock.advance(max(min(STEP, pending[0]) if pending else STEP, MIN_MOVE))
-        await asyncio.sleep(INTERVAL)
+    await advance_until(
+        clock_of(app),
+        predicate,
+        step=STEP,
+        timeout=PATIENCE,
+        interval=INTERVAL,
+        message=message,
+        before_move=store_calls(app).wait_quiet,
+    )
 
 
 def task_is(app: App, task_id: str, check: Callable[[Task], bool]) -> Callable[[], Awaitable[bool]]:
