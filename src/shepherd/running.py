@@ -13,9 +13,15 @@ from typing import Protocol
 
 from shepherd.errors import RoleStoppedError, ShepherdError
 
-__all__ = ["RoleLoop", "run_roles"]
+__all__ = ["STOP_RECHECK", "RoleLoop", "run_roles"]
 
 log = logging.getLogger("shepherd")
+
+#: Real seconds a cancelled role has to end before it is cancelled again. A
+#: cancellation can be lost: on Python 3.11, `asyncio.wait_for` (which drivers
+#: use to wait for a pooled connection) drops one that arrives as its inner
+#: wait finishes, and the role goes on as if never asked to stop.
+STOP_RECHECK = 1.0
 
 
 class RoleLoop(Protocol):
@@ -48,9 +54,38 @@ async def run_roles(loops: Sequence[RoleLoop], *, ready: Callable[[], None] | No
         job = done.pop()
         raise _stopped(jobs[job], job)
     finally:
-        for job in jobs:
+        await _stop(jobs)
+
+
+async def _stop(jobs: dict[asyncio.Task[None], str]) -> None:
+    """Cancel every job and wait until each has ended, cancelling again one that lost its cancel.
+
+    Raises:
+        CancelledError: This task was itself cancelled meanwhile (once all have ended).
+    """
+    pending = {job for job in jobs if not job.done()}
+    cancelled = False
+    rounds = 0
+    while pending:
+        if rounds:
+            log.warning(
+                "%s still running %g s after being cancelled; cancelling again",
+                ", ".join(sorted(jobs[job] for job in pending)),
+                STOP_RECHECK * rounds,
+            )
+        for job in pending:
             job.cancel()
-        await asyncio.gather(*jobs, return_exceptions=True)
+        rounds += 1
+        try:
+            _, pending = await asyncio.wait(pending, timeout=STOP_RECHECK)
+        except asyncio.CancelledError:  # stop them all first, then end as asked
+            cancelled = True
+            pending = {job for job in pending if not job.done()}
+    for job in jobs:  # retrieved, so that asyncio does not log them as lost
+        if not job.cancelled():
+            job.exception()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _stopped(role: str, job: asyncio.Task[None]) -> BaseException:
