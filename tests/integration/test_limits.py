@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from shepherd import App, ConfigError, PayloadError, WorkflowContext
+from shepherd import App, ConfigError, PayloadError, Submission, WorkflowContext
 from shepherd.agents import AgentRequest
 from shepherd.core.limits import KEY_BYTES, NAME_BYTES
 from shepherd.core.resources import Resource
@@ -75,6 +75,27 @@ async def test_a_key_or_reply_to_one_byte_over_is_refused_and_nothing_is_stored(
         f"{field} is {KEY_BYTES + 1} bytes of UTF-8, over its limit of {KEY_BYTES} bytes"
     )
     assert await app.list_tasks() == []
+
+
+async def test_submit_many_refuses_a_key_one_byte_over_by_its_index_and_stores_nothing(
+    app: App,
+) -> None:
+    @app.workflow("wf")
+    async def flow(ctx: WorkflowContext, data: Any) -> Any:
+        return data
+
+    key = widest(KEY_BYTES, 15)
+    batch = [Submission("wf", 1, key=key), Submission("wf", 2, key=over(key))]
+
+    with pytest.raises(PayloadError) as refused:
+        await app.submit_many(batch)
+
+    assert refused.value.message.startswith(
+        f"submissions[1]: key is {KEY_BYTES + 1} bytes of UTF-8, over its limit of {KEY_BYTES}"
+    )
+    assert await app.list_tasks() == []
+    (task_id,) = await app.submit_many(batch[:1])
+    assert (await app.get_task(task_id)).key == key
 
 
 def test_a_workflow_agent_or_service_name_one_byte_over_is_refused(app: App) -> None:
