@@ -8,8 +8,11 @@ fails on PostgreSQL, and only once it is long enough and random enough not
 to compress. Each limit here is counted in bytes of UTF-8, which is what an
 index holds; the widest index row they allow (a name and a key, 800 + 1,024
 bytes, plus the row's overhead) leaves PostgreSQL's limit about 800 bytes of
-room. The App and the store check them before anything is written, so the
-same value is refused alike on both backends (docs/reference/limits.md).
+room. They are checked before anything is written (keys and `reply_to` by
+`App.submit`, owner keys by `App.call`, workflow and agent names when they are
+registered, resource names and `by` by the store's operations before their
+SQL), so the same value is refused alike on both backends
+(docs/reference/limits.md).
 
     what                                    limit (bytes)
     task key, reply_to, owner key,          KEY_BYTES      1024
