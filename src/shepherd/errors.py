@@ -13,7 +13,9 @@
     ├── UnknownAlertError           no stored operator alert with that id
     ├── UnknownOperatorError        no operator (named token) of that name
     ├── OperatorExistsError         `tokens add` of a name already taken
-    ├── PayloadError                malformed JSON, too large, too deeply nested
+    ├── PayloadError                malformed JSON, too large, too deeply nested; a text
+    │   │                           over its limit (`shepherd.core.limits`)
+    │   └── OwnerKeyError           an exclusive agent's call without a usable owning key
     ├── InvalidStateError           the operation does not apply to the task's state
     ├── NonDeterminismError         replay met a different agent at a recorded seq
     ├── StaleEpochError             an owner's write was fenced off (lock_epoch moved on)
@@ -172,6 +174,16 @@ class PayloadError(ShepherdError):
     """The payload is not acceptable JSON."""
 
 
+class OwnerKeyError(PayloadError):
+    """A call to an exclusive agent whose owning key cannot be found from its payload
+    (or is longer than the store keeps: `shepherd.core.limits.KEY_BYTES`)."""
+
+    def __init__(self, agent: str, problem: str) -> None:
+        self.agent = agent
+        self.problem = problem
+        super().__init__(f"call to exclusive agent {agent!r}: {problem}; nothing was sent")
+
+
 class InvalidStateError(ShepherdError):
     """The operation does not apply to the task in its current state."""
 
@@ -235,15 +247,6 @@ class CallFailedError(AgentError):
         what = error.get("message") if isinstance(error, dict) else error
         kind = error.get("type") if isinstance(error, dict) else None
         super().__init__(f"call {call_id} to {agent!r} failed: {kind + ': ' if kind else ''}{what}")
-
-
-class OwnerKeyError(ShepherdError):
-    """A call to an exclusive agent whose owning key cannot be found from its payload."""
-
-    def __init__(self, agent: str, problem: str) -> None:
-        self.agent = agent
-        self.problem = problem
-        super().__init__(f"call to exclusive agent {agent!r}: {problem}; nothing was sent")
 
 
 class TransientError(AgentError):

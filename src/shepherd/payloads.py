@@ -16,6 +16,7 @@ import sys
 from collections.abc import Collection
 from typing import Any
 
+from shepherd.core.limits import KEY_BYTES, too_long
 from shepherd.core.records import JsonValue
 from shepherd.errors import PayloadError
 
@@ -92,21 +93,25 @@ def dumps(value: JsonValue, *, limit: int = MAX_PAYLOAD_BYTES) -> str:
     return text
 
 
-def check_text(name: str, value: object) -> None:
+def check_text(name: str, value: object, *, limit: int = KEY_BYTES) -> None:
     """Refuse a text argument (a task's key, a reply queue) that a store cannot keep as is.
 
     Args:
         name: The argument's name, for the message.
         value: Its value: a str, or None for "not given".
+        limit: Its longest accepted value, in bytes of UTF-8 (`shepherd.core.limits`).
 
     Raises:
-        PayloadError: `value` is not a str, or holds a lone surrogate (not
-            valid UTF-8) or a NUL character (which PostgreSQL rejects).
+        PayloadError: `value` is not a str, is longer than `limit`, or holds a
+            lone surrogate (not valid UTF-8) or a NUL character (which
+            PostgreSQL rejects).
     """
     if value is None:
         return
     if not isinstance(value, str):
         raise PayloadError(f"{name} must be a str, not {type(value).__name__}")
+    if (problem := too_long(name, value, limit)) is not None:
+        raise PayloadError(problem)
     if "\x00" in value:
         raise PayloadError(f"{name} contains a NUL character, which PostgreSQL rejects")
     if not value.isascii():

@@ -16,6 +16,7 @@ from shepherd.agents import Agent
 from shepherd.agents.batch import Batch
 from shepherd.agents.threads import check_handler
 from shepherd.core.calls import owner_key_of
+from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
@@ -79,7 +80,8 @@ class Registrations:
                 be registered before a scheduler starts (see `check`).
 
         Raises:
-            ConfigError: An option is invalid.
+            ConfigError: An option is invalid, or the name is longer than
+                NAME_BYTES of UTF-8 (`shepherd.core.limits`).
         """
         declared = declared_agents(agents)
         if on_exhausted not in ("error", "compensate"):
@@ -101,7 +103,7 @@ class Registrations:
             raise ConfigError("complete_within", "must be a positive number of seconds")
 
         def register(fn: F) -> F:
-            wf_name = name or fn.__name__
+            wf_name = _checked_name("workflow", name or fn.__name__)
             self.workflows[wf_name] = Workflow(
                 name=wf_name,
                 fn=fn,
@@ -156,13 +158,16 @@ class Registrations:
                 their answers are committed in one transaction.
 
         Raises:
-            ConfigError: An option is invalid, or the handler is an `async def` with
-                `threads=True`, or a plain `def` without it.
+            ConfigError: An option is invalid (a name or service longer than
+                NAME_BYTES of UTF-8, `shepherd.core.limits`), or the handler is an
+                `async def` with `threads=True`, or a plain `def` without it.
         """
         if within is not None and within <= 0:
             raise ConfigError("within", "must be a positive number of seconds")
         if service is not None and not service:
             raise ConfigError("service", "must be a non-empty name")
+        if service is not None:
+            _checked_name("service", service)
         if resource is not None and (problem := check_name("resource", resource)) is not None:
             raise ConfigError("resource", problem)
         if exclusive_by is not None and not (
@@ -181,7 +186,7 @@ class Registrations:
             )
 
         def register(fn: F) -> F:
-            agent_name = name or fn.__name__
+            agent_name = _checked_name("agent", name or fn.__name__)
             check_handler(agent_name, fn, threads=threads)
             self.agents[agent_name] = Agent(
                 name=agent_name,
@@ -272,6 +277,22 @@ def check_wiring(workflows: Iterable[Workflow], agents: Mapping[str, Agent]) -> 
     problems = missing_agents(workflows, agents)
     if problems:
         raise IncompleteAppError(describe(problems))
+
+
+def _checked_name(field: str, name: object) -> str:
+    """`name` if it can name a workflow, an agent or a service (the store indexes it).
+
+    Raises:
+        ConfigError: It is not a non-empty str, or is longer than NAME_BYTES of
+            UTF-8 (`shepherd.core.limits`), or holds a NUL or a lone surrogate.
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError(field, f"a {field}'s name is a non-empty str, not {name!r}")
+    if (problem := too_long(f"{field} name", name, NAME_BYTES)) is not None:
+        raise ConfigError(field, problem)
+    if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+        raise ConfigError(field, f"{name!r} holds a NUL or a lone surrogate")
+    return name
 
 
 def call_plan(

@@ -354,7 +354,7 @@ async def test_acknowledging_an_unknown_alert_names_it_and_changes_nothing(
     [
         ("", "'by' is empty"),
         ("   ", "'by' is empty"),
-        ("x" * 201, "longer than 200 characters"),
+        ("x" * 801, "801 bytes of UTF-8, over its limit of 800 bytes"),
         ("anna\nbruno", "control character"),
         ("anna\x00", "control character"),
         (42, "is a str, not int"),

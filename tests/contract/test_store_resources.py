@@ -288,9 +288,9 @@ REFUSED: list[tuple[str, Callable[[Store], Awaitable[object]], type[Exception], 
     ),
     (
         "long partition",
-        lambda s: s.move_partition("p" * 201, "db1"),
+        lambda s: s.move_partition("p" * 801, "db1"),
         InvalidResourceError,
-        "longer than 200",
+        "over its limit of 800 bytes",
     ),
     (
         "set unknown",

@@ -193,7 +193,7 @@ def shepherd_cli(cli_dir: Path, cli_env: dict[str, str]) -> Cli:
 def shepherd_cli_in_process(cli_dir: Path, cli_env: dict[str, str]) -> Cli:
     """`shepherd_cli`, run in this process: the same arguments, the same result."""
 
-    def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Any:
+    def run(*args: str, stdin: str | bytes | None = None, env: dict[str, str] | None = None) -> Any:
         """`env` replaces the whole environment (start from the `cli_env` fixture)."""
         return run_in_process(args, cwd=cli_dir, env=cli_env if env is None else env, stdin=stdin)
 

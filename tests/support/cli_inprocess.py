@@ -39,7 +39,7 @@ def run_in_process(
     *,
     cwd: Path,
     env: Mapping[str, str],
-    stdin: str | None = None,
+    stdin: str | bytes | None = None,
     merged: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run `shepherd ARGS...` here; what it returned and printed, as `subprocess.run` reports it.

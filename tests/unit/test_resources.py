@@ -42,7 +42,7 @@ def test_good_names(name: str) -> None:
     [
         ("", "must be non-empty"),
         (" a", "without leading or trailing spaces"),
-        ("x" * 201, "longer than 200"),
+        ("x" * 801, "801 bytes of UTF-8, over its limit of 800 bytes"),
         ("a\nb", "control character"),
         (42, "must be a str, not int"),
     ],

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from shepherd.errors import (
+    PayloadError,
     ShepherdError,
     StoreDamagedError,
     StoreFullError,
@@ -121,13 +122,69 @@ def test_files_that_cannot_be_written_or_opened_are_unavailable(tmp_path: Path, 
     assert is_store_wide(exc)
 
 
-def test_another_operational_error_is_unavailable_but_not_store_wide(
+def test_a_statement_sqlite_refuses_is_refused_not_unavailable(
     db: sqlite3.Connection,
 ) -> None:
     exc = _raised(lambda: db.execute("SELECT x FROM t WHERE nope(x)"))
+    assert exc.sqlite_errorcode == sqlite3.SQLITE_ERROR
+    error = classify(exc, "sqlite:///s.db")
+    assert type(error) is ShepherdError  # retrying would meet it again
+    assert error.message == "the SQLite store s.db refused a statement: no such function: nope"
+    assert not is_store_wide(exc)  # this one statement's: a batch is split
+
+
+def test_a_table_that_exists_already_is_refused_not_unavailable(
+    db: sqlite3.Connection,
+) -> None:
+    exc = _raised(lambda: db.execute("CREATE TABLE t (y)"))
+    error = classify(exc, "sqlite:///s.db")
+    assert type(error) is ShepherdError
+    assert "table t already exists" in error.message
+
+
+def test_a_value_over_sqlites_length_limit_is_a_payload_error(db: sqlite3.Connection) -> None:
+    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100)
+    exc = _raised(lambda: db.execute("INSERT INTO t VALUES (?)", ("𝄞" * 100,)))
+    assert exc.sqlite_errorcode == sqlite3.SQLITE_TOOBIG
+    error = classify(exc, "sqlite:///s.db")
+    assert type(error) is PayloadError
+    assert error.message == (
+        "the SQLite store s.db refused a value too large to keep (string or blob too big); "
+        "nothing was written"
+    )
+    assert not is_store_wide(exc)
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        (sqlite3.SQLITE_FULL, StoreFullError),
+        (sqlite3.SQLITE_CORRUPT, StoreDamagedError),
+        (sqlite3.SQLITE_NOTADB, StoreDamagedError),
+        (sqlite3.SQLITE_BUSY, StoreUnavailableError),
+        (sqlite3.SQLITE_LOCKED, StoreUnavailableError),
+        (sqlite3.SQLITE_IOERR, StoreUnavailableError),
+        (sqlite3.SQLITE_IOERR_SHORT_READ, StoreUnavailableError),  # an extended code
+        (sqlite3.SQLITE_CANTOPEN, StoreUnavailableError),
+        (sqlite3.SQLITE_INTERRUPT, StoreUnavailableError),
+        (sqlite3.SQLITE_TOOBIG, PayloadError),
+        (sqlite3.SQLITE_CONSTRAINT, ShepherdError),
+        (sqlite3.SQLITE_MISMATCH, ShepherdError),
+        (sqlite3.SQLITE_RANGE, ShepherdError),
+        (sqlite3.SQLITE_ERROR, ShepherdError),
+    ],
+)
+def test_each_result_code_has_one_kind(code: int, kind: type[ShepherdError]) -> None:
+    exc = sqlite3.OperationalError("a message that names no condition")
+    exc.sqlite_errorcode = code
+    assert type(classify(exc, "sqlite:///s.db")) is kind
+
+
+def test_an_operational_error_without_a_code_is_unavailable_but_not_store_wide() -> None:
+    exc = sqlite3.OperationalError("something without a code")
     error = classify(exc, "sqlite:///s.db")
     assert type(error) is StoreUnavailableError
-    assert error.message == "the SQLite store s.db is unavailable: no such function: nope"
     assert not is_store_wide(exc)  # maybe this one statement's: a batch is split
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, final
 
 from shepherd.core.records import JsonValue
+from shepherd.payloads import check_text
 
 if TYPE_CHECKING:
     from shepherd.core.records import Request
@@ -119,10 +120,13 @@ class AgentRequest:
             `effect`'s result, now or as recorded by an earlier execution.
 
         Raises:
+            PayloadError: `name` is not a str, is longer than KEY_BYTES of
+                UTF-8 (`shepherd.core.limits`), or holds a NUL or a lone surrogate.
             RuntimeError: Called outside the event loop (from a `threads=True`
                 handler).
         """
         _on_the_loop("once")
+        check_text("once name", name)
         key = self.idempotency_key if name is None else f"{self.idempotency_key}/{name}"
         return self._helpers.once(self, key, effect)
 

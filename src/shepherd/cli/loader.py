@@ -167,17 +167,41 @@ def run_with(app: Closing, work: Callable[[], Awaitable[T]]) -> T:
 def parse_json_argument(text: str | None, what: str) -> JsonValue:
     """Decode a JSON command-line argument (`-` reads stdin); None stays None.
 
+    Stdin is read as bytes and decoded as UTF-8 here, so that a problem in it
+    is reported as stdin's (with the offset of a byte that is not UTF-8), not
+    as the argument's.
+
     Raises:
-        PayloadError: The text is not acceptable JSON; the message says which argument.
+        PayloadError: The text is not acceptable JSON; the message says which
+            argument, or `stdin`.
     """
     if text is None:
         return None
     if text == "-":
-        text = sys.stdin.read()
+        what = "stdin"
+        text = _read_stdin()
     try:
         return loads(text)
     except PayloadError as exc:
         raise PayloadError(f"{exc.message} (in {what})") from None
+
+
+def _read_stdin() -> str:
+    """All of stdin, as UTF-8.
+
+    Raises:
+        PayloadError: It is not UTF-8 (the message gives the first bad byte and its offset).
+    """
+    raw = getattr(sys.stdin, "buffer", None)
+    if raw is None:  # a text-only stdin (replaced by a caller): already decoded
+        return sys.stdin.read()
+    data = raw.read()
+    try:
+        return str(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PayloadError(
+            f"payload is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} (in stdin)"
+        ) from None
 
 
 async def serve(

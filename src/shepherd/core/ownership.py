@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from shepherd.core.limits import KEY_BYTES, too_long
 from shepherd.core.records import JsonValue
 
 __all__ = [
@@ -144,7 +145,8 @@ def owner_key_of(
 
     `exclusive_by` names a payload field (the payload must be an object whose
     field holds a non-empty string) or is a function of the payload returning
-    a non-empty string. A function that raises is reported, not propagated.
+    a non-empty string of at most KEY_BYTES of UTF-8 (the store indexes it). A
+    function that raises is reported, not propagated.
     """
     if isinstance(exclusive_by, str):
         if not isinstance(payload, dict):
@@ -164,4 +166,6 @@ def owner_key_of(
         source = "its key function"
     if not isinstance(key, str) or not key:
         return ValueError(f"{source} must give a non-empty string, not {key!r}")
+    if (problem := too_long(f"the owning key ({source})", key, KEY_BYTES)) is not None:
+        return ValueError(problem)
     return key

@@ -20,10 +20,10 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from shepherd.core.jsonvalue import JsonValue
+from shepherd.core.limits import NAME_BYTES, too_long
 
 __all__ = [
     "KEEP",
-    "MAX_NAME_CHARS",
     "Keep",
     "Partition",
     "Resolution",
@@ -39,9 +39,6 @@ __all__ = [
     "check_resource",
     "grant_slots",
 ]
-
-#: The longest name of a resource, partition or entity.
-MAX_NAME_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,8 +155,8 @@ def check_name(what: str, name: object) -> str | None:
         return f"{what} name must be a str, not {type(name).__name__}"
     if not name or name != name.strip():
         return f"{what} name {name!r} must be non-empty, without leading or trailing spaces"
-    if len(name) > MAX_NAME_CHARS:
-        return f"{what} name {name[:40]!r}... is longer than {MAX_NAME_CHARS} characters"
+    if (problem := too_long(f"{what} name", name, NAME_BYTES)) is not None:
+        return problem
     if any(ord(c) < 32 for c in name):
         return f"{what} name {name!r} contains a control character"
     return None

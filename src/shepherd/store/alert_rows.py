@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from shepherd.core.alerts import StoredAlert
+from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.errors import ConfigError, UnknownAlertError
 from shepherd.store.rows import Columns, Instant, Row
 
 __all__ = [
     "ALERT_COLUMNS",
     "INSERT_COLUMNS",
-    "MAX_BY_CHARS",
     "AlertCol",
     "alert_from_row",
     "checked_alert_id",
@@ -26,8 +26,6 @@ __all__ = [
     "checked_limit",
 ]
 
-#: The most characters an acknowledgement's `by` may have.
-MAX_BY_CHARS = 200
 #: The largest id either backend can store (a signed 64-bit integer).
 _MAX_ID = 2**63 - 1
 #: The columns an alert is inserted with, in this order.
@@ -87,7 +85,7 @@ def checked_by(by: object) -> str:
 
     Raises:
         ConfigError: `by` is not a str, is empty (or only spaces), is longer
-            than MAX_BY_CHARS, or holds a control character or a lone
+            than NAME_BYTES of UTF-8, or holds a control character or a lone
             surrogate (field `by`).
     """
     if not isinstance(by, str):
@@ -95,8 +93,8 @@ def checked_by(by: object) -> str:
     name = by.strip()
     if not name:
         raise ConfigError("by", "an acknowledgement must say who acknowledges it: 'by' is empty")
-    if len(name) > MAX_BY_CHARS:
-        raise ConfigError("by", f"{name[:40]!r}... is longer than {MAX_BY_CHARS} characters")
+    if (problem := too_long("by", name, NAME_BYTES)) is not None:
+        raise ConfigError("by", problem)
     if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ConfigError("by", f"{name!r} contains a control character or a lone surrogate")
     return name

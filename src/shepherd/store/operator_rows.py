@@ -16,12 +16,12 @@ import secrets
 from datetime import timedelta
 from typing import ClassVar
 
+from shepherd.core.limits import NAME_BYTES, OPERATOR_NAME_BYTES, too_long
 from shepherd.core.overview import Operator
 from shepherd.errors import ConfigError
 from shepherd.store.rows import Columns, Instant, Row
 
 __all__ = [
-    "MAX_ACTOR_CHARS",
     "MAX_BUCKETS",
     "MAX_NAME_CHARS",
     "MAX_TOKEN_CHARS",
@@ -35,10 +35,8 @@ __all__ = [
     "token_hash",
 ]
 
-#: The most characters an operator's name may have.
-MAX_NAME_CHARS = 64
-#: The most characters a `by` (who retries or cancels) may have.
-MAX_ACTOR_CHARS = 200
+#: The most characters an operator's name may have (ASCII: as many bytes).
+MAX_NAME_CHARS = OPERATOR_NAME_BYTES
 #: The most buckets a throughput read returns.
 MAX_BUCKETS = 10_000
 #: Longer texts are not tokens of ours: refused without hashing them.
@@ -107,7 +105,7 @@ def checked_actor(by: object) -> str | None:
 
     Raises:
         ConfigError: `by` is not a str, is empty (or only spaces), is longer
-            than MAX_ACTOR_CHARS, or holds a control character or a lone
+            than NAME_BYTES of UTF-8, or holds a control character or a lone
             surrogate (field `by`).
     """
     if by is None:
@@ -117,8 +115,8 @@ def checked_actor(by: object) -> str | None:
     name = by.strip()
     if not name:
         raise ConfigError("by", "'by' is empty: name who acts, or leave it out")
-    if len(name) > MAX_ACTOR_CHARS:
-        raise ConfigError("by", f"{name[:40]!r}... is longer than {MAX_ACTOR_CHARS} characters")
+    if (problem := too_long("by", name, NAME_BYTES)) is not None:
+        raise ConfigError("by", problem)
     if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ConfigError("by", f"{name!r} contains a control character or a lone surrogate")
     return name

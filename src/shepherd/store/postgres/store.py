@@ -43,6 +43,7 @@ from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.postgres.handlers import READS, WRITES
 from shepherd.store.postgres.listener import Listener
 from shepherd.store.postgres.rows import utc
+from shepherd.store.postgres.sqlstates import Kind, error_for, kind_of
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
 from shepherd.store.submits import encode_all
@@ -174,9 +175,7 @@ class PostgresStore(Facade):
                 await migrate(writer)
                 await writer.set_autocommit(True)
             except psycopg.Error as exc:
-                raise StoreUnavailableError(
-                    f"cannot migrate PostgreSQL store {self._where}: {reason(exc, self.url)}"
-                ) from None
+                raise self._refused(exc, "migrate", "its migrations") from None
             pool = _ReadPool(
                 self.store_timeout,
                 self._conninfo,
@@ -272,15 +271,16 @@ class PostgresStore(Facade):
             return await self._fetch_on(pool, query, params)
         except _ReadTimeoutError as exc:
             raise StoreUnavailableError(str(exc)) from None
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(
-                f"cannot read PostgreSQL store {self._where}: {reason(exc, self.url)}"
-            ) from None
         except psycopg.Error as exc:
-            raise ShepherdError(
-                f"PostgreSQL store {self._where} refused a read ({exc.sqlstate}): "
-                f"{reason(exc, self.url)}"
-            ) from None
+            raise self._refused(exc, "read", "a read") from None
+
+    def _refused(self, exc: psycopg.Error, doing: str, action: str) -> ShepherdError:
+        """The error for a read or a migration that failed with `exc`, by its SQLSTATE."""
+        where = f"PostgreSQL store {self._where}"
+        if kind_of(exc.sqlstate) is Kind.UNAVAILABLE:
+            where = f"cannot {doing} {where}"
+        why = reason(exc, self.url)
+        return error_for(exc.sqlstate, where, why, writing=False, action=action)
 
     async def _fetch_on(
         self, pool: AsyncConnectionPool[Connection], query: Any, params: Sequence[object]

@@ -25,8 +25,9 @@ get StoreUnavailableError naming `store_timeout`, or CommitUnknownError if the
 commit had been asked for. A
 row held by another session past the lock timeout fails only the operation
 that needed it (StoreUnavailableError): the batch is split and the others
-commit. No driver error reaches a caller: what is not a lost or busy store
-becomes a ShepherdError naming the statement's complaint.
+commit. No driver error reaches a caller: the SQLSTATE decides what it
+becomes (`sqlstates`): a value the write carried that the server refused (an
+index row too large) is a PayloadError, never "unavailable".
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from shepherd.clock import Clock
-from shepherd.errors import CommitUnknownError, ShepherdError, StoreUnavailableError
+from shepherd.errors import CommitUnknownError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.encoding import Encoding
 from shepherd.store.group_commit import GroupCommitter
@@ -54,6 +55,7 @@ from shepherd.store.postgres.connection import Connection, connect, describe, re
 from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.postgres.handlers import WRITES
 from shepherd.store.postgres.rows import utc
+from shepherd.store.postgres.sqlstates import error_for
 from shepherd.store.signals import Signals
 
 __all__ = ["Writer"]
@@ -269,7 +271,7 @@ class Writer:
         return outcomes
 
     def _translate(self, exc: Exception) -> Exception:
-        """A caller's error: ShepherdErrors as they are, driver errors as ShepherdErrors."""
+        """A caller's error: ShepherdErrors as they are, driver errors by SQLSTATE (`sqlstates`)."""
         if not isinstance(exc, psycopg.Error):
             return exc
         if exc.sqlstate == _UNIQUE_VIOLATION and exc.diag.constraint_name == _TASK_ID:
@@ -283,13 +285,8 @@ class Writer:
                 "session past the lock timeout (a process cut off mid-transaction?); "
                 "the write changed nothing and can be retried"
             )
-        if isinstance(exc, psycopg.OperationalError):
-            return StoreUnavailableError(
-                f"PostgreSQL store {self._where}: {reason(exc, self._url)}"
-            )
-        return ShepherdError(
-            f"PostgreSQL store {self._where} refused a write ({exc.sqlstate}): "
-            f"{reason(exc, self._url)}"
+        return error_for(
+            exc.sqlstate, f"PostgreSQL store {self._where}", reason(exc, self._url), writing=True
         )
 
     async def _attempt(self, ops: Sequence[Write[Any]]) -> tuple[list[object], set[str]]:

@@ -2,26 +2,39 @@
 
 No driver error reaches a caller of the store: every `sqlite3.Error` that
 leaves it is translated here, the original kept as `__cause__` for the logs.
+The result code decides (one table, `_BY_CODE`); the message decides for
+errors raised by the `sqlite3` module itself (text that is not UTF-8), which
+carry no code, and for SQLITE_ERROR, SQLite's code for "anything else".
 
-    database or disk is full           -> StoreFullError (a passing condition)
-    malformed image, not a database,   -> StoreDamagedError (workers stop)
-      undecodable text, missing table
-    locked, busy, I/O error, cannot    -> StoreUnavailableError (roles retry)
-      open, read-only, any other
-      OperationalError
-    a constraint, a misused API        -> ShepherdError (a mistake of ours:
-      (IntegrityError, ProgrammingError)  not passing, named as it is)
+    SQLITE_FULL, "database or disk is full"     -> StoreFullError (a passing condition)
+    SQLITE_CORRUPT, SQLITE_NOTADB, undecodable   -> StoreDamagedError (workers stop)
+      text, missing table or column
+    SQLITE_BUSY, SQLITE_LOCKED (past the busy    -> StoreUnavailableError (roles retry)
+      timeout), SQLITE_IOERR, SQLITE_CANTOPEN,
+      SQLITE_READONLY, SQLITE_PERM, SQLITE_NOMEM,
+      SQLITE_PROTOCOL, SQLITE_NOLFS,
+      SQLITE_INTERRUPT, SQLITE_SCHEMA; an
+      OperationalError without a code
+    SQLITE_TOOBIG, sqlite3.DataError             -> PayloadError (a value too large to keep)
+    SQLITE_ERROR (a statement SQLite refused),   -> ShepherdError naming SQLite's message
+      SQLITE_CONSTRAINT, SQLITE_MISMATCH,           (not passing: never "unavailable")
+      SQLITE_RANGE, SQLITE_MISUSE, SQLITE_AUTH,
+      IntegrityError, ProgrammingError
 
-The result code (`sqlite_errorcode`) decides where SQLite gives one; the
-message decides for errors raised by the `sqlite3` module itself (text that is
-not UTF-8), which carry no code.
+The same table is in docs/reference/errors.md.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from shepherd.errors import ShepherdError, StoreDamagedError, StoreFullError, StoreUnavailableError
+from shepherd.errors import (
+    PayloadError,
+    ShepherdError,
+    StoreDamagedError,
+    StoreFullError,
+    StoreUnavailableError,
+)
 
 __all__ = ["classify", "is_busy", "is_store_wide", "translate"]
 
@@ -30,6 +43,7 @@ _DAMAGED = "damaged"
 _BUSY = "busy"
 _UNAVAILABLE = "unavailable"
 _OTHER = "other"
+_VALUE = "value"
 _REFUSED = "refused"
 
 #: Primary result codes (the low byte of an extended code) and what they mean.
@@ -46,6 +60,14 @@ _BY_CODE = {
     sqlite3.SQLITE_NOMEM: _UNAVAILABLE,
     sqlite3.SQLITE_PROTOCOL: _UNAVAILABLE,
     sqlite3.SQLITE_NOLFS: _UNAVAILABLE,
+    sqlite3.SQLITE_INTERRUPT: _UNAVAILABLE,
+    sqlite3.SQLITE_SCHEMA: _UNAVAILABLE,
+    sqlite3.SQLITE_TOOBIG: _VALUE,
+    sqlite3.SQLITE_CONSTRAINT: _REFUSED,
+    sqlite3.SQLITE_MISMATCH: _REFUSED,
+    sqlite3.SQLITE_RANGE: _REFUSED,
+    sqlite3.SQLITE_MISUSE: _REFUSED,
+    sqlite3.SQLITE_AUTH: _REFUSED,
 }
 #: Message fragments (lower case), for errors without a telling code.
 _BY_TEXT = (
@@ -61,6 +83,7 @@ _BY_TEXT = (
     ("disk i/o error", _UNAVAILABLE),
     ("unable to open database file", _UNAVAILABLE),
     ("readonly database", _UNAVAILABLE),
+    ("string or blob too big", _VALUE),
 )
 #: Conditions of the whole file or disk: every operation would meet them alike.
 _STORE_WIDE = frozenset({_FULL, _DAMAGED, _BUSY, _UNAVAILABLE})
@@ -77,8 +100,9 @@ def classify(exc: sqlite3.Error, url: str) -> ShepherdError:
 
     Returns:
         StoreFullError, StoreDamagedError or StoreUnavailableError for a
-        condition of the file or its disk; a plain ShepherdError for a statement
-        SQLite refused (a constraint, a misused API: a mistake of ours).
+        condition of the file or its disk; PayloadError for a value too large
+        to keep; a plain ShepherdError for a statement SQLite refused (a
+        constraint, a misused API: a mistake of ours).
     """
     path = url.removeprefix("sqlite://").removeprefix("/")
     detail = _detail(exc)
@@ -99,6 +123,11 @@ def classify(exc: sqlite3.Error, url: str) -> ShepherdError:
         )
     if kind in (_UNAVAILABLE, _OTHER):
         return StoreUnavailableError(f"the SQLite store {path} is unavailable: {detail}")
+    if kind == _VALUE:
+        return PayloadError(
+            f"the SQLite store {path} refused a value too large to keep ({detail}); "
+            "nothing was written"
+        )
     return ShepherdError(f"the SQLite store {path} refused a statement: {detail}")
 
 
@@ -137,6 +166,10 @@ def _kind(exc: sqlite3.Error) -> str:
     for fragment, kind in _BY_TEXT:
         if fragment in text:
             return kind
+    if code is not None and code & 0xFF == sqlite3.SQLITE_ERROR:
+        return _REFUSED  # a statement SQLite refused: retrying would meet it again
+    if isinstance(exc, sqlite3.DataError):
+        return _VALUE
     if type(exc) in (sqlite3.OperationalError, sqlite3.DatabaseError, sqlite3.InternalError):
         return _OTHER  # unexpected, maybe this statement's alone: unavailable, not store-wide
     return _REFUSED
