@@ -105,6 +105,8 @@ TASK_ID = re.compile(r"\b[0-9a-f]{20}\b")
 #: An instant as the CLI prints it (2026-11-22 05:06:51Z), as logs print it
 #: (2026-11-22 05:06:51,123) and in ISO 8601 (2026-11-22T05:06:51.123456+00:00).
 INSTANT = re.compile(r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:\d\d)?")
+#: An instant of today, as a table shows it: its time of day only (05:06:51Z).
+TIME_OF_DAY = re.compile(r"\b\d\d:\d\d:\d\dZ")
 #: An instant a narrow table column cut short (`2026-11-23 1…`): whatever digits
 #: are left depend on the time of day.
 CUT_INSTANT = re.compile(r"\b\d{4}-\d\d-\d\d[ T][\d:]*…")
@@ -126,7 +128,8 @@ class Normaliser:
     - task ids become `<id1>`, `<id2>`, ... numbered in order of first appearance,
       separately for the page and for the run, so that the same id must come back
       where the page shows the same id (a resubmitted key is the same task);
-    - instants become `<time>` (`<time>…` when a table cut one short), pids
+    - instants, dated or a time of day, become `<time>` (`<time>…` when a
+      table cut one short), pids
       `pid <pid>`;
     - a role instance (`host:pid:suffix`) and whatever follows it on its line
       become `<instance>…`: a table cuts such a line at a place that depends
@@ -168,6 +171,7 @@ class Normaliser:
             return f"<id{ids[found[0]]}>"
 
         text = INSTANT.sub("<time>", text)
+        text = TIME_OF_DAY.sub("<time>", text)
         text = CUT_INSTANT.sub("<time>…", text)
         text = INSTANCE.sub("<instance>", text)
         text = AFTER_INSTANCE.sub("<instance>…", text)

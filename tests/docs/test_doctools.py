@@ -73,6 +73,17 @@ def test_an_instant_a_column_cut_short_is_forgiven_whatever_the_hour() -> None:
     assert norm.page("ends 2026-11-23 1…") != norm.run("ends 2026-11-23")
 
 
+def test_an_instant_of_today_is_a_time_whatever_its_day() -> None:
+    norm = Normaliser()
+    page = "  1  forward  inventory.reserve  completed  1  14:36:21Z"
+    assert norm.page(page) == norm.run("  1  forward  inventory.reserve  completed  1  09:02:59Z")
+    assert norm.page(page) == norm.run(
+        "  1  forward  inventory.reserve  completed  1  2026-11-24 00:00:01Z"
+    )
+    assert norm.page("at 14:36") == norm.run("at 14:36")  # not an instant: it must match
+    assert norm.page("at 14:36") != norm.run("at 14:37")
+
+
 def test_everything_else_must_match() -> None:
     norm = Normaliser()
     assert norm.page("task A-1: pending") != norm.run("task A-1: processing")

@@ -266,7 +266,7 @@ def test_a_task_in_error_can_be_retried_and_cancelled(
     shepherd_cli: Cli, shepherd_process: Any
 ) -> None:
     with shepherd_process("run", "--app", APP) as running:
-        waited = shepherd_cli("submit", "--app", APP, "broken", "--wait", "50")
+        waited = shepherd_cli("submit", "--app", APP, "broken", "{}", "--wait", "50")
         assert "ended error: workflow raised RuntimeError: boom" in user_error(waited, 4)
         task_id = waited.stdout.strip()
         failed = wait_state(shepherd_cli, task_id, "error")

@@ -1,8 +1,9 @@
 """`shepherd top`'s frame read from a real store, SQLite and PostgreSQL (the `app` fixture).
 
-An App running every role ends one task `processed` and one in `error`; the
-frame counts them per state and over the last minute, lists the failure with
-its open alert, and sees this process alive and the supervisor leading.
+An App running every role ends one task `processed`, one `compensated` and
+one in `error`; the frame counts them per state and over the last minute (a
+compensated task apart from those in error), lists the failure with its open
+alert, and sees this process alive and the supervisor leading.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from shepherd import ProcessState, RetryPolicy, TaskFailedError
+from shepherd import PermanentError, ProcessState, RetryPolicy, TaskFailedError
 from shepherd.cli.top_view import read_frame
 from shepherd.testing import wait_until
 
@@ -27,6 +28,8 @@ async def test_the_frame_counts_states_the_last_minute_and_the_failures(app: App
     async def charge(request: AgentRequest) -> JsonValue:
         if request.payload == {"card": None}:
             raise ValueError("no card")  # a bug: the task goes to error
+        if request.payload == {"card": "declined"}:
+            raise PermanentError("card declined")  # refused for good: the task is undone
         return request.payload
 
     @app.workflow("orders.pay")
@@ -36,9 +39,11 @@ async def test_the_frame_counts_states_the_last_minute_and_the_failures(app: App
     async with app.running():
         paid = await app.submit("orders.pay", {"card": "4242"})
         failed = await app.submit("orders.pay", {"card": None})
+        declined = await app.submit("orders.pay", {"card": "declined"})
         await app.result(paid, timeout=PATIENCE)
-        with contextlib.suppress(TaskFailedError):
-            await app.result(failed, timeout=PATIENCE)
+        for ending in (failed, declined):
+            with contextlib.suppress(TaskFailedError):
+                await app.result(ending, timeout=PATIENCE)
 
         async def led() -> bool:
             return (await read_frame(app.operations)).leader is not None
@@ -48,9 +53,10 @@ async def test_the_frame_counts_states_the_last_minute_and_the_failures(app: App
 
     assert frame.counts[ProcessState.PROCESSED] == 1
     assert frame.counts[ProcessState.ERROR] == 1
-    assert sum(frame.counts.values()) == 2
-    assert frame.ended == 2
-    assert frame.minute == (1, 1, 0)
+    assert frame.counts[ProcessState.COMPENSATED] == 1
+    assert sum(frame.counts.values()) == 3
+    assert frame.ended == 3
+    assert frame.minute == (1, 1, 1, 0)  # processed, compensated, error, cancelled
     assert [task.id for task in frame.failures] == [failed]
     assert frame.open_alerts == frozenset({failed})
     assert frame.workers_alive == 1

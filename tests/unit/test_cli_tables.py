@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shepherd.cli.tables import NARROWEST, Column, cut, fit
+from shepherd.cli.tables import NARROWEST, Column, cut, echo_table, fit, layout, wrap
 
 COLUMNS = (
     Column("id"),
@@ -58,3 +58,50 @@ def test_cut_keeps_one_line_and_marks_the_cut() -> None:
     assert cut("line one\nline two", 40) == "line one line two"
     assert cut("abcdefghij", 5) == "abcd…"
     assert cut("abc", 3) == "abc"
+
+
+def test_wrap_breaks_after_commas_and_spaces_and_cuts_only_a_piece_too_long() -> None:
+    assert wrap("scheduler,agent,supervisor", 16) == ["scheduler,agent,", "supervisor"]
+    assert wrap("scheduler,agent,supervisor", 10) == ["scheduler,", "agent,", "supervisor"]
+    assert wrap("card declined by the\nissuer", 12) == ["card", "declined by", "the issuer"]
+    assert wrap("", 5) == [""]
+    assert wrap("abcdefghij", 5) == ["abcd…"]
+
+
+WORKERS = (
+    Column("instance"),
+    Column("state"),
+    Column("started", below=True, drop=1),
+    Column("roles", "wrap"),
+    Column("agents", "wide", below=True),
+)
+WORKER = ("orders-worker-7d9f8b6c4-x2kqz:1:3f9a", "alive", "2026-11-26 14:36:30Z",
+          "scheduler,agent,supervisor", "payments.charge, payments.refund")  # fmt: skip
+
+
+def test_below_columns_leave_the_row_lowest_drop_first_and_only_when_it_does_not_fit() -> None:
+    assert layout(WORKERS, [WORKER], 200) == ([36, 5, 20, 26, 32], [])
+    assert layout(WORKERS, [WORKER], 120) == ([36, 5, 20, 26, None], [4])
+    assert layout(WORKERS, [WORKER], 80) == ([36, 5, None, 26, None], [4, 2])
+
+
+def test_a_wrap_column_narrows_to_its_longest_piece_and_is_never_hidden() -> None:
+    widths, under = layout(WORKERS, [WORKER], 60)
+
+    assert under == [4, 2]
+    assert widths == [36, 5, None, 15, None]  # the room left: its roles wrap in it
+    assert fit(WORKERS, [WORKER], 30, under=under)[3] == len("supervisor")
+
+
+def test_a_row_prints_its_wrapped_cells_and_the_cells_under_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    echo_table(WORKERS, [WORKER], 64)
+
+    assert capsys.readouterr().out.splitlines() == [
+        "instance                              state  roles",
+        "orders-worker-7d9f8b6c4-x2kqz:1:3f9a  alive  scheduler,agent,",
+        "                                             supervisor",
+        "    started: 2026-11-26 14:36:30Z",
+        "    agents: payments.charge, payments.refund",
+    ]

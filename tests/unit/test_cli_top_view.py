@@ -14,12 +14,12 @@ from support.records import NOW, task_record
 
 
 def frame(**changes: object) -> Frame:
-    """A frame: 3 processed and 1 error task, one failure, no breakers, no leader."""
+    """A frame: 3 processed, 2 compensated and 1 error task, no failure, breaker or leader."""
     fields: dict[str, object] = {
         "at": NOW,
         "counts": dict.fromkeys(ProcessState, 0)
-        | {ProcessState.PROCESSED: 3, ProcessState.ERROR: 1},
-        "minute": (3, 1, 0),
+        | {ProcessState.PROCESSED: 3, ProcessState.COMPENSATED: 2, ProcessState.ERROR: 1},
+        "minute": (3, 2, 1, 0),
         "minute_span": 57.0,
         "failures": [],
         "open_alerts": frozenset(),
@@ -43,9 +43,11 @@ def test_a_frame_shows_every_state_the_minute_and_the_header() -> None:
     assert "shepherd top 2025-01-31 12:00:00Z workers alive: 2" in shown
     assert "supervisor leader: none" in shown
     for state in ProcessState:
-        count = {"processed": 3, "error": 1}.get(str(state), 0)
+        count = {"processed": 3, "compensated": 2, "error": 1}.get(str(state), 0)
         assert f"\n{state} {count}\n" in shown
-    assert "last minute 0.07 3 1 0" in shown  # 4 tasks over 57 s
+    # 6 tasks over 57 s; a compensated task (undone) is not one in error.
+    assert "over per second processed compensated error cancelled" in shown
+    assert "last minute 0.11 3 2 1 0" in shown
     assert "last " not in shown.replace("last minute", "")  # --once: no rate between frames
     assert "recent failures: none in error" in shown
     assert "breakers: none yet" in shown
@@ -93,8 +95,8 @@ def test_rates_count_the_tasks_ended_between_frames() -> None:
     rates = Rates()
 
     assert rates.add(frame(), monotonic=10.0) is None
-    more = frame(counts=dict.fromkeys(ProcessState, 0) | {ProcessState.PROCESSED: 9})
-    assert rates.add(more, monotonic=12.0) == 2.5  # 4 ended, then 9: 5 in 2 s
+    more = frame(counts=dict.fromkeys(ProcessState, 0) | {ProcessState.PROCESSED: 10})
+    assert rates.add(more, monotonic=12.0) == 2.0  # 6 ended, then 10: 4 in 2 s
     fewer = frame(counts=dict.fromkeys(ProcessState, 0))  # purged, or retried
     assert rates.add(fewer, monotonic=13.0) == 0.0
     assert rates.add(fewer, monotonic=13.0) is None  # no time passed: no rate

@@ -50,21 +50,42 @@ _NEEDS_APP = "--app MODULE:ATTR [OPTIONS]"
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
+    "--app",
+    "app_spec",
+    metavar="MODULE:ATTR",
+    help="The App for every command that takes --app (the command's own --app wins) "
+    "[env SHEPHERD_APP].",
+)
+@click.option(
     "--store",
     metavar="URL",
     envvar="SHEPHERD_STORE",
     help="State store URL for every command [env SHEPHERD_STORE; default sqlite:///shepherd.db].",
 )
 @click.pass_context
-def cli(ctx: click.Context, store: str | None) -> None:
+def cli(ctx: click.Context, app_spec: str | None, store: str | None) -> None:
     """shepherd: run multi-step tasks and bring every task to an end.
 
     Every command takes the app as --app MODULE:ATTR (or SHEPHERD_APP) and the
-    store as --store URL (or SHEPHERD_STORE). Exit codes: 0 ok, 2 usage or bad
-    input, 3 unknown task, 4 the task ended badly, 5 timeout, 6 store
-    unavailable, 130 interrupted.
+    store as --store URL (or SHEPHERD_STORE), after the command or before it
+    (shepherd --app shop:app tasks). Exit codes: 0 ok, 2 usage or bad input,
+    3 unknown task, 4 the task ended badly, 5 timeout, 6 store unavailable,
+    130 interrupted.
     """
+    # Each command's own --app reads this one (options.app_option); one that takes none refuses it.
+    command = cli.get_command(ctx, ctx.invoked_subcommand or "")
+    if app_spec is not None and command is not None and not _takes_app(command):
+        raise click.UsageError(f"`shepherd {command.name}` takes no --app", ctx)
     ctx.obj = store
+
+
+def _takes_app(command: click.Command) -> bool:
+    """Whether the command, or a subcommand of the group, has the `--app` option."""
+    if any(param.name == "app_spec" for param in command.params):
+        return True
+    if isinstance(command, click.Group):
+        return any(_takes_app(sub) for sub in command.commands.values())
+    return False
 
 
 for _command in (
@@ -184,7 +205,7 @@ def _serve(
 # -- application ---------------------------------------------------------------
 @cli.command(cls=Command, options_metavar=_NEEDS_APP)
 @click.argument("workflow")
-@click.argument("data", metavar="[JSON]", required=False)
+@click.argument("data", metavar="JSON", required=False)
 @app_option
 @click.option("--key", help="Business key: resubmitting it returns the same task.")
 @click.option("--reply-to", metavar="QUEUE", help="Where the task's status events go.")
@@ -209,12 +230,19 @@ def submit(
 ) -> None:
     """Submit a task of WORKFLOW with input JSON ('-' reads stdin); print its id.
 
+    JSON is required: '{}' or 'null' for a workflow that needs no input.
     With --wait, the result is printed once workers elsewhere have run it.
     """
     if app_spec is None and looks_like_app(workflow):
         raise click.UsageError(
             f"{APP_REQUIRED}: pass the app as --app MODULE:ATTR (--app {workflow}), "
             "not as an argument"
+        )
+    if data is None:
+        raise click.UsageError(
+            "Missing argument 'JSON': the task's input ('{}' or 'null' for none; "
+            "'-' reads it from stdin)",
+            click.get_current_context(),
         )
     spec = require_app(app_spec)
     payload = parse_json_argument(data, "the JSON argument")

@@ -1,8 +1,8 @@
 """The options every command shares, spelled once: `--app`, `--store`, `--json`, durations.
 
 The convention: the app is always `--app MODULE:ATTR` (env SHEPHERD_APP),
-never an argument; the store is `--store URL` (env SHEPHERD_STORE), on the
-command or before it (`shepherd --store URL tasks`). `Command` turns an
+never an argument; the store is `--store URL` (env SHEPHERD_STORE); both go
+on the command or before it (`shepherd --app shop:app --store URL tasks`). `Command` turns an
 argument that looks like `MODULE:ATTR` where none is expected into a usage
 error that says to pass it as `--app`.
 """
@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from shepherd.cli.loader import open_app
 from shepherd.core.states import ProcessState
@@ -87,15 +88,30 @@ def _texts(ctx: click.Context, param: click.Argument) -> list[str]:
 
 
 def app_option(fn: F) -> F:
-    """`--app MODULE:ATTR` (env SHEPHERD_APP): the app; the command checks whether it needs one."""
+    """`--app MODULE:ATTR` (env SHEPHERD_APP): the app; the command checks whether it needs one.
+
+    Given before the command (`shepherd --app shop:app tasks`) it counts too:
+    the command's own `--app` first, then the group's, then SHEPHERD_APP.
+    """
     return click.option(
         "--app",
         "app_spec",
         metavar="MODULE:ATTR",
         envvar="SHEPHERD_APP",
+        callback=_group_app,
         help="The App: module:attr (or module, for module:app), imported from the "
         "current directory [env SHEPHERD_APP].",
     )(fn)
+
+
+def _group_app(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The command's `--app`; else the one given before the command; else SHEPHERD_APP's."""
+    if ctx.get_parameter_source(param.name or "") is ParameterSource.COMMANDLINE:
+        return value
+    root = ctx.find_root()
+    if root is not ctx and root.get_parameter_source("app_spec") is ParameterSource.COMMANDLINE:
+        return cast("str", root.params["app_spec"])
+    return value
 
 
 def store_option(fn: F) -> F:

@@ -49,15 +49,18 @@ _TASK_COLUMNS = (
     Column("updated", "middle", drop=1),
     Column("error", "wide"),
 )
+#: A step's agent and deadline are never cut; its error goes under it when the line is full.
 _STEP_COLUMNS = (
     Column("seq", right=True),
-    Column("kind", "middle", drop=1),
-    Column("agent", "middle", drop=2),
+    Column("kind", "middle"),
+    Column("agent"),
     Column("state"),
-    Column("attempt", right=True),
-    Column("complete_by", "middle", drop=0),
-    Column("error", "wide"),
+    Column("agent tries", right=True),
+    Column("complete_by"),
+    Column("error", "wide", below=True),
 )
+#: What the two counters of `show` count, in the dashboard's words.
+COUNTERS = "task failures: expired complete_by deadlines; agent tries: sends to the agent"
 _HISTORY_COLUMNS = (Column("at"), Column("kind"), Column("detail", "wide"))
 #: A step's recorded resolution: entity -> partition -> resource, then the resource's details.
 _RESOLUTION_COLUMNS = (
@@ -110,16 +113,19 @@ def print_tasks(tasks: Sequence[Task], *, now: datetime, more: bool) -> None:
     click.echo(f"{count} shown (more match; raise --limit)" if more else count)
 
 
-def print_task(task: Task, history: Sequence[Event]) -> None:
+def print_task(task: Task, history: Sequence[Event], *, now: datetime | None = None) -> None:
     """A task's fields, its steps, the resolutions they were sent with (if any), its history,
     then any traceback its errors hold.
+
+    The fields' instants are dated; in the tables, an instant on the same
+    (UTC) day as `now` shows its time of day only.
     """
     fields = (
         ("id", task.id),
         ("workflow", task.workflow),
         ("key", task.key or ""),
         ("process_state", str(task.process_state)),
-        ("failure_count", str(task.failure_count)),
+        ("task failures", str(task.failure_count)),
         ("locked_by", task.locked_by or ""),
         ("lock_epoch", str(task.lock_epoch)),
         ("complete_by", when(task.complete_by)),
@@ -138,7 +144,8 @@ def print_task(task: Task, history: Sequence[Event]) -> None:
     width = terminal_width()
     _section("steps")
     if task.steps:
-        echo_table(_STEP_COLUMNS, [_step_row(step) for step in task.steps], width)
+        echo_table(_STEP_COLUMNS, [_step_row(step, now) for step in task.steps], width)
+        click.echo(click.style(COUNTERS, dim=True))
     else:
         click.echo("no steps")
     resolved = resolution_rows(task)
@@ -147,7 +154,7 @@ def print_task(task: Task, history: Sequence[Event]) -> None:
         echo_table(_RESOLUTION_COLUMNS, resolved, width)
     _section("history")
     if history:
-        rows = [(when(e.at), e.kind, compact(e.detail)) for e in history]
+        rows = [(when(e.at, today=now), e.kind, compact(e.detail)) for e in history]
         echo_table(_HISTORY_COLUMNS, rows, width)
     else:
         click.echo("no history")
@@ -196,14 +203,14 @@ def resolution_rows(task: Task) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
-def _step_row(step: Step) -> tuple[str, ...]:
+def _step_row(step: Step, now: datetime | None) -> tuple[str, ...]:
     return (
         str(step.seq),
         str(step.kind),
         step.agent,
         str(step.state),
         str(step.attempt),
-        when(step.complete_by),
+        when(step.complete_by, today=now),
         reason(step.error),
     )
 
@@ -222,9 +229,18 @@ def age(elapsed: timedelta) -> str:
     return f"{seconds}s ago"
 
 
-def when(at: datetime | None) -> str:
-    """An instant as `2025-01-31 12:00:00Z` (empty for None)."""
-    return "" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+def when(at: datetime | None, *, today: datetime | None = None) -> str:
+    """An instant as `2025-01-31 12:00:00Z` (empty for None).
+
+    With `today` (now), an instant on the same UTC day is its time of day
+    only, `12:00:00Z`: a table column then keeps room for the rest.
+    """
+    if at is None:
+        return ""
+    utc = at.astimezone(UTC)
+    if today is not None and utc.date() == today.astimezone(UTC).date():
+        return utc.strftime("%H:%M:%SZ")
+    return utc.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def compact(data: JsonValue) -> str:

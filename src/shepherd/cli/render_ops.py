@@ -52,15 +52,15 @@ _ALERT_COLUMNS = (
     Column("by", "middle", drop=0),
     Column("reason", "wide"),
 )
+#: The instance names the host and the pid (`host:pid:suffix`); a role's name is never cut
+#: (the roles wrap), and the agents, then the start, go under a row that does not fit.
 _WORKER_COLUMNS = (
     Column("instance"),
-    Column("host", "middle", drop=1),
-    Column("pid", right=True),
-    Column("roles", "middle", drop=3),
-    Column("agents", "wide"),
-    Column("started", "middle", drop=0),
-    Column("last beat", "middle", drop=2),
     Column("state"),
+    Column("last beat"),
+    Column("started", below=True, drop=1),
+    Column("roles", "wrap"),
+    Column("agents", "wide", below=True),
 )
 
 
@@ -136,20 +136,22 @@ def workers_json(workers: Sequence[Worker], *, now: datetime, ttl: float) -> Jso
 
 
 def print_workers(workers: Sequence[Worker], *, now: datetime, ttl: float) -> None:
-    """A table of worker processes, one line each, with their state at `now`."""
+    """A table of worker processes, one row each, with their state at `now`.
+
+    At 80 columns a row may take more than one line: its roles wrap, and its
+    agents and start time go under it.
+    """
     if not workers:
         click.echo("no workers")
         return
     rows = [
         (
             w.instance,
-            w.host,
-            str(w.pid),
-            ",".join(w.roles),
-            ",".join(w.agents),
-            when(w.started_at),
-            age(now - w.beat_at),
             str(w.state(now=now, ttl=ttl)),
+            age(now - w.beat_at),
+            when(w.started_at, today=now),
+            ",".join(w.roles),
+            ", ".join(w.agents),
         )
         for w in workers
     ]

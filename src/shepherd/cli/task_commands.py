@@ -129,15 +129,15 @@ def show(
     """
     ops = operations_for(app_spec, store, existing=True)
 
-    async def work() -> tuple[Task, list[Event]]:
+    async def work() -> tuple[Task, list[Event], datetime]:
         task_id = await find_task_id(ops, name, workflow=workflow)
-        return await ops.get_task(task_id), await ops.history(task_id)
+        return await ops.get_task(task_id), await ops.history(task_id), ops.now()
 
-    task, history = run_with(ops, work)
+    task, history, now = run_with(ops, work)
     if as_json:
         render.echo_json(render.task_json(task, history))
     else:
-        render.print_task(task, history)
+        render.print_task(task, history, now=now)
 
 
 def _who() -> str:

@@ -52,8 +52,8 @@ class Frame:
     Attributes:
         at: The store's clock when the frame was read.
         counts: Tasks per state (every state, 0 when none).
-        minute: Tasks that ended over the last minute: processed, failed
-            (`error` or `compensated`), cancelled.
+        minute: Tasks that ended over the last minute, by how: processed,
+            compensated (undone), in error (waiting for an operator), cancelled.
         minute_span: Seconds the `minute` counts cover (the buckets are aligned).
         failures: The newest tasks in `error`.
         open_alerts: Task ids with an alert not yet acknowledged.
@@ -64,7 +64,7 @@ class Frame:
 
     at: datetime
     counts: dict[ProcessState, int]
-    minute: tuple[int, int, int]
+    minute: tuple[int, int, int, int]
     minute_span: float
     failures: list[Task]
     open_alerts: frozenset[str]
@@ -93,7 +93,8 @@ async def read_frame(ops: Operations, *, failures: int = 5) -> Frame:
         counts={state: counted.get(state, 0) for state in ProcessState},
         minute=(
             sum(b.processed for b in buckets),
-            sum(b.errors for b in buckets),
+            sum(b.compensated for b in buckets),
+            sum(b.errors - b.compensated for b in buckets),
             sum(b.cancelled for b in buckets),
         ),
         minute_span=max(span, 1.0),
@@ -159,19 +160,20 @@ def _states(frame: Frame) -> Table:
     return table
 
 
+#: How a task ended, for the throughput's columns: compensated (undone) is not in error.
+_ENDED_AS = ("processed", "compensated", "error", "cancelled")
+
+
 def _throughput(frame: Frame, rate: float | None, interval: float | None) -> Table:
-    table = _table("tasks ended", "over", "per second", "processed", "failed", "cancelled")
-    processed, failed, cancelled = frame.minute
-    total = processed + failed + cancelled
-    table.add_row(
-        "last minute",
-        f"{total / frame.minute_span:.2f}",
-        str(processed),
-        str(failed),
-        str(cancelled),
-    )
+    table = _table("tasks ended, by how", "over", "per second", *_ENDED_AS)
+    for column in table.columns[1:]:
+        column.justify = "right"
+    total = sum(frame.minute)
+    per_second = f"{total / frame.minute_span:.2f}"
+    table.add_row("last minute", per_second, *(str(count) for count in frame.minute))
     if interval is not None:
-        table.add_row(f"last {interval:g}s", "…" if rate is None else f"{rate:.2f}", "", "", "")
+        since = "…" if rate is None else f"{rate:.2f}"
+        table.add_row(f"last {interval:g}s", since, *("" for _ in _ENDED_AS))
     return table
 
 

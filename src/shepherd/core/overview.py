@@ -54,12 +54,15 @@ class ThroughputBucket:
         processed: Tasks that ended `processed`.
         errors: Tasks in `error`, or that ended `compensated`.
         cancelled: Tasks an operator cancelled.
+        compensated: Of `errors`, the tasks that ended `compensated` (undone,
+            not waiting for an operator): `errors - compensated` are in `error`.
     """
 
     start: datetime
     processed: int
     errors: int
     cancelled: int
+    compensated: int = 0
 
 
 def bucket_starts(now: datetime, window: timedelta, bucket: timedelta) -> list[datetime]:
@@ -83,5 +86,6 @@ def fill(
         sums = {"processed": 0, "errors": 0, "cancelled": 0}
         for state, field in ENDINGS.items():
             sums[field] += counts.get((index, state), 0)
-        out.append(ThroughputBucket(start=start, **sums))
+        compensated = counts.get((index, ProcessState.COMPENSATED), 0)
+        out.append(ThroughputBucket(start=start, compensated=compensated, **sums))
     return out

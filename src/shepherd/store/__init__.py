@@ -41,8 +41,10 @@ def open_store(
         try:
             from shepherd.store.postgres import PostgresStore
         except ImportError as exc:
+            missing = exc.name or "psycopg"
             raise StoreUnavailableError(
-                f"PostgreSQL store needs the 'postgres' extra (psycopg 3): {exc}"
+                f"a PostgreSQL store needs the 'postgres' extra ({missing} is missing): "
+                "pip install 'shepherd[postgres]'"
             ) from exc
         return PostgresStore(
             url,

@@ -39,7 +39,7 @@ def test_fill_sums_failures_and_keeps_empty_buckets() -> None:
     }
 
     assert fill(starts, counts) == [
-        ThroughputBucket(start=starts[0], processed=4, errors=3, cancelled=0),
+        ThroughputBucket(start=starts[0], processed=4, errors=3, cancelled=0, compensated=2),
         ThroughputBucket(start=starts[1], processed=0, errors=0, cancelled=0),
         ThroughputBucket(start=starts[2], processed=0, errors=0, cancelled=3),
     ]
