@@ -9,6 +9,7 @@ prints what the page shows after it: task ids and instants are normalised, and
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -61,9 +62,8 @@ def _curls() -> list[Command]:
     return commands
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="the examples need curl")
-async def test_the_curl_examples_print_what_the_page_shows(tmp_path: Path) -> None:
-    store = f"sqlite:///{tmp_path}/shop.db"
+async def _failed_tasks(store: str) -> tuple[str, str, str]:
+    """anna's token, and two tasks of `orders.pay` in `error` in `store` (the second newer)."""
     app = App(store, alerts=(), supervisor_interval=0.1, poll_interval=0.05, lease_ttl=1.0)
     register(app)
     try:
@@ -73,6 +73,26 @@ async def test_the_curl_examples_print_what_the_page_shows(tmp_path: Path) -> No
             other = await failed_task(app, {"sku": "ink"})
     finally:
         await app.close()
+    return anna, task, other
+
+
+async def _after(store: str, task: str, other: str) -> None:
+    """What the examples did, read from the store."""
+    app = App(store, alerts=())
+    try:
+        retried = await app.get_task(task)
+        assert retried.steps[1].request == {"sku": "pen", "card": "4242"}
+        assert (await app.get_task(other)).process_state is ProcessState.COMPENSATING
+        (acknowledged,) = [a for a in await app.alerts() if a.task_id == other]
+        assert acknowledged.acknowledged_by == "anna"
+    finally:
+        await app.close()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the examples need curl")
+def test_the_curl_examples_print_what_the_page_shows(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/shop.db"
+    anna, task, other = asyncio.run(_failed_tasks(store))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     dashboard = _serve(tmp_path, store, env)
     try:
@@ -94,16 +114,7 @@ async def test_the_curl_examples_print_what_the_page_shows(tmp_path: Path) -> No
             )
     finally:
         dashboard.interrupt()
-
-    app = App(store, alerts=())
-    try:
-        retried = await app.get_task(task)
-        assert retried.steps[1].request == {"sku": "pen", "card": "4242"}
-        assert (await app.get_task(other)).process_state is ProcessState.COMPENSATING
-        (acknowledged,) = [a for a in await app.alerts() if a.task_id == other]
-        assert acknowledged.acknowledged_by == "anna"
-    finally:
-        await app.close()
+    asyncio.run(_after(store, task, other))
 
 
 def _serve(directory: Path, store: str, env: dict[str, str]) -> Worker:

@@ -62,7 +62,9 @@ async def test_the_failure_its_whole_traceback_and_the_filled_form_come_first(
 
     page = (await client.get(f"/tasks/{task_id}")).text
 
-    order = [page.index(mark) for mark in ('id="failure"', 'id="retry"', 'id="cancel"', "<h2>Steps")]
+    order = [
+        page.index(mark) for mark in ('id="failure"', 'id="retry"', 'id="cancel"', "<h2>Steps")
+    ]
     assert order == sorted(order)
     assert 'id="reason">' in page
     assert "KeyError: &#39;card&#39;" in page
@@ -161,7 +163,9 @@ async def test_a_json_body_to_a_form_route_is_refused_and_changes_nothing(
         assert "this route takes a form" in refused.text
     # Even with the CSRF token in its header, a browser's JSON is not read as a form.
     csrf = {"Content-Type": "application/json", "X-CSRF-Token": csrf_of(page)}
-    assert (await client.post(f"/tasks/{task_id}/retry", content=body, headers=csrf)).status_code == 415
+    assert (
+        await client.post(f"/tasks/{task_id}/retry", content=body, headers=csrf)
+    ).status_code == 415
 
     assert await state_is(app, task_id, ProcessState.ERROR)
     assert await app.history(task_id) == before

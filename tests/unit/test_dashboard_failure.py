@@ -71,6 +71,21 @@ def test_the_failure_of_a_gave_up_step_names_it_and_the_agents_tries_from_the_hi
     )
 
 
+def test_a_task_whose_claim_expired_failed_at_the_step_it_was_running() -> None:
+    running = _step(2, "ship", StepState.RUNNING, request={"item": "book"})
+    task = _task(
+        ProcessState.ERROR,
+        (_step(1, "reserve", StepState.COMPLETED), running),
+        error={"reason": "complete_by expired 1 time; last: step 2 (ship) gave up after 2 tries"},
+    )
+
+    failure = failure_of(task, [_event("step_gave_up", {"seq": 2, "tries": 2})])
+
+    assert failure is not None
+    assert (failure.step, failure.tries) == (running, 2)
+    assert prefills(task) == {2: json.dumps({"item": "book"}, indent=2)}
+
+
 def test_a_long_traceback_is_shown_from_its_start_and_whole_behind_the_expander() -> None:
     lines = [f"  line {n}" for n in range(START_LINES + 8)]
     whole = "\n".join(lines) + "\n"

@@ -30,7 +30,15 @@ if TYPE_CHECKING:
 
     from shepherd.dashboard.auth import Guard, Identity
 
-__all__ = ["FORM_TYPES", "check_origin", "form_of", "guarded", "local_path", "posted_form", "set_session"]
+__all__ = [
+    "FORM_TYPES",
+    "check_origin",
+    "form_of",
+    "guarded",
+    "local_path",
+    "posted_form",
+    "set_session",
+]
 
 Endpoint = Callable[["Request"], Awaitable[Response]]
 

@@ -90,16 +90,24 @@ def failure_of(task: Task, history: Sequence[Event]) -> Failure | None:
 
 
 def _failed_step(task: Task) -> Step | None:
-    """The step the task's error names (`seq`), else its last failed step."""
+    """The step the task's error names (`seq`), else its last failed step, else its last
+    step still running (a task whose claim expired while the step ran: the step it was stuck on).
+    """
     error = task.error
     named = error.get("seq") if isinstance(error, dict) else None
     steps = {s.seq: s for s in task.steps if s.kind is StepKind.FORWARD}
     if isinstance(named, int) and named in steps:
         return steps[named]
-    return next((s for s in reversed(task.steps) if s.state is StepState.FAILED), None)
+    for state in (StepState.FAILED, StepState.RUNNING):
+        found = next((s for s in reversed(steps.values()) if s.state is state), None)
+        if found is not None:
+            return found
+    return None
 
 
-def _tries(details: list[dict[str, JsonValue]], step: Step | None, history: Sequence[Event]) -> int | None:
+def _tries(
+    details: list[dict[str, JsonValue]], step: Step | None, history: Sequence[Event]
+) -> int | None:
     for error in details:
         tries = error.get("tries")
         if isinstance(tries, int) and not isinstance(tries, bool):
