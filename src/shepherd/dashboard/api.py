@@ -172,7 +172,10 @@ async def list_alerts(request: Request) -> Response:
 
 
 async def retry(request: Request) -> Response:
-    """POST /api/tasks/{id}/retry: from its failed step, or from step `seq` with a new `payload`."""
+    """POST /api/tasks/{id}/retry: from its failed step, or from step `seq` (with a new `payload`).
+
+    A `payload` absent or null keeps the step's own; a payload needs its `seq`.
+    """
     task_id = _task_id(request)
     body = await json_body(request, fields=("seq", "payload"))
     seq = None if body.get("seq") is None else number(body["seq"], "seq", high=2**31 - 1)
