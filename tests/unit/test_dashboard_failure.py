@@ -122,7 +122,26 @@ def test_the_form_offers_each_step_not_completed_with_its_payload_pretty_printed
     assert prefills(task) == {
         2: json.dumps({"sku": "pen", "note": "é"}, indent=2, ensure_ascii=False),
         3: "",  # too long to edit in a box: empty keeps the step's own
+        4: "null",  # an undo step may be resubmitted too
     }
+
+
+def test_a_compensation_that_could_not_finish_failed_at_its_undo_step() -> None:
+    undo = _step(3, "refund", StepState.FAILED, kind=StepKind.UNDO, compensates=1)
+    task = _task(
+        ProcessState.ERROR,
+        (
+            _step(1, "charge", StepState.COMPENSATED, undo="refund"),
+            _step(2, "ship", StepState.FAILED),
+            undo,
+        ),
+        error={"reason": "compensation could not finish", "seq": 3},
+    )
+
+    failure = failure_of(task, [])
+
+    assert failure is not None
+    assert failure.step == undo
 
 
 def test_cancel_undoes_the_completed_steps_with_an_undo_agent_newest_first() -> None:

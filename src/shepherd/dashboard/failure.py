@@ -92,10 +92,11 @@ def failure_of(task: Task, history: Sequence[Event]) -> Failure | None:
 def _failed_step(task: Task) -> Step | None:
     """The step the task's error names (`seq`), else its last failed step, else its last
     step still running (a task whose claim expired while the step ran: the step it was stuck on).
+    An undo step too: a compensation that could not finish failed there.
     """
     error = task.error
     named = error.get("seq") if isinstance(error, dict) else None
-    steps = {s.seq: s for s in task.steps if s.kind is StepKind.FORWARD}
+    steps = {s.seq: s for s in task.steps}
     if isinstance(named, int) and named in steps:
         return steps[named]
     for state in (StepState.FAILED, StepState.RUNNING):
@@ -123,10 +124,12 @@ def _tries(
 
 
 def prefills(task: Task) -> dict[int, str]:
-    """The payload of each step a retry may resubmit, pretty-printed; "" when too long to edit."""
+    """The payload of each step a retry may resubmit (any not completed, an undo step too),
+    pretty-printed; "" when too long to edit.
+    """
     out: dict[int, str] = {}
     for step in task.steps:
-        if step.kind is not StepKind.FORWARD or step.state is StepState.COMPLETED:
+        if step.state is StepState.COMPLETED:
             continue
         text = json.dumps(step.request, indent=2, ensure_ascii=False)
         out[step.seq] = text if len(text) <= PREFILL_LIMIT else ""
