@@ -147,7 +147,8 @@ class Operations:
         """Put an `error` task back to work from its failed step (or step `seq`).
 
         `payload` replaces step `seq`'s request; `by`, who retries it, is
-        recorded in the task's `retried` event.
+        recorded in the task's `retried` event, and so is the payload replaced
+        (`"replaced"`).
         """
         await self.open()
         return await self._host.store.retry_task(task_id, seq=seq, payload=payload, by=by)

@@ -8,6 +8,7 @@ import pytest
 
 from shepherd.core.states import ProcessState, StepState
 from shepherd.errors import InvalidStateError, StaleEpochError, UnknownTaskError
+from shepherd.store import open_store
 from support.factories import (
     claimed_task,
     step_start,
@@ -18,6 +19,7 @@ from support.factories import (
 if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.store.contract import Store
+    from support.factories import Stores
 
 
 async def _failed_step_task(store: Store) -> Task:
@@ -61,6 +63,70 @@ async def test_retry_with_a_new_payload_replaces_the_steps_request(store: Store)
 
     (claimed,) = await store.claim_tasks(locked_by="s2", limit=10)
     assert claimed.steps[0].request == {"fixed": True}
+
+
+async def test_a_retry_with_a_new_payload_keeps_the_payload_it_replaced_in_its_event(
+    store: Store,
+) -> None:
+    task = await _failed_step_task(store)  # step 1 was sent {"seq": 1}
+
+    await store.retry_task(task.id, seq=1, payload={"fixed": True}, by="anna")
+    await _fail_again(store, task.id)
+    await store.retry_task(task.id, seq=1, payload={"fixed": "twice"})
+    await _fail_again(store, task.id)
+    await store.retry_task(task.id, seq=1)  # its payload as it is: nothing replaced
+    await _fail_again(store, task.id)
+    await store.retry_task(task.id)
+
+    retried = [e.detail for e in await store.task_events(task.id) if e.kind == "retried"]
+    assert retried == [
+        {"seq": 1, "state": "pending", "by": "anna", "replaced": {"seq": 1}},
+        {"seq": 1, "state": "pending", "replaced": {"fixed": True}},
+        {"seq": 1, "state": "pending"},
+        {"seq": None, "state": "pending"},
+    ]
+
+
+async def test_a_replaced_payload_over_the_stores_limit_is_recorded_by_its_size(
+    stores: Stores,
+) -> None:
+    store = await stores.connect()
+    task = await _failed_step_task(store)
+    await store.retry_task(task.id, seq=1, payload={"big": "x" * 100})
+    await _fail_again(store, task.id)
+    small = open_store(stores.url, clock=stores.clock, max_payload_bytes=64)
+    await small.open()
+    try:
+        await small.retry_task(task.id, seq=1, payload={"small": 1})
+    finally:
+        await small.close()
+
+    last = (await store.task_events(task.id))[-1]
+    assert last.detail == {
+        "seq": 1,
+        "state": "pending",
+        "replaced": {"truncated": True, "bytes": len('{"big":""}') + 100},
+    }
+
+
+async def _fail_again(store: Store, task_id: str) -> None:
+    """Claim the retried task, send its step 1 again, have it fail, and put the task in `error`."""
+    (claimed,) = await store.claim_tasks(locked_by="s1", limit=10)
+    assert claimed.id == task_id
+    (step,) = claimed.steps
+    await store.start_step(
+        step_start(claimed, seq=1, agent="a", attempt=step.attempt + 1, payload=step.request)
+    )
+    request = await taken_request(store, agent="a")
+    assert await store.reply_and_ack(request, worker="w1", ok=False, body={"message": "no"})
+    assert [ok for _, ok in await store.record_replies(locked_by="s1", limit=10)] == [True]
+    await store.fail_task(
+        task_id,
+        locked_by="s1",
+        epoch=claimed.lock_epoch,
+        state=ProcessState.ERROR,
+        error={"reason": "again"},
+    )
 
 
 async def test_retry_of_a_task_not_in_error_is_refused(store: Store) -> None:

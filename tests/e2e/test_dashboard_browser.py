@@ -2,10 +2,12 @@
 
 A real `shepherd run` works the store (one SQLite file) and a real
 `shepherd dashboard --token` serves it. An operator logs in with a named
-token, finds the task in `error`, opens it, retries it from its failed step
-with a corrected payload and watches it become `processed` without reloading;
-the history names them. Also: a request without the token and an action
-without the CSRF token are refused, and a `<script>` payload is text.
+token, finds the task in `error`, opens it, finds the retry form filled with
+the failed step's payload, retries it from its failed step with a corrected
+payload and watches it become `processed` without reloading; the history
+names them and keeps the payload replaced. Also: a request without the token
+and an action without the CSRF token are refused, and a `<script>` payload is
+text.
 
 Screenshots of the overview and the task page go to the test's directory, and
 to docs/images/ when SHEPHERD_DOCS_SCREENSHOTS=1 (how the docs' are made).
@@ -13,6 +15,7 @@ to docs/images/ when SHEPHERD_DOCS_SCREENSHOTS=1 (how the docs' are made).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -183,6 +186,19 @@ def test_an_operator_retries_a_failed_task_from_the_browser(
             )
             assert status == 403
 
+            # The failure and the retry form come first: the failed step chosen, its payload
+            # in the box; choosing another step puts that step's payload there (none here).
+            expect(page.locator("#reason")).to_contain_text("ship")
+            box = page.locator("textarea[name=payload]")
+            expect(page.locator("select[name=seq]")).to_have_value("1")
+            expect(box).to_have_value(json.dumps({"item": SCRIPT}, indent=2))
+            page.select_option("select[name=seq]", "")
+            expect(box).to_have_value("")
+            page.select_option("select[name=seq]", "1")
+            expect(box).to_have_value(json.dumps({"item": SCRIPT}, indent=2))
+            expect(page.locator("#undo")).to_contain_text("Nothing needs undoing")
+            expect(page.locator("#cancel button.danger")).to_be_visible()
+
             # Retry from the failed step, first with broken JSON, then corrected.
             page.select_option("select[name=seq]", "1")
             page.fill("textarea[name=payload]", '{"address": ')
@@ -201,6 +217,8 @@ def test_an_operator_retries_a_failed_task_from_the_browser(
             assert page.evaluate("window.notReloaded") is True  # the same document: no reload
             expect(page.locator(".by").first).to_have_text("anna")
             expect(page.locator("table.history")).to_contain_text('"by": "anna"')
+            # The history keeps the payload the retry replaced.
+            expect(page.locator("table.history .replaced")).to_contain_text(SCRIPT)
             _shot(page, cli_dir, "dashboard-task.png")
             assert dialogs == []
             page.close()

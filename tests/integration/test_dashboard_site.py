@@ -162,7 +162,7 @@ async def test_a_named_operator_retries_with_a_new_payload_and_is_recorded(
         assert done.headers["location"] == f"/tasks/{task_id}"
         await wait_until(lambda: _is(app, task_id, ProcessState.PROCESSED), timeout=PATIENCE)
     retried = [e.detail for e in await app.history(task_id) if e.kind == "retried"]
-    assert retried == [{"seq": 1, "state": "pending", "by": "anna"}]
+    assert retried == [{"seq": 1, "state": "pending", "by": "anna", "replaced": {"ok": False}}]
     page = await client.get(f"/tasks/{task_id}")
     assert '<strong class="by">anna</strong> retried' in page.text
 

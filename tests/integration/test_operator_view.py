@@ -81,7 +81,7 @@ async def test_the_history_names_who_retried_and_who_cancelled(app: App) -> None
         assert await _ended(app, cancelled) is ProcessState.CANCELLED
 
     retried = [e.detail for e in await app.history(failed) if e.kind == "retried"]
-    assert retried == [{"seq": 1, "state": "pending", "by": "anna"}]
+    assert retried == [{"seq": 1, "state": "pending", "by": "anna", "replaced": {"ok": False}}]
     asked = [e.detail for e in await app.history(cancelled) if e.kind == "cancel_requested"]
     assert asked == [{"by": "ben"}]
 

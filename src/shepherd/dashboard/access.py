@@ -7,6 +7,9 @@ header); without it, or with another session's, it is refused with 403 and
 nothing is done; so is a browser's POST whose `Origin` is another site. A
 Bearer request has no session to forge (browsers never add
 that header on their own), so it needs no CSRF token.
+
+A form route reads only a form: a body of any other type (JSON, say) is
+refused with 415 before anything is done, never read as an empty form.
 """
 
 from __future__ import annotations
@@ -27,9 +30,20 @@ if TYPE_CHECKING:
 
     from shepherd.dashboard.auth import Guard, Identity
 
-__all__ = ["check_origin", "guarded", "local_path", "posted_form", "set_session"]
+__all__ = [
+    "FORM_TYPES",
+    "check_origin",
+    "form_of",
+    "guarded",
+    "local_path",
+    "posted_form",
+    "set_session",
+]
 
 Endpoint = Callable[["Request"], Awaitable[Response]]
+
+#: The content types a form may be posted as.
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
 
 def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
@@ -67,7 +81,7 @@ async def posted_form(request: Request) -> FormData:
     Raises:
         HTTPException: 403 when a browser session's request lacks its CSRF token.
     """
-    form = await request.form()
+    form = await form_of(request)
     who: Identity = request.state.who
     if who.session is None:  # a Bearer script
         return form
@@ -80,6 +94,24 @@ async def posted_form(request: Request) -> FormData:
             403, "403 Forbidden: this form's CSRF token is missing or stale; reload the page"
         )
     return form
+
+
+async def form_of(request: Request) -> FormData:
+    """The form a request posts: a body of another type is refused, never read as an empty form.
+
+    A POST without a body (and so without a type) is an empty form.
+
+    Raises:
+        HTTPException: 415 when the body is not a form (JSON belongs to the `/api/` routes).
+    """
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind not in FORM_TYPES and (kind or await request.body()):
+        raise HTTPException(
+            415,
+            f"415 Unsupported Media Type: this route takes a form, not {kind or 'an untyped body'};"
+            " scripts send JSON to the /api/ routes (docs/howto/dashboard.md, JSON API)",
+        )
+    return await request.form()
 
 
 def check_origin(request: Request) -> None:

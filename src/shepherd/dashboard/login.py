@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from starlette.responses import RedirectResponse, Response
 
-from shepherd.dashboard.access import check_origin, local_path, posted_form, set_session
+from shepherd.dashboard.access import check_origin, form_of, local_path, posted_form, set_session
 from shepherd.dashboard.auth import COOKIE, Identity
 from shepherd.dashboard.pages import render
 
@@ -38,7 +38,7 @@ async def log_in(request: Request) -> Response:
     """POST /login: field `token` (the shared one or an operator's), `next` (where to go)."""
     guard: Guard = request.app.state.guard
     check_origin(request)  # no session yet to key a CSRF token on: another site's form is refused
-    form = await request.form()
+    form = await form_of(request)
     target = local_path(str(form.get("next") or "/"))
     if guard.open:
         return RedirectResponse(target, status_code=303)

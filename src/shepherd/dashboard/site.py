@@ -10,6 +10,7 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     POST /alerts/{id}/acknowledge
     GET  /metrics                Prometheus text (shepherd.exposition)
     GET|POST /login, POST /logout
+    /api/...                     the JSON API for scripts (`dashboard.api`)
 
 Every response carries a Content-Security-Policy that allows only the
 dashboard's own script and style, so even an injected tag could not run.
@@ -22,14 +23,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shepherd.dashboard import actions, live, login
+from shepherd.dashboard import actions, api, live, login
 from shepherd.dashboard.access import guarded
+from shepherd.dashboard.api_io import error_response, status_of
 from shepherd.dashboard.auth import Guard, Sessions
 from shepherd.dashboard.listing import task_list
 from shepherd.dashboard.overview import overview
@@ -94,16 +97,35 @@ def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None =
         Route("/login", login.log_in, methods=["POST"]),
         Route("/logout", guarded(login.log_out), methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("shepherd.dashboard", "static")]), name="static"),
+        *api.routes(),
     ]
     site = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={ShepherdError: _shepherd_error}
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={ShepherdError: _shepherd_error, HTTPException: _http_error},
     )
     site.state.guard = Guard(operations, token=token, sessions=sessions)
     return _SecurityHeaders(site)
 
 
-async def _shepherd_error(_: Request, exc: Exception) -> Response:
+def _is_api(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """A refusal (403, 404, 405, 415...): as text, or as JSON under /api/."""
+    assert isinstance(exc, HTTPException)
+    if _is_api(request):
+        return error_response(exc.status_code, exc.detail, headers=exc.headers)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _shepherd_error(request: Request, exc: Exception) -> Response:
     """A ShepherdError no page handled (the store went away...): its message, never a traceback."""
+    if _is_api(request) and isinstance(exc, ShepherdError):
+        return error_response(status_of(exc), exc.message, kind=type(exc).__name__)
     status = 400
     if isinstance(exc, StoreUnavailableError | StoreDamagedError):
         status = 503

@@ -1,5 +1,9 @@
 """The task page: its steps as a timeline, its event history, its alert, who did what.
 
+A task in `error` shows first why it failed, with its traceback, and the
+retry form, its box filled with the failed step's payload and that step
+chosen (`dashboard.failure`); the cancel button says what it will undo.
+
 A step's `replied` time and `took` come from the history: the event that
 recorded its reply, and the time since the event before it (the claim, or
 the previous step's reply), which for a workflow that calls one step at a
@@ -17,6 +21,7 @@ from markupsafe import Markup
 from shepherd.core.events import EventKind
 from shepherd.core.operator import may_cancel, may_retry
 from shepherd.core.states import StepState
+from shepherd.dashboard.failure import failure_of, prefills, undo_plan
 from shepherd.dashboard.pages import Live, digest, fragment, live_part, render
 from shepherd.errors import UnknownTaskError
 
@@ -25,10 +30,10 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from shepherd.core.alerts import StoredAlert
-    from shepherd.core.records import Event, Step, Task
+    from shepherd.core.records import Event, JsonValue, Step, Task
     from shepherd.operations import Operations
 
-__all__ = ["StepRow", "task_context", "task_page", "timeline"]
+__all__ = ["HistoryRow", "StepRow", "history_rows", "task_context", "task_page", "timeline"]
 
 #: The template of the page's live part.
 LIVE = "task_live.html"
@@ -77,6 +82,30 @@ def timeline(task: Task, history: list[Event]) -> list[StepRow]:
     return rows
 
 
+@final
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryRow:
+    """One event of the history: its detail as shown, and a retry's replaced payload apart."""
+
+    event: Event
+    detail: JsonValue
+    #: `(payload,)` for a `retried` event that replaced a step's payload, else `()`.
+    replaced: tuple[JsonValue, ...]
+
+
+def history_rows(history: list[Event]) -> list[HistoryRow]:
+    """The history's rows: a `retried` event's replaced payload is shown on its own."""
+    rows = []
+    for event in history:
+        detail = event.detail
+        if event.kind == EventKind.RETRIED and isinstance(detail, dict) and "replaced" in detail:
+            rest = {k: v for k, v in detail.items() if k != "replaced"}
+            rows.append(HistoryRow(event=event, detail=rest, replaced=(detail["replaced"],)))
+        else:
+            rows.append(HistoryRow(event=event, detail=detail, replaced=()))
+    return rows
+
+
 async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
     """What the task page shows, read now.
 
@@ -91,16 +120,29 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
         for event in history
         if isinstance(event.detail, dict) and isinstance(event.detail.get("by"), str)
     ]
+    failure = failure_of(task, history)
     failed = next((s.seq for s in reversed(task.steps) if s.state is StepState.FAILED), None)
+    if failure is not None and failure.step is not None:
+        failed = failure.step.seq
+    payloads = prefills(task)
+    undo, kept = undo_plan(task)
     return {
         "task": task,
         "steps": timeline(task, history),
         "history": history,
+        "history_rows": history_rows(history),
         "alert": alert,
         "actions": actions,
         "may_retry": may_retry(task.process_state),
         "may_cancel": may_cancel(task.process_state),
         "failed_seq": failed,
+        "failure": failure,
+        "payloads": payloads,
+        # The retry form's choice and box, unless the operator's typing is shown again.
+        "retry_seq": "" if failed not in payloads else str(failed),
+        "prefill": payloads.get(failed, "") if failed is not None else "",
+        "undo": undo,
+        "kept": kept,
     }
 
 

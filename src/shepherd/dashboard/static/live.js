@@ -25,6 +25,15 @@ document.addEventListener("click", (event) => {
   }
 });
 
+// The retry form: choosing a step puts that step's payload (its option's data-payload) in the box.
+document.addEventListener("change", (event) => {
+  const select = event.target.closest("form.retry select[name=seq]");
+  const box = select && select.form.querySelector("textarea[name=payload]");
+  if (box && select.selectedOptions.length) {
+    box.value = select.selectedOptions[0].dataset.payload || "";
+  }
+});
+
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("[data-live]").forEach(follow);
 });

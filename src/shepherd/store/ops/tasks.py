@@ -173,7 +173,9 @@ class EndedCounts(Read[dict[tuple[int, ProcessState], int]]):
 class RetryTask(Write[Task]):
     """An `error` task back to pending from its failed step (or step `seq`).
 
-    `by`, who retries it, is recorded in the `retried` event's detail. The
+    `by`, who retries it, is recorded in the `retried` event's detail, and so
+    is the payload a new `payload` replaces (`"replaced"`, as stored; one over
+    the store's payload limit as `{"truncated": true, "bytes": N}`). The
     `started` done-key marks of the steps it puts back to work are removed
     (keys `task_id/seq` and `task_id/seq/...`).
     """

@@ -4,6 +4,12 @@ Both hold the task first (PostgreSQL locks its row `FOR UPDATE`; SQLite holds
 the write lock), check its state (`core.operator` decides), then bump its
 `lock_epoch`: an owner's or a supervisor's concurrent write waits for this
 transaction, then finds its epoch fenced off.
+
+A retry that gives step `seq` a new payload keeps the payload it replaced in
+its `retried` event (`"replaced"`), as stored: it was written within the
+store's payload limit, and one stored under a larger limit is recorded as
+`{"truncated": true, "bytes": N}`, so the history never holds more than a
+payload may.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["cancel", "retry"]
 
 _TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?{{for_update}}"
-_STEP_STATE = "SELECT state FROM steps WHERE task_id = ? AND seq = ?"
+_STEP_STATE = (
+    "SELECT state, coalesce(payload_override, request) FROM steps WHERE task_id = ? AND seq = ?"
+)
 _RESUBMIT_STEP = (
     "UPDATE steps SET state = 'not_started', error = NULL, "
     "payload_override = coalesce(?, payload_override) WHERE task_id = ? AND seq = ?"
@@ -61,12 +69,16 @@ def retry(batch: Writing, ops: Sequence[RetryTask]) -> Plan[list[object]]:
         except Exception as exc:
             out.append(exc)
             continue
+        replaced: str | None = None
         if seq is not None:
             found = yield from first(d.sql(_STEP_STATE), (task_id, seq))
             refusal = rules.resubmit_refusal(seq, None if found is None else found[0])
             if refusal is not None:
                 out.append(InvalidStateError(task_id, refusal, "resubmit step of"))
                 continue
+            assert found is not None  # a missing step is refused above
+            if override is not None:
+                replaced = _capped(batch, found[1])
             yield from send(d.sql(_RESUBMIT_STEP), (override, task_id, seq))
             # The operator checked the step's unknown side effects: run them again.
             yield from clear_started(d, task_id, seq)
@@ -76,8 +88,18 @@ def retry(batch: Writing, ops: Sequence[RetryTask]) -> Plan[list[object]]:
         effect = rules.on_retry(
             seq=seq, cancel_requested=cancel_requested, undoing=undoing, by=op.by
         )
-        out.append((yield from _apply(batch, task_id, row, effect)))
+        out.append((yield from _apply(batch, task_id, row, effect, replaced=replaced)))
     return out
+
+
+def _capped(batch: Writing, stored: str | None) -> str:
+    """The JSON text of a step's payload as the event embeds it: within the payload limit."""
+    if stored is None:
+        return "null"
+    size = len(stored) if stored.isascii() else len(stored.encode())
+    if size <= batch.payload_limit:
+        return stored
+    return dumps_detail({"truncated": True, "bytes": size})
 
 
 def cancel(batch: Writing, ops: Sequence[CancelTask]) -> Plan[list[object]]:
@@ -108,9 +130,17 @@ def _hold(
 
 
 def _apply(
-    batch: Writing, task_id: str, row: tuple[Any, ...], effect: rules.OperatorEffect
+    batch: Writing,
+    task_id: str,
+    row: tuple[Any, ...],
+    effect: rules.OperatorEffect,
+    *,
+    replaced: str | None = None,
 ) -> Plan[Task]:
-    """Write `effect` to the task held as `row`, with its event; return the task."""
+    """Write `effect` to the task held as `row`, with its event; return the task.
+
+    `replaced`, JSON text, joins the event's detail as `"replaced"` (a retry's old payload).
+    """
     d, now = batch.dialect, batch.now
     params = (
         str(effect.process_state),
@@ -123,7 +153,11 @@ def _apply(
     )
     updated = yield from first(d.sql(_APPLY), params)
     assert updated is not None  # the row is held: it cannot have gone
-    detail = dumps_detail(effect.detail)
+    detail = (
+        dumps_detail(effect.detail)
+        if replaced is None
+        else dumps_detail(effect.detail, replaced=replaced)
+    )
     batch.event(task_id, row[TaskCol.KEY], row[TaskCol.REPLY_TO], effect.event, detail)
     batch.rings.add(ch.TASKS)
     return d.records.task(updated)

@@ -63,6 +63,8 @@ class Writing(Protocol):
     """What a write plan needs of a backend's batch."""
 
     rings: set[str]
+    #: The most bytes a payload may take as JSON text.
+    payload_limit: int
 
     @property
     def dialect(self) -> Dialect:
