@@ -1,7 +1,10 @@
 """Operator alerts: what an alert says, and the sinks that deliver it.
 
-A sink never raises: a broken webhook must not stop the supervisor. Failures
-are logged on the `shepherd.alerts` logger instead.
+An alert is `firing` when its task needs an operator, and `resolved` when the
+task later ended well (processed, compensated or cancelled): every sink is
+told both, in Alertmanager's words (`status`). A sink never raises: a broken
+webhook must not stop the supervisor. Failures are logged on the
+`shepherd.alerts` logger instead.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, final, runtime_checkable
 
 import httpx
 
@@ -21,6 +24,7 @@ from shepherd.errors import ConfigError
 from shepherd.tasklog import task_fields
 
 if TYPE_CHECKING:
+    from shepherd.core.alerts import StoredAlert
     from shepherd.core.records import Task
 
 __all__ = [
@@ -30,6 +34,7 @@ __all__ = [
     "LogSink",
     "RaiseAlert",
     "WebhookSink",
+    "resolved_alert",
     "send_all",
     "sink_from_spec",
 ]
@@ -39,15 +44,21 @@ logger = logging.getLogger("shepherd.alerts")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Alert:
-    """A task that needs an operator, and why. It carries no payloads.
+    """A task that needs an operator, and why; or, resolved, that it no longer does. No payloads.
 
     Attributes:
         task_id: The task's id.
         workflow: The task's workflow name.
         key: The task's business key, if it has one.
-        reason: Why the task needs an operator.
+        reason: Why the task needs (needed) an operator.
         failure_count: Expirations and failures so far.
-        at: When the alert was raised (aware UTC).
+        at: When the alert was raised, or resolved (aware UTC).
+        status: `firing` (the task needs an operator) or `resolved` (its task
+            ended well since).
+        alert_id: The stored alert's id (a resolution names it; a firing
+            alert is sent before its id is read back: None).
+        resolved_by: What resolved it (`task processed`, `task cancelled by
+            anna`); None while firing.
     """
 
     task_id: str
@@ -56,10 +67,14 @@ class Alert:
     reason: str
     failure_count: int
     at: datetime
+    status: Literal["firing", "resolved"] = "firing"
+    alert_id: int | None = None
+    resolved_by: str | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
-        """Return the alert as a JSON object, `at` in ISO 8601."""
-        return {
+        """Return the alert as a JSON object, `at` in ISO 8601; a resolution says by what."""
+        out: dict[str, JsonValue] = {
+            "status": self.status,
             "task_id": self.task_id,
             "workflow": self.workflow,
             "key": self.key,
@@ -67,6 +82,26 @@ class Alert:
             "failure_count": self.failure_count,
             "at": self.at.isoformat(),
         }
+        if self.status == "resolved":
+            out["alert_id"] = self.alert_id
+            out["resolved_at"] = out["at"]
+            out["resolved_by"] = self.resolved_by
+        return out
+
+
+def resolved_alert(stored: StoredAlert) -> Alert:
+    """What the sinks are told of a stored alert once resolved: its task, its last reason, by what."""
+    return Alert(
+        task_id=stored.task_id,
+        workflow=stored.workflow,
+        key=stored.key,
+        reason=stored.reason,
+        failure_count=stored.failure_count,
+        at=stored.resolved_at or stored.raised_at,
+        status="resolved",
+        alert_id=stored.id,
+        resolved_by=stored.resolved_by,
+    )
 
 
 @runtime_checkable
@@ -94,12 +129,27 @@ class RaiseAlert(Protocol):
 
 @final
 class LogSink:
-    """Logs each alert at ERROR on the `shepherd.alerts` logger."""
+    """Logs each firing alert at ERROR, and each resolution at INFO, on the `shepherd.alerts` logger."""
 
     __slots__ = ()
 
     async def send(self, alert: Alert) -> None:
         """Log the alert."""
+        if alert.status == "resolved":
+            logger.info(
+                "alert %s for task %s resolved: %s (workflow %s%s, at %s)",
+                alert.alert_id,
+                alert.task_id,
+                alert.resolved_by,
+                alert.workflow,
+                "" if alert.key is None else f", key {alert.key}",
+                alert.at.isoformat(),
+                extra={
+                    "alert": alert.to_json(),
+                    **task_fields(alert.task_id, alert.workflow, epoch=None),
+                },
+            )
+            return
         logger.error(
             "task %s needs an operator: %s (workflow %s%s, failures %d, at %s)",
             alert.task_id,

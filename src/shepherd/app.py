@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Unpack, final
 
 from shepherd.agents import Handler
-from shepherd.alerts import Alert, AlertSink, send_all, sink_from_spec
+from shepherd.alerts import Alert, AlertSink, resolved_alert, send_all, sink_from_spec
 from shepherd.assembly import ROLES, Assembly, check_roles, instance_id, store_of
 from shepherd.calling import Caller
 from shepherd.clock import Clock, SystemClock
@@ -306,10 +306,18 @@ class App(Registrations):
         return await self.operations.cancel(task_id, by=by)
 
     async def alerts(
-        self, *, open_only: bool = False, limit: int = 100, task_id: str | None = None
+        self,
+        *,
+        open_only: bool = False,
+        limit: int = 100,
+        task_id: str | None = None,
+        state: str | None = None,
     ) -> list[StoredAlert]:
-        """The stored operator alerts, newest first (`Operations.alerts`)."""
-        return await self.operations.alerts(open_only=open_only, limit=limit, task_id=task_id)
+        """The stored operator alerts, newest first (`Operations.alerts`; `state`: open,
+        acknowledged, resolved, or every one when None)."""
+        return await self.operations.alerts(
+            open_only=open_only, limit=limit, task_id=task_id, state=state
+        )
 
     async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
         """Acknowledge a stored alert by `by`; the alert as stored (first acknowledgement)."""
@@ -324,6 +332,14 @@ class App(Registrations):
         """
         count = task.failure_count if failure_count is None else failure_count
         self._deliver(task.id, task.workflow, task.key, reason, count)
+
+    async def announce_resolution(self, alert: StoredAlert) -> None:
+        """Tell every sink that a stored alert was resolved (`status` `resolved`); never raises.
+
+        The supervisor's leader calls it for each resolution the store holds
+        and has not told yet, then marks it told.
+        """
+        await send_all(self.sinks, resolved_alert(alert))
 
     def alert_call(self, call: CallRequest) -> None:
         """Alert an operator of a call given up after its handlings kept failing to answer."""

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
     from shepherd.alerts import RaiseAlert
     from shepherd.clock import Clock
     from shepherd.config import Settings
+    from shepherd.core.alerts import StoredAlert
     from shepherd.core.records import CallRequest, Task
     from shepherd.governance.resolver import Resolver
     from shepherd.metrics import Metrics
     from shepherd.scheduler import Workflow
     from shepherd.store.contract import Store
+    from shepherd.supervisor.resolutions import Announce
     from shepherd.watchdog import Watchdog
 
 __all__ = [
@@ -155,6 +157,9 @@ class Parts(Protocol):
     def alert_call(self, call: CallRequest) -> None:
         """How a call given up reaches an operator."""
 
+    async def announce_resolution(self, alert: StoredAlert) -> None:
+        """How a resolved alert reaches the sinks (never raises)."""
+
 
 @final
 class Assembly:
@@ -171,6 +176,7 @@ class Assembly:
         self.metrics = parts.metrics
         self.raise_alert: RaiseAlert = parts.raise_alert
         self.alert_call: Callable[[CallRequest], None] = parts.alert_call
+        self.announce: Announce = parts.announce_resolution
 
     async def run(
         self,
@@ -305,6 +311,7 @@ class Assembly:
             raise_alert=self.raise_alert,
             rng=rng,
             metrics=self.metrics,
+            announce=self.announce,
         )
 
     def registry(self, roles: Sequence[str], agents: Iterable[str] | None = None) -> WorkerRegistry:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from shepherd.config import Settings
-    from shepherd.core.alerts import StoredAlert
+    from shepherd.core.alerts import AlertState, StoredAlert
     from shepherd.core.breaker import Breaker, BreakerEvent
     from shepherd.core.records import Event, JsonValue, Lease, Task
     from shepherd.core.resources import Partition, Resource, ResourceChange
@@ -163,19 +163,46 @@ class Operations:
 
     # -- alerts ----------------------------------------------------------------
     async def alerts(
-        self, *, open_only: bool = False, limit: int = 100, task_id: str | None = None
+        self,
+        *,
+        open_only: bool = False,
+        limit: int = 100,
+        task_id: str | None = None,
+        state: AlertState | str | None = None,
+        before: int | None = None,
+        after: int | None = None,
     ) -> list[StoredAlert]:
-        """The stored operator alerts, newest first: only those not acknowledged if
-        `open_only`, only those of the task `task_id` if given.
+        """The stored operator alerts, newest first: only those in `state` (`open`,
+        `acknowledged`, `resolved`; None or `all`: every one; `open_only` is
+        `state="open"`), only those of the task `task_id` if given. Pages: those
+        older than alert `before`, or the oldest ones newer than alert `after`.
 
         An alert is stored in the transaction that moves its task into `error`,
-        so it is listed even when its process died before the sinks were told.
+        so it is listed even when its process died before the sinks were told;
+        it resolves in the transaction that ends its task well.
 
         Raises:
-            ConfigError: `limit` is not a whole number of at least 1.
+            ConfigError: `limit` is not a whole number of at least 1, `state`
+                is not a state, a cursor is not an alert's id, or both are given.
         """
         await self.open()
-        return await self._host.store.list_alerts(open_only=open_only, limit=limit, task_id=task_id)
+        return await self._host.store.list_alerts(
+            open_only=open_only,
+            limit=limit,
+            task_id=task_id,
+            state=state,
+            before=before,
+            after=after,
+        )
+
+    async def count_alerts(self, *, state: AlertState | str | None = None) -> int:
+        """How many alerts are stored: those in `state` only if given (`open` for the overview).
+
+        Raises:
+            ConfigError: `state` is not a state (nor `all`).
+        """
+        await self.open()
+        return await self._host.store.count_alerts(state=state)
 
     async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
         """Acknowledge a stored alert by `by` (who handles it); the alert as stored.

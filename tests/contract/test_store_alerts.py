@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
-from shepherd.core.alerts import StoredAlert
+from shepherd.core.alerts import AlertState, StoredAlert
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import Compensate, Escalate, Reset
 from shepherd.errors import ConfigError, ShepherdError, StaleEpochError, UnknownAlertError
@@ -303,7 +303,12 @@ async def test_acknowledging_records_who_and_when_and_closes_the_alert(
 
     acknowledged = await store.acknowledge_alert(alert.id, by="  anna  ")
 
-    assert acknowledged == replace(alert, acknowledged_at=store.now(), acknowledged_by="anna")
+    assert acknowledged == replace(
+        alert,
+        acknowledged_at=store.now(),
+        acknowledged_by="anna",
+        state=AlertState.ACKNOWLEDGED,
+    )
     assert not acknowledged.is_open
     assert await store.list_alerts(open_only=True) == []
     assert await (await stores.connect()).list_alerts() == [acknowledged]

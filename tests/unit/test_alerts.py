@@ -17,9 +17,11 @@ from shepherd.alerts import (
     CallableSink,
     LogSink,
     WebhookSink,
+    resolved_alert,
     send_all,
     sink_from_spec,
 )
+from shepherd.core.alerts import AlertState, StoredAlert
 from shepherd.errors import ConfigError
 from support.http_service import serve
 
@@ -56,8 +58,22 @@ def _closed_port() -> int:
     return port
 
 
+RESOLVED = Alert(
+    task_id="t-1",
+    workflow="order",
+    key="order-42",
+    reason="complete_by expired 5 times",
+    failure_count=5,
+    at=datetime(2030, 1, 1, 12, 30, tzinfo=UTC),
+    status="resolved",
+    alert_id=7,
+    resolved_by="task processed",
+)
+
+
 def test_to_json() -> None:
     assert ALERT.to_json() == {
+        "status": "firing",
         "task_id": "t-1",
         "workflow": "order",
         "key": "order-42",
@@ -65,6 +81,39 @@ def test_to_json() -> None:
         "failure_count": 5,
         "at": "2030-01-01T12:00:00+00:00",
     }
+
+
+def test_a_resolution_says_so_and_by_what() -> None:
+    assert RESOLVED.to_json() == {
+        "status": "resolved",
+        "task_id": "t-1",
+        "workflow": "order",
+        "key": "order-42",
+        "reason": "complete_by expired 5 times",
+        "failure_count": 5,
+        "at": "2030-01-01T12:30:00+00:00",
+        "alert_id": 7,
+        "resolved_at": "2030-01-01T12:30:00+00:00",
+        "resolved_by": "task processed",
+    }
+
+
+def test_a_stored_alert_once_resolved_is_told_as_resolved() -> None:
+    stored = StoredAlert(
+        id=7,
+        task_id="t-1",
+        workflow="order",
+        key="order-42",
+        reason="complete_by expired 5 times",
+        failure_count=5,
+        raised_at=datetime(2030, 1, 1, 12, 0, tzinfo=UTC),
+        state=AlertState.RESOLVED,
+        times_raised=2,
+        resolved_at=datetime(2030, 1, 1, 12, 30, tzinfo=UTC),
+        resolved_by="task processed",
+    )
+
+    assert resolved_alert(stored) == RESOLVED
 
 
 async def test_webhook_posts_the_alert_as_json() -> None:
@@ -100,6 +149,17 @@ async def test_log_sink_logs_the_fields(caplog: pytest.LogCaptureFixture) -> Non
     message = record.getMessage()
     for text in ("t-1", "order", "order-42", "complete_by expired 5 times", "failures 5"):
         assert text in message
+
+
+async def test_log_sink_logs_a_resolution_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="shepherd.alerts"):
+        await LogSink().send(RESOLVED)
+    (record,) = caplog.records
+    assert record.levelno == logging.INFO
+    assert record.getMessage() == (
+        "alert 7 for task t-1 resolved: task processed "
+        "(workflow order, key order-42, at 2030-01-01T12:30:00+00:00)"
+    )
 
 
 async def test_callable_sink_sync_and_async() -> None:

@@ -138,7 +138,13 @@ def purge(older_than: timedelta, app_spec: str | None, store: str | None, as_jso
 
 @click.group(invoke_without_command=True)
 @app_option
-@click.option("--open", "open_only", is_flag=True, help="Only the alerts not acknowledged yet.")
+@click.option(
+    "--state",
+    type=click.Choice(["open", "acknowledged", "resolved", "all"]),
+    default=None,
+    help="Only the alerts in this state (default: all).",
+)
+@click.option("--open", "open_only", is_flag=True, help="Only the open alerts: --state open.")
 @limit_option
 @store_option
 @json_option
@@ -146,6 +152,7 @@ def purge(older_than: timedelta, app_spec: str | None, store: str | None, as_jso
 def alerts(
     ctx: click.Context,
     app_spec: str | None,
+    state: str | None,
     open_only: bool,
     limit: int,
     store: str | None,
@@ -155,15 +162,20 @@ def alerts(
 
     An alert is stored in the transaction that moves its task into `error`
     (an escalation, a quarantined poison, a workflow that failed), with the
-    reason the alert sinks were sent.
+    reason the alert sinks were sent; a task has one open alert at most, which
+    counts its failures (`times`). It is open until an operator acknowledges
+    it, and resolved (`by` says by what) once its task ends well.
     """
     if ctx.invoked_subcommand is not None:
         return
+    if open_only and state not in (None, "open"):
+        raise click.UsageError(f"--open lists the open alerts: it cannot go with --state {state}")
+    chosen = "open" if open_only else state
     ops = operations_for(app_spec, store, existing=True)
 
     async def work() -> tuple[list[StoredAlert], datetime]:
         # One more tells whether more match.
-        return await ops.alerts(open_only=open_only, limit=limit + 1), ops.now()
+        return await ops.alerts(state=chosen, limit=limit + 1), ops.now()
 
     found, now = run_with(ops, work)
     more = len(found) > limit

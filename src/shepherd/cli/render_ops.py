@@ -10,6 +10,7 @@ import click
 
 from shepherd.cli.render import age, compact, plain, value, when
 from shepherd.cli.tables import Column, echo_table, terminal_width
+from shepherd.core.alerts import AlertState
 from shepherd.core.breaker import Breaker, BreakerEvent, BreakerState
 from shepherd.core.records import JsonValue
 from shepherd.core.workers import Worker
@@ -44,9 +45,11 @@ _CHANGE_COLUMNS = (Column("at"), Column("service"), Column("change"), Column("de
 _ALERT_COLUMNS = (
     Column("id", right=True),
     Column("task"),
-    Column("workflow", "middle", drop=3),
-    Column("key", "middle", drop=4),
-    Column("fails", "middle", drop=2, right=True),
+    Column("workflow", "middle", drop=4),
+    Column("key", "middle", drop=5),
+    Column("fails", "middle", drop=3, right=True),
+    # How many times its task failed into `error` while it was open: shown from 2.
+    Column("times", "middle", drop=2, right=True),
     Column("raised", "middle", drop=1),
     Column("state"),
     Column("by", "middle", drop=0),
@@ -193,9 +196,10 @@ def print_alerts(alerts: Sequence[StoredAlert], *, now: datetime, more: bool) ->
             alert.workflow,
             alert.key or "",
             str(alert.failure_count),
+            str(alert.times_raised) if alert.times_raised > 1 else "",
             age(now - alert.raised_at),
-            "open" if alert.is_open else "acknowledged",
-            alert.acknowledged_by or "",
+            alert.state.value,
+            _by(alert),
             alert.reason,
         )
         for alert in alerts
@@ -205,13 +209,27 @@ def print_alerts(alerts: Sequence[StoredAlert], *, now: datetime, more: bool) ->
     click.echo(f"{count} shown (more match; raise --limit)" if more else count)
 
 
+def _by(alert: StoredAlert) -> str:
+    """Who acknowledged the alert, or what resolved it (`task processed`)."""
+    if alert.state is AlertState.RESOLVED:
+        return alert.resolved_by or ""
+    return alert.acknowledged_by or ""
+
+
 def acknowledged_json(alert: StoredAlert) -> JsonValue:
     """`shepherd alerts ack --json`: the alert as stored after the acknowledgement."""
     return {"acknowledged": alert.to_json()}
 
 
 def print_acknowledged(alert: StoredAlert, *, by: str) -> None:
-    """One line: who acknowledged the alert and when; says so when someone other than `by` had."""
+    """One line: who acknowledged the alert and when; says so when someone other than `by` had,
+    or when it was resolved before anyone did."""
+    if alert.acknowledged_by is None:
+        click.echo(
+            f"alert {alert.id} (task {alert.task_id}) was already resolved ({alert.resolved_by}) "
+            f"at {when(alert.resolved_at)}: nothing to acknowledge"
+        )
+        return
     already = "" if alert.acknowledged_by == by.strip() else "was already "
     click.echo(
         f"alert {alert.id} (task {alert.task_id}) {already}acknowledged by "

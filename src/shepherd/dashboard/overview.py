@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["overview", "overview_context"]
 
-#: Open alerts shown on the overview (the newest).
+#: Open alerts shown on the overview (the newest); it counts them all and links to `/alerts`.
 ALERTS_SHOWN = 20
 
 
@@ -33,6 +33,7 @@ async def overview_context(ops: Operations) -> dict[str, Any]:
         "total": sum(counts.values()),
         "chart": chart(await ops.throughput()),
         "alerts": await ops.alerts(open_only=True, limit=ALERTS_SHOWN),
+        "open_alerts": await ops.count_alerts(state="open"),
         "breakers": await ops.breakers(),
         "leader": await ops.leader(),
         "workers": workers,

@@ -7,6 +7,7 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     GET  /tasks/{id}             the task page     GET /live/tasks/{id}   its live part (SSE)
     POST /tasks/{id}/retry       retry (from step `seq`, with a new `payload`)
     POST /tasks/{id}/cancel      cancel (compensate)
+    GET  /alerts                 the alert list (`state`: open, acknowledged, resolved, all; paged)
     POST /alerts/{id}/acknowledge
     GET  /metrics                Prometheus text (shepherd.exposition)
     GET|POST /login, POST /logout
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shepherd.dashboard import actions, api, live, login
 from shepherd.dashboard.access import guarded
+from shepherd.dashboard.alert_list import alert_list
 from shepherd.dashboard.api_io import error_response, status_of
 from shepherd.dashboard.auth import Guard, Sessions
 from shepherd.dashboard.listing import task_list
@@ -89,6 +91,7 @@ def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None =
         Route("/tasks/{task_id}", guarded(task_page, page=True)),
         Route("/tasks/{task_id}/retry", guarded(actions.retry), methods=["POST"]),
         Route("/tasks/{task_id}/cancel", guarded(actions.cancel), methods=["POST"]),
+        Route("/alerts", guarded(alert_list, page=True)),
         Route("/alerts/{alert_id:int}/acknowledge", guarded(actions.acknowledge), methods=["POST"]),
         Route("/live/overview", guarded(live.live_overview)),
         Route("/live/tasks/{task_id}", guarded(live.live_task)),

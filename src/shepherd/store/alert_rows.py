@@ -2,16 +2,16 @@
 
 An alert row is inserted by the write that moves its task into `error`, in
 its transaction (`INSERT_COLUMNS`, in that order). Every input of
-`list_alerts` and `acknowledge_alert` is checked here, by the facade, before
-an operation is queued: a refused one raises a `ShepherdError` naming what
-was wrong, and nothing is read or written.
+`list_alerts`, `count_alerts` and `acknowledge_alert` is checked here, by the
+facade, before an operation is queued: a refused one raises a `ShepherdError`
+naming what was wrong, and nothing is read or written.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from shepherd.core.alerts import StoredAlert
+from shepherd.core.alerts import AlertState, StoredAlert
 from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.errors import ConfigError, UnknownAlertError
 from shepherd.store.rows import Columns, Instant, Row
@@ -23,7 +23,9 @@ __all__ = [
     "alert_from_row",
     "checked_alert_id",
     "checked_by",
+    "checked_cursor",
     "checked_limit",
+    "checked_state",
 ]
 
 #: The largest id either backend can store (a signed 64-bit integer).
@@ -44,6 +46,11 @@ class AlertCol(Columns):
     RAISED_AT: ClassVar[int]
     ACKNOWLEDGED_AT: ClassVar[int]
     ACKNOWLEDGED_BY: ClassVar[int]
+    STATE: ClassVar[int]
+    TIMES_RAISED: ClassVar[int]
+    LAST_RAISED_AT: ClassVar[int]
+    RESOLVED_AT: ClassVar[int]
+    RESOLVED_BY: ClassVar[int]
 
 
 ALERT_COLUMNS = AlertCol.select()
@@ -51,7 +58,22 @@ ALERT_COLUMNS = AlertCol.select()
 
 def alert_from_row(row: Row, instant: Instant) -> StoredAlert:
     """A StoredAlert from a row of ALERT_COLUMNS (`instant`: the backend's time column to UTC)."""
-    alert_id, task_id, workflow, key, reason, failure_count, raised_at, acked_at, acked_by = row
+    (
+        alert_id,
+        task_id,
+        workflow,
+        key,
+        reason,
+        failure_count,
+        raised_at,
+        acked_at,
+        acked_by,
+        state,
+        times_raised,
+        last_raised_at,
+        resolved_at,
+        resolved_by,
+    ) = row
     return StoredAlert(
         id=int(alert_id),
         task_id=task_id,
@@ -62,6 +84,11 @@ def alert_from_row(row: Row, instant: Instant) -> StoredAlert:
         raised_at=instant(raised_at),
         acknowledged_at=None if acked_at is None else instant(acked_at),
         acknowledged_by=acked_by,
+        state=AlertState(state),
+        times_raised=int(times_raised),
+        last_raised_at=None if last_raised_at is None else instant(last_raised_at),
+        resolved_at=None if resolved_at is None else instant(resolved_at),
+        resolved_by=resolved_by,
     )
 
 
@@ -109,3 +136,36 @@ def checked_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigError("limit", f"must be a whole number of at least 1, not {limit!r}")
     return min(limit, _MAX_ID)
+
+
+def checked_state(state: object) -> AlertState | None:
+    """`state` as an AlertState (None: every state).
+
+    Raises:
+        ConfigError: It is not one of the states, nor `all` (field `state`).
+    """
+    if state is None or state == "all":
+        return None
+    if isinstance(state, str):
+        try:
+            return AlertState(state)
+        except ValueError:
+            pass
+    choices = ", ".join(s.value for s in AlertState)
+    raise ConfigError("state", f"an alert's state is one of {choices} or all, not {state!r}")
+
+
+def checked_cursor(value: object, field: str) -> int | None:
+    """A page cursor (an alert's id), if it can be one; None stays None.
+
+    Raises:
+        ConfigError: It is not a whole number of at least 1 within what the
+            store holds (field `field`).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_ID:
+        raise ConfigError(
+            field, f"a page's cursor is an alert's id (a whole number), not {value!r}"
+        )
+    return value

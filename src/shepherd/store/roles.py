@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from shepherd.store.ops.alerts import Alerts
 from shepherd.store.ops.breakers import Breakers
 from shepherd.store.ops.calls import Calls
 from shepherd.store.ops.claims import Claims
@@ -90,8 +91,8 @@ class AgentStore(Queues, Steps, Events, DoneKeys, Breakers, Slots, Rates, Signal
     """What an agent worker (its requests, heartbeats, done keys, breakers and gates) does."""
 
 
-class SupervisorStore(Leases, Supervision, Workers, Crashes, Retention, Events, Clocked):
-    """What the supervisor (leadership, expired claims, crashes, retention) does."""
+class SupervisorStore(Leases, Supervision, Workers, Crashes, Retention, Events, Alerts, Clocked):
+    """What the supervisor (leadership, expired claims, crashes, retention, resolved alerts) does."""
 
     @abstractmethod
     async def checkpoint(self) -> None:

@@ -183,13 +183,15 @@ class TombstoneCol(Columns):
 
 
 class OwnerCol(Columns):
-    """A row of OWNER_COLUMNS: what an owner's write is fenced by, and its events' fields."""
+    """A row of OWNER_COLUMNS: what an owner's write is fenced by, its events' fields, and
+    whether the task has had an alert (`alerted`: its end resolves it)."""
 
     ID: ClassVar[int]
     LOCK_EPOCH: ClassVar[int]
     LOCKED_BY: ClassVar[int]
     KEY: ClassVar[int]
     REPLY_TO: ClassVar[int]
+    ALERTED: ClassVar[int]
 
 
 TASK_COLUMNS = TaskCol.select()
@@ -208,18 +210,22 @@ _STEP_STATES = {state.value: state for state in StepState}
 
 
 class Owners(dict[str, tuple[int, str | None]]):
-    """task id -> (lock_epoch, locked_by) as a batch found them; (key, reply_to) in `meta`."""
+    """task id -> (lock_epoch, locked_by) as a batch found them; (key, reply_to) in `meta`;
+    the tasks that have had an alert in `alerted`."""
 
     def __init__(self) -> None:
         super().__init__()
         self.meta: dict[str, tuple[str | None, str | None]] = {}
+        self.alerted: set[str] = set()
 
     def add(self, rows: Iterable[Row]) -> None:
         """Add rows of OWNER_COLUMNS."""
         meta = self.meta
-        for task_id, lock_epoch, locked_by, key, reply_to in rows:
+        for task_id, lock_epoch, locked_by, key, reply_to, alerted in rows:
             self[task_id] = (lock_epoch, locked_by)
             meta[task_id] = (key, reply_to)
+            if alerted:
+                self.alerted.add(task_id)
 
 
 def unix_instant(value: float) -> datetime:

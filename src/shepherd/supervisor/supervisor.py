@@ -2,8 +2,9 @@
 
 Only the holder of the `supervisor` lease acts; its writes are fenced by the
 lease epoch and the task's `lock_epoch`. It knows no business logic: it only
-changes state (reset, escalate, compensate) and raises alerts. Its scan
-interval, lease renewals and retention passes run on the app's clock.
+changes state (reset, escalate, compensate), raises alerts and tells the
+alert sinks of the alerts resolved since (`resolutions`). Its scan interval,
+lease renewals and retention passes run on the app's clock.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from shepherd.metrics import Metrics
 from shepherd.outage import Outage
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.supervisor.crashes import CrashAttribution, event_kind
+from shepherd.supervisor.resolutions import Resolutions
 from shepherd.supervisor.retention import purge
 from shepherd.tasklog import task_event
 
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from shepherd.scheduler import Workflow
     from shepherd.store.contract import HeldRequest
     from shepherd.store.roles import SupervisorStore
+    from shepherd.supervisor.resolutions import Announce
 
 log = logging.getLogger("shepherd.supervisor")
 
@@ -70,6 +73,7 @@ class Supervisor(CrashAttribution):
         rng: The source of the backoff's jitter.
         metrics: Where resets, escalations and compensations are counted (the
             App's; a registry of its own when None).
+        announce: How a resolved alert reaches the sinks; None tells them nothing.
     """
 
     def __init__(
@@ -84,8 +88,10 @@ class Supervisor(CrashAttribution):
         raise_alert: RaiseAlert,
         rng: random.Random | None = None,
         metrics: Metrics | None = None,
+        announce: Announce | None = None,
     ) -> None:
         self.store = store
+        self.resolutions = None if announce is None else Resolutions(store, announce)
         self.metrics = Metrics() if metrics is None else metrics
         self.holder = holder
         self.instance = instance
@@ -156,6 +162,8 @@ class Supervisor(CrashAttribution):
                 try:
                     await self.scan_once()
                     await self.purge_once()
+                    if self.lease is not None and self.resolutions is not None:
+                        await self.resolutions.once()
                 except StoreUnavailableError as exc:  # retried; anything else stops us
                     self.scan_outage.failed(exc)
                 else:  # a scan mostly reads: the process's next write ends the outage
@@ -166,6 +174,8 @@ class Supervisor(CrashAttribution):
         finally:
             holder.cancel()
             await asyncio.gather(holder, return_exceptions=True)
+            if self.resolutions is not None:
+                await self.resolutions.close()
             if self.lease is not None:
                 try:
                     await asyncio.shield(self.store.release_lease(LEASE, holder=self.holder))

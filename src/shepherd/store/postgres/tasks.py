@@ -29,7 +29,7 @@ from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.effect_rows import effect_row, owner_alert, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
 from shepherd.store.postgres import retention
-from shepherd.store.postgres.alerts import store_alert
+from shepherd.store.postgres.alerts import resolve_alerts, store_alert
 from shepherd.store.postgres.batch import ALONE, INSTANT, WRITES, Alone
 from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
 from shepherd.store.postgres.listener import notifications
@@ -134,7 +134,7 @@ _LOCK_OWNERS = (
 # coalesce(): see UNINDEXED_OWNER in postgres/rows.py.
 _OWNED = (
     UPDATE + " WHERE id = %s AND lock_epoch = %s AND coalesce(locked_by, '') = %s "
-    "RETURNING key, reply_to, workflow, failure_count"
+    "RETURNING key, reply_to, workflow, failure_count, alerted"
 )
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ANY(%b::text[])"
 _RELEASE = (
@@ -336,7 +336,10 @@ async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> list[obj
 
 @WRITES.handles(ops.FinishTask)
 async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
-    """Tasks `processed` with their results (fenced by epoch and owner)."""
+    """Tasks `processed` with their results (fenced by epoch and owner).
+
+    The alerts of a task that had one resolve with it (`resolve_alerts`).
+    """
     owners = await lock_owners(batch, [op.task_id for op in ops])
     now = await batch.clock()  # came back with the owners
     out, writes = plan_finishes(ops, owners, batch)
@@ -346,6 +349,9 @@ async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> list[ob
         done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
     if done:
         await batch.send(UPDATE_EACH, params_each(done.values(), now))
+    if owners.alerted:
+        alerted = owners.alerted
+        await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
     return out
 
 
@@ -353,7 +359,8 @@ async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> list[ob
 async def fail(batch: PostgresBatch, ops: Sequence[ops.FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go.
 
-    A task failed into `error` gets its alert stored with it (`owner_alert`).
+    A task failed into `error` gets its alert stored with it (`owner_alert`);
+    one that had an alert and ends `compensated` or `cancelled` resolves it.
     """
     return await _write_owned(batch, ops)
 
@@ -384,20 +391,24 @@ async def _write_owned(
         fence = (op.task_id, op.epoch, op.locked_by)
         sent.append((i, op, row, await batch.send(_OWNED, (*params(row, batch.now), *fence))))
     dropped: list[str] = []
+    ended: list[tuple[str, str]] = []
     for i, op, row, cursor in sent:
         found = await cursor.fetchone()
         if found is None:
             out[i] = StaleEpochError(op.task_id, op.epoch)
             continue
-        key, reply_to, workflow, failure_count = found
+        key, reply_to, workflow, failure_count, alerted = found
         written(batch, row, key, reply_to)
         alert = owner_alert(op, failure_count=failure_count)
         if alert is not None:
             await store_alert(batch, op.task_id, workflow, key, alert)
+        elif alerted:
+            ended.append((op.task_id, row.process_state))
         if row.drop_requests:
             dropped.append(op.task_id)
     if dropped:
         await batch.send(_DROP_REQUESTS, (dropped,))
+    await resolve_alerts(batch, ended)
     return out
 
 

@@ -131,7 +131,7 @@ def apply_effects(
         batch.event(row.task_id, task.key, task.reply_to, row.event, row.detail)
         batch.rings.update(row.rings)
         if alert is not None:
-            after.append(store_alert(batch, task.id, task.workflow, task.key, alert))
+            after.extend(store_alert(batch, task.id, task.workflow, task.key, alert))
         if row.drop_requests:
             dropped.append(task.id)
         out.append(True)

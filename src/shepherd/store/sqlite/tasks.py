@@ -27,7 +27,7 @@ from shepherd.store.effect_rows import effect_row, owner_alert, owner_effect, pl
 from shepherd.store.ids import new_task_id
 from shepherd.store.rows import unix_instant
 from shepherd.store.sqlite import retention
-from shepherd.store.sqlite.alerts import store_alert
+from shepherd.store.sqlite.alerts import resolve_alerts, store_alert
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.effects import UPDATE, params, written
 from shepherd.store.sqlite.rows import (
@@ -82,7 +82,7 @@ _CLAIM = (
 )
 # The owner's fence: the task is still held by that owner, at that epoch.
 _OWNED = UPDATE + " WHERE id = ? AND lock_epoch = ? AND locked_by = ?"
-_OWNED_RETURNING = _OWNED + " RETURNING key, reply_to, workflow, failure_count"
+_OWNED_RETURNING = _OWNED + " RETURNING key, reply_to, workflow, failure_count, alerted"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 _RELEASE = (
     "UPDATE tasks SET locked_by = NULL, lock_epoch = lock_epoch + 1, "
@@ -197,7 +197,10 @@ def claim(batch: SqliteBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
 
 @WRITES.handles(ops.FinishTask)
 def finish(batch: SqliteBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
-    """Tasks `processed` with their results (fenced by epoch and owner)."""
+    """Tasks `processed` with their results (fenced by epoch and owner).
+
+    The alerts of a task that had one resolve with it (`resolve_alerts`).
+    """
     conn, now = batch.conn, batch.now
     found = owners(conn, [op.task_id for op in ops])
     out, writes = plan_finishes(ops, found, batch)
@@ -206,6 +209,9 @@ def finish(batch: SqliteBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
         done[row.task_id] = (*params(row, now), row.task_id, epoch, owner)  # the last one wins
     conn.executemany(_OWNED, done.values())
     batch.events([written(batch, row, *found.meta[row.task_id]) for row, _, _ in writes])
+    if found.alerted:
+        alerted = found.alerted
+        resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
     return out
 
 
@@ -213,7 +219,8 @@ def finish(batch: SqliteBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
 def fail(batch: SqliteBatch, ops: Sequence[ops.FailTask]) -> list[object]:
     """Tasks end `error`, `compensated` or `cancelled` (fenced); their requests go.
 
-    A task failed into `error` gets its alert stored with it (`owner_alert`).
+    A task failed into `error` gets its alert stored with it (`owner_alert`);
+    one that had an alert and ends `compensated` or `cancelled` resolves it.
     """
     return _write_owned(batch, ops)
 
@@ -231,6 +238,7 @@ def _write_owned(
     conn, now = batch.conn, batch.now
     out: list[object] = []
     events: list[EventRow] = []
+    ended: list[tuple[str, str]] = []
     for op in ops:
         task_id, owner, epoch = op.task_id, op.locked_by, op.epoch
         try:
@@ -247,8 +255,11 @@ def _write_owned(
         alert = owner_alert(op, failure_count=returned["failure_count"])
         if alert is not None:
             store_alert(batch, task_id, returned["workflow"], returned["key"], alert)
+        elif returned["alerted"]:
+            ended.append((task_id, row.process_state))
         out.append(None)
     batch.events(events)
+    resolve_alerts(batch, ended)
     return out
 
 
