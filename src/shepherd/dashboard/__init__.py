@@ -9,7 +9,8 @@ without a token.
 
 from __future__ import annotations
 
+from shepherd.dashboard.reach import Reach
 from shepherd.dashboard.server import check_exposure, serve
 from shepherd.dashboard.site import create_dashboard
 
-__all__ = ["check_exposure", "create_dashboard", "serve"]
+__all__ = ["Reach", "check_exposure", "create_dashboard", "serve"]

@@ -26,27 +26,61 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from shepherd.dashboard.auth import Guard, Identity
+    from shepherd.dashboard.reach import Reach
 
-__all__ = ["check_origin", "guarded", "local_path", "posted_form", "set_session"]
+__all__ = [
+    "check_origin",
+    "client_of",
+    "guarded",
+    "local_path",
+    "posted_form",
+    "set_session",
+    "too_many",
+]
 
 Endpoint = Callable[["Request"], Awaitable[Response]]
 
 
 def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
-    """`endpoint`, for identified requests only (`request.state.who`); `page`: a refused GET goes to the login form."""
+    """`endpoint`, for identified requests only (`request.state.who`); `page`: a refused GET goes to the login form.
+
+    A client whose Bearer tokens failed too often lately waits (429, `throttle`).
+    """
 
     async def door(request: Request) -> Response:
         guard: Guard = request.app.state.guard
+        bearer = "authorization" in request.headers and not guard.open
+        client = client_of(request)
+        if bearer and (wait := guard.throttle.wait(client)):
+            return too_many(wait)
         who = await guard.identify(request)
         if who is None:
+            if bearer:
+                guard.throttle.failed(client)
             return refusal(request, page=page)
         request.state.who = who
         response = await endpoint(request)
         if who.cookie is not None:
-            set_session(response, who.cookie, secure=request.url.scheme == "https")
+            set_session(request, response, who.cookie)
         return response
 
     return door
+
+
+def client_of(request: Request) -> str:
+    """The client's address: the peer's, or the one a trusted proxy forwards (`reach`)."""
+    return request.client.host if request.client is not None else ""
+
+
+def too_many(wait: int, page: Response | None = None) -> Response:
+    """429 with `Retry-After: wait` (`page`, or a line of text, as its body)."""
+    response = page or PlainTextResponse(
+        f"429 Too Many Requests: too many wrong tokens from your address; try again in {wait} s\n",
+        status_code=429,
+    )
+    response.status_code = 429
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 def refusal(request: Request, *, page: bool) -> Response:
@@ -83,11 +117,12 @@ async def posted_form(request: Request) -> FormData:
 
 
 def check_origin(request: Request) -> None:
-    """Refuse a browser's POST sent from a page of another site (its `Origin` names another host).
+    """Refuse a browser's POST sent from a page of another site (its `Origin` is not this dashboard).
 
     Browsers send `Origin` with every POST; a request without one (curl, an old
     client) is left to the CSRF token. This also guards the login form, which
-    has no session yet to key a CSRF token on.
+    has no session yet to key a CSRF token on. The dashboard's origins are its
+    public URL's and the request's own scheme and `Host` (`Reach.same_origin`).
 
     Raises:
         HTTPException: 403 when `Origin` is present and is not this dashboard.
@@ -95,13 +130,19 @@ def check_origin(request: Request) -> None:
     origin = request.headers.get("origin")
     if origin is None:
         return
+    reach: Reach = request.app.state.reach
     host = request.headers.get("host", "")
-    if origin == "null" or origin.partition("://")[2] != host:
+    if not reach.same_origin(origin, scheme=request.url.scheme, host=host):
         raise HTTPException(403, "403 Forbidden: this form was sent from another site")
 
 
-def set_session(response: Response, cookie: str, *, secure: bool) -> None:
-    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard; `secure` over HTTPS."""
+def set_session(request: Request, response: Response, cookie: str) -> None:
+    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard; `Secure` over HTTPS.
+
+    HTTPS is the request's scheme (a trusted proxy's `X-Forwarded-Proto`
+    included) or the public URL's (`Reach.secure`).
+    """
+    reach: Reach = request.app.state.reach
     response.set_cookie(
         COOKIE,
         cookie,
@@ -109,7 +150,7 @@ def set_session(response: Response, cookie: str, *, secure: bool) -> None:
         path="/",
         httponly=True,
         samesite="strict",
-        secure=secure,
+        secure=reach.secure(request.url.scheme),
     )
 
 
