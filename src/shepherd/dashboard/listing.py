@@ -96,7 +96,11 @@ def _shown(when: datetime | None) -> str | None:
 
     `isoformat`, not `strftime`: the year 1 is written `0001`, which a time can be read from.
     """
-    return None if when is None else when.replace(tzinfo=None).isoformat()
+    if when is None:
+        return None
+    plain = when.replace(tzinfo=None)
+    whole_minute = plain.second == 0 and plain.microsecond == 0
+    return plain.isoformat(timespec="minutes" if whole_minute else "auto")
 
 
 async def page_of_tasks(

@@ -129,19 +129,20 @@ def checked_actor(by: object) -> str | None:
 
 
 def checked_seq(seq: object) -> int | None:
-    """The step a retry resubmits: `seq` if it is a step number a store can hold (None stays).
+    """The step a retry resubmits: `seq` if a store can hold it (None stays).
+
+    A step's `seq` is a signed 32-bit integer in both backends; within that
+    range a step that does not exist is the store's to refuse ("step N missing").
 
     Raises:
-        ConfigError: `seq` is not a whole number from 1 to MAX_SEQ (field `seq`).
+        ConfigError: `seq` is not a whole number from -2**31 to MAX_SEQ (field `seq`).
     """
     if seq is None:
         return None
     if isinstance(seq, bool) or not isinstance(seq, int):
         raise ConfigError("seq", f"a step number is a whole number, not {seq!r}")
-    if seq > MAX_SEQ:  # not written out: an int of thousands of digits cannot be
-        raise ConfigError("seq", f"a step number is at most {MAX_SEQ}")
-    if seq < 1:
-        raise ConfigError("seq", "a step number is at least 1")
+    if not -MAX_SEQ - 1 <= seq <= MAX_SEQ:  # not written out: it may have thousands of digits
+        raise ConfigError("seq", f"a step number is at most {MAX_SEQ}, and at least {-MAX_SEQ - 1}")
     return seq
 
 
