@@ -124,8 +124,18 @@ def test_a_malformed_reach_is_refused_naming_it(given: dict[str, object], field:
 async def test_behind_a_public_url_the_origin_is_the_public_one_and_the_cookie_secure(
     app: App, client: Client
 ) -> None:
-    site = create_dashboard(app, token=TOKEN, reach=Reach.of(public_url=PUBLIC))
+    reach = Reach.of(public_url=PUBLIC, allowed_hosts=["dashboard-upstream"])
+    site = create_dashboard(app, token=TOKEN, reach=reach)
     # nginx's default `proxy_set_header Host $proxy_host`: the upstream's name and port.
+    upstream = client(site, host="dashboard-upstream:8080")
+    assert (
+        await upstream.post("/login", data={"token": TOKEN}, headers={"Origin": PUBLIC})
+    ).status_code == 303
+    assert (
+        await upstream.post(
+            "/login", data={"token": TOKEN}, headers={"Origin": "https://dashboard-upstream:8080"}
+        )
+    ).status_code == 403  # not the scheme the request came in with
     http = client(site, host="127.0.0.1:8080")
     foreign = await http.post(
         "/login", data={"token": TOKEN}, headers={"Origin": "https://evil.example"}

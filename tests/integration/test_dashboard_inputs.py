@@ -299,6 +299,22 @@ def _encoded(pairs: list[tuple[str, str | bytes]]) -> bytes:
     return "&".join(out).encode("ascii")
 
 
+#: The boundary of the multipart bodies (no generated value holds it: they are short).
+BOUNDARY = "shepherd-property-test-boundary-7f3a"
+
+
+def _multipart(pairs: list[tuple[str, str | bytes]], files: list[bool]) -> bytes:
+    """A `multipart/form-data` body of `pairs`; those marked in `files` sent as uploaded files."""
+    out = b""
+    for (name, value), upload in zip(pairs, files, strict=True):
+        raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+        shown = quote(name)
+        disposition = f'form-data; name="{shown}"' + ('; filename="x.json"' if upload else "")
+        out += f"--{BOUNDARY}\r\nContent-Disposition: {disposition}\r\n\r\n".encode()
+        out += raw + b"\r\n"
+    return out + f"--{BOUNDARY}--\r\n".encode()
+
+
 def _params(draw: st.DrawFn, wanted: dict[str, Strategy]) -> list[tuple[str, str | bytes]]:
     pairs: list[tuple[str, str | bytes]] = []
     for name, values in wanted.items():
@@ -324,6 +340,10 @@ def requests(seeded: Seeded, table: dict[str, Shape]) -> Strategy:
         if shape.json is not None:
             body = json.dumps(draw(shape.json)).encode()
             content_type = "application/json"
+        elif draw(st.integers(0, 4)) == 0:  # a form as browsers send one with a file input
+            pairs = _params(draw, shape.form)
+            body = _multipart(pairs, [draw(st.integers(0, 2)) == 0 for _ in pairs])
+            content_type = f"multipart/form-data; boundary={BOUNDARY}"
         else:
             body = _encoded(_params(draw, shape.form))
             content_type = "application/x-www-form-urlencoded"

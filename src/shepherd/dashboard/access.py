@@ -59,7 +59,10 @@ def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
                 guard.throttle.failed(client)
             return refusal(request, page=page)
         request.state.who = who
-        response = await endpoint(request)
+        try:
+            response = await endpoint(request)
+        finally:
+            await request.close()  # a multipart form's uploaded files (Starlette leaves them open)
         if who.cookie is not None:
             set_session(request, response, who.cookie)
         return response

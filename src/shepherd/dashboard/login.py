@@ -44,6 +44,13 @@ async def login_form(request: Request) -> Response:
 
 async def log_in(request: Request) -> Response:
     """POST /login: field `token` (the shared one or an operator's), `next` (where to go)."""
+    try:
+        return await _log_in(request)
+    finally:
+        await request.close()  # a multipart form's uploaded files (Starlette leaves them open)
+
+
+async def _log_in(request: Request) -> Response:
     guard: Guard = request.app.state.guard
     check_origin(request)  # no session yet to key a CSRF token on: another site's form is refused
     form = await request.form()
