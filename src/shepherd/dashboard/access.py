@@ -6,7 +6,8 @@ the session's CSRF token in the form field `csrf` (or the `X-CSRF-Token`
 header); without it, or with another session's, it is refused with 403 and
 nothing is done; so is a browser's POST whose `Origin` is another site. A
 Bearer request has no session to forge (browsers never add
-that header on their own), so it needs no CSRF token.
+that header on their own), so it needs no CSRF token; a client whose Bearer
+tokens were wrong too often lately waits (429 with `Retry-After`: `throttle`).
 """
 
 from __future__ import annotations
