@@ -220,6 +220,14 @@ async def test_failed_logins_are_slowed_per_client_address(app: App, client: Cli
     proxy = client(site, peer="10.0.0.1")
     via = {"X-Forwarded-For": "198.51.100.7"}
     assert (await proxy.post("/login", data={"token": TOKEN}, headers=via)).status_code == 303
+    # Through the trusted proxy, the forwarded client is slowed, not the proxy's other clients.
+    guessing = {"X-Forwarded-For": "198.51.100.9"}
+    for _ in range(LIMIT):
+        wrong = await proxy.post("/login", data={"token": "wrong"}, headers=guessing)
+        assert wrong.status_code == 401
+    right = await proxy.post("/login", data={"token": TOKEN}, headers=guessing)
+    assert right.status_code == 429
+    assert (await proxy.post("/login", data={"token": TOKEN}, headers=via)).status_code == 303
     # An untrusted peer's X-Forwarded-For is not believed: it is slowed as itself.
     spoof = {"X-Forwarded-For": "198.51.100.8"}
     assert (await guesser.post("/login", data={"token": TOKEN}, headers=spoof)).status_code == 429
