@@ -20,7 +20,7 @@ from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
-from shepherd.store.operator_rows import checked_buckets
+from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
 from shepherd.store.ops.tasks import TaskFilters
 from shepherd.store.signals import Signals
 from shepherd.supervisor.retention import Purged, purge
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from shepherd.core.workers import Worker
     from shepherd.store.contract import Store
 
-__all__ = ["Host", "Operations", "Purged", "TaskCursor", "TaskFilters", "unknown_task"]
+__all__ = ["MAX_SEQ", "Host", "Operations", "Purged", "TaskCursor", "TaskFilters", "unknown_task"]
 
 
 class Host(Protocol):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from shepherd.core.states import ProcessState, StepState
-from shepherd.errors import InvalidStateError, StaleEpochError, UnknownTaskError
+from shepherd.errors import ConfigError, InvalidStateError, StaleEpochError, UnknownTaskError
 from shepherd.store import open_store
 from support.factories import (
     claimed_task,
@@ -127,6 +127,23 @@ async def _fail_again(store: Store, task_id: str) -> None:
         state=ProcessState.ERROR,
         error={"reason": "again"},
     )
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [2**31, -(2**31) - 1, 10**30, 10**5000, True, "1", 1.0],
+    ids=["2^31", "-2^31-1", "10^30", "10^5000", "True", "'1'", "1.0"],
+)
+async def test_retry_from_a_step_number_no_store_holds_is_refused_and_changes_nothing(
+    store: Store, seq: object
+) -> None:
+    task = await _failed_step_task(store)
+
+    with pytest.raises(ConfigError) as caught:
+        await store.retry_task(task.id, seq=seq, payload={"fixed": True})  # type: ignore[arg-type]
+
+    assert caught.value.field == "seq"
+    assert (await store.get_task(task.id)).process_state is ProcessState.ERROR  # type: ignore[union-attr]
 
 
 async def test_retry_of_a_task_not_in_error_is_refused(store: Store) -> None:

@@ -129,6 +129,9 @@ async def test_id_prefix_is_exact_for_any_text(store: Store, fake_clock: FakeClo
         ({"key": "\ud800"}, "key"),
         ({"id_prefix": 12}, "id_prefix"),
         ({"created_from": datetime(2026, 1, 1)}, "created_from"),
+        # Out of range once turned to UTC: the year 0, the year 10000.
+        ({"created_from": datetime.fromisoformat("0001-01-01T00:00+14:00")}, "created_from"),
+        ({"created_to": datetime.fromisoformat("9999-12-31T23:59-14:00")}, "created_to"),
         ({"created_to": "yesterday"}, "created_to"),
         ({"before": "0.abc"}, "before"),
         ({"states": ["nope"]}, "states"),

@@ -66,13 +66,48 @@ def test_a_missing_store_is_exit_6(shepherd_cli: Cli) -> None:
 def test_with_the_env_token_it_serves_everyone_who_has_it_and_stops_on_sigterm(
     shepherd_process: Start, cli_env: dict[str, str], store: str
 ) -> None:
-    env = {**cli_env, "SHEPHERD_DASHBOARD_TOKEN": "s3cret-token"}
+    env = {**cli_env, "SHEPHERD_DASHBOARD_TOKEN": "s3cret-token-of-the-test"}
     with shepherd_process("dashboard", "--host", "0.0.0.0", "--port", "0", env=env) as served:
         assert "(token required)" in served.ready_line
         port = served.ready_line.split("dashboard=http://0.0.0.0:", 1)[1].split("/")[0]
         base = f"http://127.0.0.1:{port}"
         assert _get(base + "/tasks") == 303
         assert _get(base + "/tasks", {"Authorization": "Bearer nope"}) == 401
-        assert _get(base + f"/tasks/{store}", {"Authorization": "Bearer s3cret-token"}) == 200
+        assert (
+            _get(base + f"/tasks/{store}", {"Authorization": "Bearer s3cret-token-of-the-test"})
+            == 200
+        )
+        # A name it is not known by (DNS rebinding) gets 400, whatever the token.
+        rebound = {
+            "Host": f"evil.example:{port}",
+            "Authorization": "Bearer s3cret-token-of-the-test",
+        }
+        assert _get(base + "/tasks", rebound) == 400
         assert served.terminate() == 0
-    assert "s3cret-token" not in served.stderr()
+    assert "s3cret-token-of-the-test" not in served.stderr()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--token", "short-token"], "the dashboard token has 11 characters: it needs at least 16"),
+        (
+            ["--public-url", "https://ops.example.com"],
+            "reachable by others at https://ops.example.com",
+        ),
+        (
+            ["--token", "a-token-long-enough", "--public-url", "ops.example.com"],
+            "is not an http(s) URL such as https://ops.example.com",
+        ),
+        (
+            ["--token", "a-token-long-enough", "--forwarded-allow-ips", "proxy"],
+            "'proxy' is not an IP address or network",
+        ),
+    ],
+)
+def test_a_short_token_or_a_malformed_reach_is_a_usage_error(
+    shepherd_cli: Cli, store: str, options: list[str], says: str
+) -> None:
+    result = shepherd_cli("dashboard", "--port", "0", *options)
+    assert says in refused(result, code=2)
+    assert "short-token" not in result.stderr  # a token is never shown

@@ -86,7 +86,7 @@ def test_any_other_address_needs_a_token(host: str) -> None:
     with pytest.raises(ConfigError, match="give it a token") as raised:
         check_exposure(host, None)
     assert raised.value.field == "host"
-    check_exposure(host, "a-token")
+    check_exposure(host, "a-token-of-16-chars")
 
 
 def test_a_blank_token_is_refused() -> None:

@@ -102,6 +102,31 @@ def test_the_filters_read_from_the_url_and_write_the_next_page() -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        ("0001-01-01T00:00", "0001-01-01T00%3A00"),
+        ("0001-01-01T00:00-14:00", "0001-01-01T14%3A00"),
+        ("9999-12-31T23:59:59.999999", "9999-12-31T23%3A59%3A59.999999"),
+        ("2030-01-01T11:00:05+01:00", "2030-01-01T10%3A00%3A05"),
+    ],
+)
+def test_a_time_at_the_ends_of_the_calendar_is_written_as_it_reads_back(
+    given: str, written: str
+) -> None:
+    filters = Filters.parse(QueryParams({"from": given}))
+    link = filters.link(before=None)
+    assert link == f"/tasks?from={written}"
+    assert Filters.parse(QueryParams(link.partition("?")[2])) == filters
+
+
+@pytest.mark.parametrize("given", ["0001-01-01T00:00+14:00", "9999-12-31T23:59-14:00"])
+def test_a_time_out_of_range_in_utc_is_named(given: str) -> None:
+    with pytest.raises(ConfigError, match="out of range in UTC") as raised:
+        Filters.parse(QueryParams({"to": given}))
+    assert raised.value.field == "to"
+
+
+@pytest.mark.parametrize(
     ("query", "field"),
     [("state=sleeping", "state"), ("from=yesterday", "from"), ("before=nope", "cursor")],
 )

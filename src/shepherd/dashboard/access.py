@@ -6,7 +6,8 @@ the session's CSRF token in the form field `csrf` (or the `X-CSRF-Token`
 header); without it, or with another session's, it is refused with 403 and
 nothing is done; so is a browser's POST whose `Origin` is another site. A
 Bearer request has no session to forge (browsers never add
-that header on their own), so it needs no CSRF token.
+that header on their own), so it needs no CSRF token; a client whose Bearer
+tokens were wrong too often lately waits (429 with `Retry-After`: `throttle`).
 
 A form route reads only a form: a body of any other type (JSON, say) is
 refused with 415 before anything is done, never read as an empty form.
@@ -29,15 +30,18 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from shepherd.dashboard.auth import Guard, Identity
+    from shepherd.dashboard.reach import Reach
 
 __all__ = [
     "FORM_TYPES",
     "check_origin",
+    "client_of",
     "form_of",
     "guarded",
     "local_path",
     "posted_form",
     "set_session",
+    "too_many",
 ]
 
 Endpoint = Callable[["Request"], Awaitable[Response]]
@@ -47,20 +51,48 @@ FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-dat
 
 
 def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
-    """`endpoint`, for identified requests only (`request.state.who`); `page`: a refused GET goes to the login form."""
+    """`endpoint`, for identified requests only (`request.state.who`); `page`: a refused GET goes to the login form.
+
+    A client whose Bearer tokens failed too often lately waits (429, `throttle`).
+    """
 
     async def door(request: Request) -> Response:
         guard: Guard = request.app.state.guard
+        bearer = "authorization" in request.headers and not guard.open
+        client = client_of(request)
+        if bearer and (wait := guard.throttle.wait(client)):
+            return too_many(wait)
         who = await guard.identify(request)
         if who is None:
+            if bearer:
+                guard.throttle.failed(client)
             return refusal(request, page=page)
         request.state.who = who
-        response = await endpoint(request)
+        try:
+            response = await endpoint(request)
+        finally:
+            await request.close()  # a multipart form's uploaded files (Starlette leaves them open)
         if who.cookie is not None:
-            set_session(response, who.cookie, secure=request.url.scheme == "https")
+            set_session(request, response, who.cookie)
         return response
 
     return door
+
+
+def client_of(request: Request) -> str:
+    """The client's address: the peer's, or the one a trusted proxy forwards (`reach`)."""
+    return request.client.host if request.client is not None else ""
+
+
+def too_many(wait: int, page: Response | None = None) -> Response:
+    """429 with `Retry-After: wait` (`page`, or a line of text, as its body)."""
+    response = page or PlainTextResponse(
+        f"429 Too Many Requests: too many wrong tokens from your address; try again in {wait} s\n",
+        status_code=429,
+    )
+    response.status_code = 429
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 def refusal(request: Request, *, page: bool) -> Response:
@@ -115,11 +147,12 @@ async def form_of(request: Request) -> FormData:
 
 
 def check_origin(request: Request) -> None:
-    """Refuse a browser's POST sent from a page of another site (its `Origin` names another host).
+    """Refuse a browser's POST sent from a page of another site (its `Origin` is not this dashboard).
 
     Browsers send `Origin` with every POST; a request without one (curl, an old
     client) is left to the CSRF token. This also guards the login form, which
-    has no session yet to key a CSRF token on.
+    has no session yet to key a CSRF token on. The dashboard's origins are its
+    public URL's and the request's own scheme and `Host` (`Reach.same_origin`).
 
     Raises:
         HTTPException: 403 when `Origin` is present and is not this dashboard.
@@ -127,13 +160,19 @@ def check_origin(request: Request) -> None:
     origin = request.headers.get("origin")
     if origin is None:
         return
+    reach: Reach = request.app.state.reach
     host = request.headers.get("host", "")
-    if origin == "null" or origin.partition("://")[2] != host:
+    if not reach.same_origin(origin, scheme=request.url.scheme, host=host):
         raise HTTPException(403, "403 Forbidden: this form was sent from another site")
 
 
-def set_session(response: Response, cookie: str, *, secure: bool) -> None:
-    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard; `secure` over HTTPS."""
+def set_session(request: Request, response: Response, cookie: str) -> None:
+    """Set the session cookie: HttpOnly, SameSite=Strict, for the whole dashboard; `Secure` over HTTPS.
+
+    HTTPS is the request's scheme (a trusted proxy's `X-Forwarded-Proto`
+    included) or the public URL's (`Reach.secure`).
+    """
+    reach: Reach = request.app.state.reach
     response.set_cookie(
         COOKIE,
         cookie,
@@ -141,7 +180,7 @@ def set_session(response: Response, cookie: str, *, secure: bool) -> None:
         path="/",
         httponly=True,
         samesite="strict",
-        secure=secure,
+        secure=reach.secure(request.url.scheme),
     )
 
 

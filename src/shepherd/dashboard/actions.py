@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from starlette.responses import RedirectResponse, Response
 
+from shepherd.dashboard import params
 from shepherd.dashboard.access import local_path, posted_form
 from shepherd.dashboard.pages import render
 from shepherd.dashboard.task_page import refused_page, task_context
@@ -21,7 +22,8 @@ from shepherd.errors import (
     ShepherdError,
     UnknownTaskError,
 )
-from shepherd.payloads import loads
+from shepherd.operations import MAX_SEQ
+from shepherd.payloads import MAX_PAYLOAD_BYTES, loads
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -36,35 +38,29 @@ async def retry(request: Request) -> Response:
     """POST /tasks/{id}/retry: fields `seq` (optional) and `payload` (optional JSON, needs `seq`)."""
     form = await posted_form(request)
     ops: Operations = request.app.state.guard.operations
-    task_id = request.path_params["task_id"]
-    seq_text = str(form.get("seq") or "").strip()
-    payload_text = str(form.get("payload") or "")
+    task_id = params.task_id(request)
+    payload_text = params.text(request, form, "payload", limit=MAX_PAYLOAD_BYTES, strip=False)
+    payload_text = payload_text if payload_text is not None and payload_text.strip() else ""
+    seq_shown = ""
     try:
-        seq = _seq(seq_text)
+        seq_shown = params.text(request, form, "seq", limit=60) or ""
+        seq = params.whole(request, form, "seq", low=1, high=MAX_SEQ)
         payload: JsonValue = None
-        if payload_text.strip():
+        if payload_text:
             if seq is None:
                 raise ShepherdError("a new payload needs the step it replaces: choose a step")
             payload = loads(payload_text)
         await ops.retry(task_id, seq=seq, payload=payload, by=request.state.who.operator)
     except ShepherdError as exc:
-        return await _refused(request, task_id, exc, payload_text=payload_text, seq=seq_text)
+        return await _refused(request, task_id, exc, payload_text=payload_text, seq=seq_shown)
     return RedirectResponse(f"/tasks/{task_id}", status_code=303)
-
-
-def _seq(text: str) -> int | None:
-    if not text:
-        return None
-    if not text.isdigit():
-        raise ShepherdError(f"the step must be a step number, not {text[:20]!r}")
-    return int(text)
 
 
 async def cancel(request: Request) -> Response:
     """POST /tasks/{id}/cancel: compensate the task, then it ends `cancelled`."""
     await posted_form(request)
     ops: Operations = request.app.state.guard.operations
-    task_id = request.path_params["task_id"]
+    task_id = params.task_id(request)
     try:
         await ops.cancel(task_id, by=request.state.who.operator)
     except ShepherdError as exc:
@@ -76,7 +72,7 @@ async def acknowledge(request: Request) -> Response:
     """POST /alerts/{id}/acknowledge: field `next`, the local page to go back to."""
     form = await posted_form(request)
     ops: Operations = request.app.state.guard.operations
-    back = local_path(str(form.get("next") or "/"))
+    back = local_path(params.text(request, form, "next", limit=2000) or "/")
     try:
         await ops.acknowledge_alert(request.path_params["alert_id"], by=request.state.who.operator)
     except ShepherdError as exc:

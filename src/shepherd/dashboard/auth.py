@@ -25,12 +25,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
+from shepherd.dashboard.throttle import LoginThrottle
+from shepherd.errors import ConfigError
+
 if TYPE_CHECKING:
     from starlette.requests import Request
 
     from shepherd.operations import Operations
 
-__all__ = ["COOKIE", "LOCAL", "SHARED", "Guard", "Identity", "Session", "Sessions"]
+__all__ = [
+    "COOKIE",
+    "LOCAL",
+    "MAX_TOKEN_CHARS",
+    "MIN_TOKEN_CHARS",
+    "SHARED",
+    "Guard",
+    "Identity",
+    "Session",
+    "Sessions",
+    "check_token_length",
+]
 
 #: The session cookie's name.
 COOKIE = "shepherd_session"
@@ -42,6 +56,35 @@ SHARED = "shared-token"
 SESSION_SECONDS = 12 * 3600
 #: How long the list of named operators is trusted before it is read again.
 OPERATORS_TTL = 5.0
+#: The fewest characters of the shared token (named operators' tokens have 43).
+MIN_TOKEN_CHARS = 16
+#: Longer texts are no token: refused without looking further.
+MAX_TOKEN_CHARS = 200
+
+
+def check_token_length(token: str | None) -> None:
+    """Refuse a shared token that is blank, shorter than MIN_TOKEN_CHARS, or longer than MAX_TOKEN_CHARS.
+
+    A short token is guessed: even slowed to a few attempts a minute
+    (`throttle`), a guesser has all the time it wants.
+
+    Raises:
+        ConfigError: The token is such (field `token`); its text is never shown.
+    """
+    if token is None:
+        return
+    if not token.strip():
+        raise ConfigError("token", "the dashboard token is empty")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            "token",
+            f"the dashboard token has {len(token)} characters: it needs at least "
+            f"{MIN_TOKEN_CHARS} (make one with: openssl rand -base64 32)",
+        )
+    if len(token) > MAX_TOKEN_CHARS:
+        raise ConfigError(
+            "token", f"the dashboard token is longer than {MAX_TOKEN_CHARS} characters"
+        )
 
 
 @final
@@ -115,15 +158,23 @@ class Sessions:
 class Guard:
     """Decides who a request comes from, if anyone (see the module's docstring).
 
-    It holds the dashboard's `operations` (`App.operations`), what every page reads and does.
+    It holds the dashboard's `operations` (`App.operations`), what every page
+    reads and does, and the `throttle` of failed token checks.
     """
 
     def __init__(
-        self, operations: Operations, *, token: str | None, sessions: Sessions | None = None
+        self,
+        operations: Operations,
+        *,
+        token: str | None,
+        sessions: Sessions | None = None,
+        throttle: LoginThrottle | None = None,
     ) -> None:
+        check_token_length(token)
         self.operations = operations
         self.token = token
         self.sessions = sessions if sessions is not None else Sessions()
+        self.throttle = throttle if throttle is not None else LoginThrottle()
         self._operators: frozenset[str] = frozenset()
         self._read_at = float("-inf")
 

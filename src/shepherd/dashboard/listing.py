@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlencode
 
 from shepherd.core.states import ProcessState
+from shepherd.dashboard import params
 from shepherd.dashboard.pages import render
 from shepherd.errors import ConfigError
 from shepherd.operations import TaskCursor
@@ -49,29 +50,28 @@ class Filters:
     before: TaskCursor | None = None
 
     @classmethod
-    def parse(cls, query: QueryParams) -> Filters:
-        """The filters of a query string.
+    def parse(cls, query: QueryParams, *, request: Request | None = None) -> Filters:
+        """The filters of a query string (`request`, when given, is marked as checked: `params`).
 
         Raises:
-            ConfigError: A state, a time or the page cursor is malformed (names which).
+            ConfigError: A state, a text, a time or the page cursor is malformed,
+                or a time is out of range in UTC (names which).
         """
         states = []
-        for value in query.getlist("state"):
-            if not value:
-                continue
+        for value in params.texts(request, query, "state"):
             try:
                 states.append(ProcessState(value))
             except ValueError:
                 choices = ", ".join(s.value for s in ProcessState)
-                raise ConfigError("state", f"{value!r} is not one of {choices}") from None
-        before = query.get("before") or None
+                raise ConfigError("state", f"{value[:40]!r} is not one of {choices}") from None
+        before = params.text(request, query, "before")
         return cls(
             states=tuple(states),
-            workflow=query.get("workflow") or None,
-            key=query.get("key") or None,
-            search=(query.get("q") or "").strip() or None,
-            created_from=_time(query.get("from"), "from"),
-            created_to=_time(query.get("to"), "to"),
+            workflow=params.text(request, query, "workflow", strip=False),
+            key=params.text(request, query, "key", strip=False),
+            search=params.text(request, query, "q"),
+            created_from=params.time(request, query, "from"),
+            created_to=params.time(request, query, "to"),
             before=None if before is None else TaskCursor.decode(before),
         )
 
@@ -91,18 +91,16 @@ class Filters:
         return "/tasks" + (f"?{urlencode(pairs)}" if pairs else "")
 
 
-def _time(text: str | None, name: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(name, f"{text[:40]!r} is not a time such as 2026-01-31T12:00") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
-
-
 def _shown(when: datetime | None) -> str | None:
-    return None if when is None else when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+    """A time of the filters (in UTC: `params.time`) as `params.time` reads it back, exactly.
+
+    `isoformat`, not `strftime`: the year 1 is written `0001`, which a time can be read from.
+    """
+    if when is None:
+        return None
+    plain = when.replace(tzinfo=None)
+    whole_minute = plain.second == 0 and plain.microsecond == 0
+    return plain.isoformat(timespec="minutes" if whole_minute else "auto")
 
 
 async def page_of_tasks(
@@ -145,7 +143,7 @@ async def task_list(request: Request) -> Response:
         "query": request.query_params,
     }
     try:
-        filters = Filters.parse(request.query_params)
+        filters = Filters.parse(request.query_params, request=request)
         tasks, cursor = await page_of_tasks(ops, filters)
     except ConfigError as exc:
         return render(

@@ -14,6 +14,7 @@ stream. A stream ends when the browser goes away.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -21,10 +22,11 @@ from typing import TYPE_CHECKING
 from markupsafe import escape
 from starlette.responses import Response, StreamingResponse
 
+from shepherd.dashboard import params
 from shepherd.dashboard.overview import overview_context
 from shepherd.dashboard.pages import digest, fragment
 from shepherd.dashboard.task_page import task_context
-from shepherd.errors import ShepherdError
+from shepherd.errors import ConfigError, ShepherdError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -42,6 +44,7 @@ MIN_GAP = 0.2
 COST = 10.0
 #: Seconds between two keep-alive comments on a stream with nothing new.
 KEEPALIVE = 15.0
+_DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
 def event_text(kind: str, data: str) -> str:
@@ -102,16 +105,28 @@ async def live_overview(request: Request) -> Response:
     async def render() -> str:
         return fragment(request, "overview_live.html", **await overview_context(ops))
 
-    return _stream(refreshes(ops, render, since=request.query_params.get("since")))
+    return _stream(refreshes(ops, render, since=since(request)))
 
 
 async def live_task(request: Request) -> Response:
     """GET /live/tasks/{id}: the task page's live part as server-sent events."""
     ops: Operations = request.app.state.guard.operations
-    task_id = request.path_params["task_id"]
+    task_id = params.task_id(request)
+    await ops.get_task(task_id)  # an unknown task is a 404, not a stream of "unknown task"
 
     async def render() -> str:
         return fragment(request, "task_live.html", **await task_context(ops, task_id))
 
-    since = request.query_params.get("since")
-    return _stream(refreshes(ops, render, task_id=task_id, since=since))
+    return _stream(refreshes(ops, render, task_id=task_id, since=since(request)))
+
+
+def since(request: Request) -> str | None:
+    """The `since` of a stream's URL: the digest of the part the page was loaded with.
+
+    Raises:
+        ConfigError: It is not a digest (`pages.digest`: 32 hex digits).
+    """
+    found = params.text(request, request.query_params, "since", limit=60)
+    if found is not None and not _DIGEST.fullmatch(found):
+        raise ConfigError("since", f"{found[:40]!r} is not a digest of a page's live part")
+    return found

@@ -1,8 +1,9 @@
 """Running the dashboard: the loopback rule, the listening socket, uvicorn.
 
 `check_exposure` is the rule of the `--host` option: on a loopback address
-(127.0.0.0/8, ::1, `localhost`) a token is optional; on any other, the
-dashboard refuses to start without one. `serve` binds the socket itself (so a
+(127.0.0.0/8, ::1, `localhost`) a token is optional; on any other, or behind
+a `--public-url`, the dashboard refuses to start without one; a token is at
+least 16 characters. `serve` binds the socket itself (so a
 port in use is a clear ConfigError before anything starts), prints one
 readiness line naming the URL, and runs uvicorn until SIGINT or SIGTERM.
 """
@@ -10,16 +11,17 @@ readiness line naming the URL, and runs uvicorn until SIGINT or SIGTERM.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, final
 
 import uvicorn
 
+from shepherd.dashboard.auth import check_token_length
+from shepherd.dashboard.reach import Reach, is_loopback
 from shepherd.dashboard.site import create_dashboard
 from shepherd.errors import ConfigError
 
@@ -32,29 +34,27 @@ __all__ = ["check_exposure", "is_loopback", "serve"]
 GRACE = 1
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback address (or `localhost`): only this machine can connect."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
+def check_exposure(host: str, token: str | None, *, public_url: str | None = None) -> None:
+    """Refuse to serve where others reach the dashboard without a token, or with a short one.
 
-
-def check_exposure(host: str, token: str | None) -> None:
-    """Refuse to serve on a non-loopback `host` without a token.
+    Others reach it on a non-loopback `host`, and through the proxy a
+    `public_url` names. A token is at least 16 characters (`check_token_length`).
 
     Raises:
-        ConfigError: `host` is not loopback and `token` is None or empty, or the token is blank.
+        ConfigError: Such a `host` or a `public_url` and no token; a blank or short token.
     """
-    if token is not None and not token.strip():
-        raise ConfigError("token", "the dashboard token is empty")
+    check_token_length(token)
     if token is None and not is_loopback(host):
         raise ConfigError(
             "host",
             f"the dashboard would be reachable by others on {host}: give it a token "
             "(--token or SHEPHERD_DASHBOARD_TOKEN), or serve on 127.0.0.1",
+        )
+    if token is None and public_url is not None:
+        raise ConfigError(
+            "token",
+            f"the dashboard would be reachable by others at {public_url}: give it a token "
+            "(--token or SHEPHERD_DASHBOARD_TOKEN)",
         )
 
 
@@ -121,18 +121,38 @@ class _Server(uvicorn.Server):
 
 
 async def serve(
-    app: App, *, host: str, port: int, token: str | None, ready: Callable[[str], None]
+    app: App,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    ready: Callable[[str], None],
+    public_url: str | None = None,
+    allowed_hosts: Sequence[str] = (),
+    forwarded_allow_ips: Sequence[str] = (),
 ) -> None:
     """Serve the dashboard over `app` until SIGINT or SIGTERM; `ready(url)` once it listens.
 
+    It answers to the loopback names, `host` (unless a wildcard), the host of
+    `public_url` and `allowed_hosts`; it believes the forwarded headers of
+    `forwarded_allow_ips` only (`reach`).
+
     Raises:
-        ConfigError: A non-loopback host without a token, or the address cannot be listened on.
+        ConfigError: A non-loopback host or a public URL without a token, a
+            short token, a malformed URL, host or address, or the address
+            cannot be listened on.
     """
-    check_exposure(host, token)
+    check_exposure(host, token, public_url=public_url)
+    reach = Reach.of(
+        host=host,
+        public_url=public_url,
+        allowed_hosts=allowed_hosts,
+        forwarded_allow_ips=forwarded_allow_ips,
+    )
     sock = listen(host, port)
     url = url_of(host, sock.getsockname()[1])
     config = uvicorn.Config(
-        create_dashboard(app, token=token),
+        create_dashboard(app, token=token, reach=reach),
         log_level="warning",
         access_log=False,
         lifespan="on",

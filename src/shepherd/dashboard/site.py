@@ -13,6 +13,9 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     GET|POST /login, POST /logout
     /api/...                     the JSON API for scripts (`dashboard.api`)
 
+A request whose `Host` the dashboard is not known by gets 400 before any
+of this (`reach`: DNS rebinding); behind a trusted proxy, its forwarded
+scheme and client address are believed (uvicorn's ProxyHeadersMiddleware).
 Every response carries a Content-Security-Policy that allows only the
 dashboard's own script and style, so even an injected tag could not run.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -30,6 +33,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from shepherd.dashboard import actions, api, live, login
 from shepherd.dashboard.access import guarded
@@ -38,6 +42,7 @@ from shepherd.dashboard.api_io import error_response, status_of
 from shepherd.dashboard.auth import Guard, Sessions
 from shepherd.dashboard.listing import task_list
 from shepherd.dashboard.overview import overview
+from shepherd.dashboard.reach import HostCheck, Reach
 from shepherd.dashboard.task_page import task_page
 from shepherd.errors import (
     ShepherdError,
@@ -49,6 +54,7 @@ from shepherd.exposition import CONTENT_TYPE, metrics_text
 
 if TYPE_CHECKING:
     from shepherd.app import App
+    from shepherd.dashboard.throttle import LoginThrottle
 
 __all__ = ["create_dashboard"]
 
@@ -64,14 +70,28 @@ _HEADERS = [
 ]
 
 
-def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None = None) -> ASGIApp:
+def create_dashboard(
+    app: App,
+    *,
+    token: str | None,
+    sessions: Sessions | None = None,
+    reach: Reach | None = None,
+    throttle: LoginThrottle | None = None,
+) -> ASGIApp:
     """The dashboard over `app`; with `token`, every page and action needs it (or an operator's).
 
     The App is opened when the server starts and closed when it stops. Its
     pages read and act through `app.operations` only; `/metrics` serves the
     App's own metrics. `sessions` signs the session cookies (default: a new
-    random key).
+    random key). `reach` says which Host names it answers to, its public URL
+    and the proxies it believes (default: the loopback names only, no proxy:
+    `Reach.of`); `throttle` counts failed token checks (default: `LoginThrottle()`).
+
+    Raises:
+        ConfigError: `token` is blank, or shorter than 16 characters.
     """
+    reach = reach if reach is not None else Reach()
+    guard = Guard(app.operations, token=token, sessions=sessions, throttle=throttle)
     operations = app.operations
 
     @contextlib.asynccontextmanager
@@ -107,8 +127,14 @@ def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None =
         lifespan=lifespan,
         exception_handlers={ShepherdError: _shepherd_error, HTTPException: _http_error},
     )
-    site.state.guard = Guard(operations, token=token, sessions=sessions)
-    return _SecurityHeaders(site)
+    site.state.guard = guard
+    site.state.reach = reach
+    inner: ASGIApp = site
+    if reach.forwarded_allow_ips:
+        # uvicorn types its scopes more narrowly than Starlette: the same ASGI callables.
+        proxied = ProxyHeadersMiddleware(site, trusted_hosts=list(reach.forwarded_allow_ips))  # type: ignore[arg-type]
+        inner = cast("ASGIApp", proxied)
+    return _SecurityHeaders(HostCheck(inner, reach))
 
 
 def _is_api(request: Request) -> bool:
@@ -141,12 +167,12 @@ async def _shepherd_error(request: Request, exc: Exception) -> Response:
 class _SecurityHeaders:
     """Adds the security headers (`_HEADERS`) to every HTTP response."""
 
-    def __init__(self, inner: ASGIApp) -> None:
-        self.inner = inner
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.inner(scope, receive, send)
+            await self.app(scope, receive, send)
             return
 
         async def with_headers(message: Message) -> None:
@@ -154,4 +180,4 @@ class _SecurityHeaders:
                 message["headers"] = [*message.get("headers", []), *_HEADERS]
             await send(message)
 
-        await self.inner(scope, receive, with_headers)
+        await self.app(scope, receive, with_headers)

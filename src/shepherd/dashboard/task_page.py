@@ -21,6 +21,7 @@ from markupsafe import Markup
 from shepherd.core.events import EventKind
 from shepherd.core.operator import may_cancel, may_retry
 from shepherd.core.states import StepState
+from shepherd.dashboard import params
 from shepherd.dashboard.failure import failure_of, prefills, undo_plan
 from shepherd.dashboard.pages import Live, digest, fragment, live_part, render
 from shepherd.errors import UnknownTaskError
@@ -149,9 +150,8 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
 async def task_page(request: Request) -> Response:
     """GET /tasks/{id}: the task page (its live part refreshes over /live/tasks/{id})."""
     ops: Operations = request.app.state.guard.operations
-    task_id = request.path_params["task_id"]
     try:
-        context = await task_context(ops, task_id)
+        context = await task_context(ops, params.task_id(request))
     except UnknownTaskError as exc:
         return render(request, "missing.html", status=404, problem=exc.message)
     return render(

@@ -24,12 +24,14 @@ from shepherd.store.rows import Columns, Instant, Row
 __all__ = [
     "MAX_BUCKETS",
     "MAX_NAME_CHARS",
+    "MAX_SEQ",
     "MAX_TOKEN_CHARS",
     "OPERATOR_COLUMNS",
     "OperatorCol",
     "checked_actor",
     "checked_buckets",
     "checked_operator_name",
+    "checked_seq",
     "new_token",
     "operator_from_row",
     "token_hash",
@@ -41,6 +43,8 @@ MAX_NAME_CHARS = OPERATOR_NAME_BYTES
 MAX_BUCKETS = 10_000
 #: Longer texts are not tokens of ours: refused without hashing them.
 MAX_TOKEN_CHARS = 200
+#: The largest step number a store holds (a step's `seq` is a signed 32-bit integer).
+MAX_SEQ = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]*")
 
 
@@ -120,6 +124,24 @@ def checked_actor(by: object) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ConfigError("by", f"{name!r} contains a control character or a lone surrogate")
     return name
+
+
+def checked_seq(seq: object) -> int | None:
+    """The step a retry resubmits: `seq` if a store can hold it (None stays).
+
+    A step's `seq` is a signed 32-bit integer in both backends; within that
+    range a step that does not exist is the store's to refuse ("step N missing").
+
+    Raises:
+        ConfigError: `seq` is not a whole number from -2**31 to MAX_SEQ (field `seq`).
+    """
+    if seq is None:
+        return None
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise ConfigError("seq", f"a step number is a whole number, not {seq!r}")
+    if not -MAX_SEQ - 1 <= seq <= MAX_SEQ:  # not written out: it may have thousands of digits
+        raise ConfigError("seq", f"a step number is at most {MAX_SEQ}, and at least {-MAX_SEQ - 1}")
+    return seq
 
 
 def checked_buckets(window: object, bucket: object) -> float:

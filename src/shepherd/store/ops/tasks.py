@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypedDict, Unpack
 
 from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError
 from shepherd.store.cursor import TaskCursor
-from shepherd.store.operator_rows import checked_actor
+from shepherd.store.operator_rows import checked_actor, checked_seq
 from shepherd.store.ops.base import Read, Runs, Write, method, operation
 
 __all__ = [
@@ -228,8 +228,10 @@ class Tasks(Runs):
         payload: JsonValue = None,
         by: str | None = None,
     ) -> Task:
-        """`RetryTask`, `by` checked first (`checked_actor`)."""
-        return await self.write(RetryTask(task_id, seq=seq, payload=payload, by=checked_actor(by)))
+        """`RetryTask`, `seq` and `by` checked first (`checked_seq`, `checked_actor`)."""
+        return await self.write(
+            RetryTask(task_id, seq=checked_seq(seq), payload=payload, by=checked_actor(by))
+        )
 
     async def cancel_task(self, task_id: str, *, by: str | None = None) -> Task:
         """`CancelTask`, `by` checked first (`checked_actor`)."""
@@ -261,8 +263,14 @@ def checked_listing(op: ListTasks) -> ListTasks:
         ("created_from", op.created_from),
         ("created_to", op.created_to),
     ):
-        if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
+        if at is None:
+            continue
+        if not isinstance(at, datetime) or at.utcoffset() is None:
             raise ConfigError(field, f"a time with its time zone is needed, not {at!r}")
+        try:
+            at.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00+14:00 is in the year 0
+            raise ConfigError(field, f"{at.isoformat()} is out of range in UTC") from None
     if op.before is not None and not isinstance(op.before, TaskCursor):
         raise ConfigError("before", f"a TaskCursor is needed, not {type(op.before).__name__}")
     limit = op.limit
