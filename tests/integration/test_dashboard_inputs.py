@@ -168,6 +168,20 @@ JSON_TEXT: Strategy = st.one_of(
     _JSON.map(json.dumps),
     st.sampled_from(['{"ok": tru', "[" * 200 + "]" * 200, '{"a": NaN}', '"\\ud800"', "1" * 5000]),
 )
+
+
+#: A JSON API body: mostly an object with the fields the routes read, else anything.
+def api_body(fields: dict[str, Strategy]) -> Strategy:
+    """An object with some of `fields` (and now and then an unknown one), or any JSON value."""
+    known = st.fixed_dictionaries({}, optional=fields)
+    return st.one_of(
+        known,
+        known,
+        st.dictionaries(st.sampled_from([*fields, "other"]), _JSON, max_size=3),
+        _JSON,
+    )
+
+
 LOCAL_PATH: Strategy = st.one_of(
     NASTY, st.sampled_from(["/", "/tasks?state=error", "/tasks/x", "/login?next=/"])
 )
@@ -221,6 +235,39 @@ def routes(seeded: Seeded) -> dict[str, Shape]:
             }
         ),
         "GET /tasks/{task_id}": Shape(),
+        "GET /alerts": Shape(
+            query={
+                "state": st.one_of(
+                    st.sampled_from(["open", "acknowledged", "resolved", "all"]), TEXT
+                ),
+                "before": st.one_of(st.sampled_from(seeded.alert_ids).map(str), WHOLE),
+                "after": st.one_of(st.sampled_from(seeded.alert_ids).map(str), WHOLE),
+            }
+        ),
+        "GET /api/tasks": Shape(
+            query={
+                "state": STATE,
+                "workflow": st.one_of(st.just("orders.check"), TEXT),
+                "q": st.one_of(st.sampled_from([t.id[:8] for t in seeded.tasks]), TEXT),
+                "from": TIME,
+                "to": TIME,
+                "before": cursors(seeded),
+                "limit": WHOLE,
+            }
+        ),
+        "GET /api/tasks/{task_id}": Shape(),
+        "GET /api/alerts": Shape(
+            query={
+                "open": st.one_of(st.sampled_from(["true", "false", "1", "0"]), TEXT),
+                "task": st.one_of(st.sampled_from([t.id for t in seeded.tasks]), TEXT),
+                "limit": WHOLE,
+            }
+        ),
+        "POST /api/tasks/{task_id}/retry": Shape(
+            json=api_body({"seq": st.one_of(st.integers(), _JSON), "payload": _JSON})
+        ),
+        "POST /api/tasks/{task_id}/cancel": Shape(json=api_body({})),
+        "POST /api/alerts/{alert_id}/acknowledge": Shape(json=api_body({})),
         "POST /tasks/{task_id}/retry": Shape(
             form={"seq": st.one_of(WHOLE, st.just("1")), "payload": JSON_TEXT}
         ),

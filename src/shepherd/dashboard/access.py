@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORM_TYPES",
+    "admit",
     "check_origin",
     "client_of",
     "form_of",
@@ -57,15 +58,10 @@ def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
     """
 
     async def door(request: Request) -> Response:
-        guard: Guard = request.app.state.guard
-        bearer = "authorization" in request.headers and not guard.open
-        client = client_of(request)
-        if bearer and (wait := guard.throttle.wait(client)):
+        who, wait = await admit(request)
+        if wait:
             return too_many(wait)
-        who = await guard.identify(request)
         if who is None:
-            if bearer:
-                guard.throttle.failed(client)
             return refusal(request, page=page)
         request.state.who = who
         try:
@@ -77,6 +73,23 @@ def guarded(endpoint: Endpoint, *, page: bool = False) -> Endpoint:
         return response
 
     return door
+
+
+async def admit(request: Request) -> tuple[Identity | None, int]:
+    """Who sent `request` (None: nobody vouches for it), or the seconds its client must wait first.
+
+    A client whose Bearer tokens were wrong too often lately is not even asked
+    (`throttle`); each wrong Bearer token counts against its address.
+    """
+    guard: Guard = request.app.state.guard
+    bearer = "authorization" in request.headers and not guard.open
+    client = client_of(request)
+    if bearer and (wait := guard.throttle.wait(client)):
+        return None, wait
+    who = await guard.identify(request)
+    if who is None and bearer:
+        guard.throttle.failed(client)
+    return who, 0
 
 
 def client_of(request: Request) -> str:

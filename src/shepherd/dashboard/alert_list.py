@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlencode
 
 from shepherd.core.alerts import AlertState
+from shepherd.dashboard import params
 from shepherd.dashboard.pages import render
 from shepherd.errors import ConfigError
 
@@ -119,6 +120,7 @@ async def alert_list(request: Request) -> Response:
     ops: Operations = request.app.state.guard.operations
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     context: dict[str, Any] = {"states": STATES, "here": here}
+    params.mark(request)  # the handler's own checks begin
     try:
         query = AlertQuery.parse(request.query_params)
         page = await page_of_alerts(ops, query)

@@ -34,7 +34,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from shepherd.dashboard.access import Endpoint, check_origin
+from shepherd.dashboard import params
+from shepherd.dashboard.access import Endpoint, admit, check_origin
 from shepherd.dashboard.api_io import (
     ApiError,
     error_response,
@@ -70,7 +71,13 @@ def api_guarded(endpoint: Endpoint) -> Endpoint:
 
     async def door(request: Request) -> Response:
         guard: Guard = request.app.state.guard
-        who = await guard.identify(request)
+        who, wait = await admit(request)
+        if wait:
+            return error_response(
+                429,
+                f"too many wrong tokens from your address; try again in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
         if who is None:
             return error_response(
                 401,
@@ -81,6 +88,7 @@ def api_guarded(endpoint: Endpoint) -> Endpoint:
         try:
             if request.method not in ("GET", "HEAD"):
                 _check_session(request, guard, who)
+            params.mark(request)  # the handler's own checks begin
             return await endpoint(request)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
