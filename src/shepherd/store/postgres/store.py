@@ -183,8 +183,9 @@ class PostgresStore(Facade):
                     check_current(migrations("postgres"), found, where=where, empty="the database")
                 await writer.set_autocommit(True)
             except psycopg.Error as exc:
+                doing = "migrate" if self.migrate else "read the schema of"
                 raise StoreUnavailableError(
-                    f"cannot migrate PostgreSQL store {self._where}: {reason(exc, self.url)}"
+                    f"cannot {doing} PostgreSQL store {self._where}: {reason(exc, self.url)}"
                 ) from None
             pool = _ReadPool(
                 self.store_timeout,

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from shepherd.clock import Clock, SystemClock
-from shepherd.errors import ConfigError, NotAStoreError, StoreNotFoundError, StoreUnavailableError
+from shepherd.errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import ops
 from shepherd.store.facade import Facade
@@ -138,18 +138,13 @@ class SQLiteStore(Facade):
         self._turn.open()
 
     def _check_schema(self) -> None:
-        """Refuse a file this code cannot use as it is, having written nothing to it."""
+        """Refuse a file this code cannot use as it is, having written nothing to it.
+
+        A file SQLite cannot read (not a database, a damaged header) fails as
+        any damaged store does: StoreDamagedError, through `translate`.
+        """
         where = f"SQLite file {self.path!r}"
-        try:
-            found = inspect(self.path, busy_timeout=self.store_timeout)
-        except sqlite3.DatabaseError as exc:
-            if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
-                raise
-            raise NotAStoreError(
-                f"{where} is not a shepherd store: it is not an SQLite database; "
-                "nothing was changed",
-                where=where,
-            ) from None
+        found = inspect(self.path, busy_timeout=self.store_timeout)
         check_current(migrations("sqlite"), found, where=where, empty="the file")
 
     async def close(self) -> None:
