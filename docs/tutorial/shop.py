@@ -20,7 +20,8 @@ async def reserve(request):
 
 @app.agent("inventory.release")
 async def release(request):
-    # An undo receives {"request", "result", "seq", "outcome"} of the step it undoes.
+    # An undo receives {"request", "result", "seq", "idempotency_key", "outcome"}
+    # of the step it undoes.
     return {"released": request.payload["result"]["reservation"]}
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from shepherd.errors import IncompleteAppError as IncompleteAppError
     from shepherd.errors import InvalidResourceError as InvalidResourceError
     from shepherd.errors import NonDeterminismError as NonDeterminismError
+    from shepherd.errors import NotAStoreError as NotAStoreError
     from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
     from shepherd.errors import OwnerKeyError as OwnerKeyError
     from shepherd.errors import PayloadError as PayloadError
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from shepherd.errors import StepSupersededError as StepSupersededError
     from shepherd.errors import StoreDamagedError as StoreDamagedError
     from shepherd.errors import StoreFullError as StoreFullError
+    from shepherd.errors import StoreNotFoundError as StoreNotFoundError
+    from shepherd.errors import StoreTooNewError as StoreTooNewError
+    from shepherd.errors import StoreTooOldError as StoreTooOldError
     from shepherd.errors import StoreUnavailableError as StoreUnavailableError
     from shepherd.errors import TaskFailedError as TaskFailedError
     from shepherd.errors import TransientError as TransientError
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
     from shepherd.errors import UnknownTaskError as UnknownTaskError
     from shepherd.errors import UnknownWorkflowError as UnknownWorkflowError
     from shepherd.errors import UnresolvedEntityError as UnresolvedEntityError
+    from shepherd.errors import UnusableStoreError as UnusableStoreError
     from shepherd.governance.batch import Batch as Batch
     from shepherd.governance.resolver import Resolver as Resolver
     from shepherd.governance.resolver import StaticResolver as StaticResolver
@@ -92,6 +97,11 @@ _LAZY: dict[str, str] = {
     "StoreUnavailableError": "shepherd.errors",
     "StoreFullError": "shepherd.errors",
     "StoreDamagedError": "shepherd.errors",
+    "UnusableStoreError": "shepherd.errors",
+    "StoreNotFoundError": "shepherd.errors",
+    "NotAStoreError": "shepherd.errors",
+    "StoreTooNewError": "shepherd.errors",
+    "StoreTooOldError": "shepherd.errors",
     "CommitUnknownError": "shepherd.errors",
     "TaskFailedError": "shepherd.errors",
     "TransientError": "shepherd.errors",
@@ -130,6 +140,7 @@ __all__ = [
     "IncompleteAppError",
     "InvalidResourceError",
     "NonDeterminismError",
+    "NotAStoreError",
     "Operator",
     "OutcomeUnknownError",
     "OwnerKeyError",
@@ -152,7 +163,10 @@ __all__ = [
     "StepSupersededError",
     "StoreDamagedError",
     "StoreFullError",
+    "StoreNotFoundError",
     "StoreResolver",
+    "StoreTooNewError",
+    "StoreTooOldError",
     "StoreUnavailableError",
     "Submission",
     "TaskCursor",
@@ -165,5 +179,6 @@ __all__ = [
     "UnknownTaskError",
     "UnknownWorkflowError",
     "UnresolvedEntityError",
+    "UnusableStoreError",
     "WorkflowContext",
 ]

@@ -72,6 +72,13 @@ class App(Registrations):
         super().__init__()
         #: Counters of this process (calls, retries, timeouts, breaker changes).
         self.metrics = Metrics()
+        #: Whether `open` creates and migrates the store (True, the default) or
+        #: only opens an existing store of this code's schema version, refusing
+        #: a missing, foreign, older or newer one with an UnusableStoreError and
+        #: writing nothing, not even the declared resources (False: what the
+        #: operator's commands and the dashboard use). Set it before the store
+        #: is first used.
+        self.migrate = True
         self._store: Store | None = None
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
@@ -101,11 +108,14 @@ class App(Registrations):
     def store(self) -> Store:
         """The state store (created on first use, opened by `open`)."""
         if self._store is None:
-            self._store = store_of(self.settings, self.clock)
+            self._store = store_of(self.settings, self.clock, migrate=self.migrate)
         return self._store
 
     async def open(self) -> App:
-        """Open the store, apply migrations and create the declared resources (idempotent)."""
+        """Open the store, apply migrations and create the declared resources (idempotent).
+
+        With `migrate` False: open an existing, current store as it is (see `migrate`).
+        """
         if self._opened:
             return self
         if self._open_lock is None:
@@ -113,9 +123,10 @@ class App(Registrations):
         async with self._open_lock:
             if not self._opened:
                 await self.store.open()
-                # Those the store does not hold yet, in one transaction.
-                declare = self.store.declare_resource
-                await asyncio.gather(*(declare(r) for r in self.resources.values()))
+                if self.migrate:
+                    # Those the store does not hold yet, in one transaction.
+                    declare = self.store.declare_resource
+                    await asyncio.gather(*(declare(r) for r in self.resources.values()))
                 self._opened = True
         return self
 

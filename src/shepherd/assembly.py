@@ -69,8 +69,11 @@ def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
 
 
-def store_of(settings: Settings, clock: Clock) -> Store:
-    """The state store `settings` name (not opened yet), on `clock`."""
+def store_of(settings: Settings, clock: Clock, *, migrate: bool = True) -> Store:
+    """The state store `settings` name (not opened yet), on `clock`.
+
+    With `migrate` False it opens only an existing, current store (see `open_store`).
+    """
     return open_store(
         settings.store,
         clock=clock,
@@ -79,6 +82,7 @@ def store_of(settings: Settings, clock: Clock) -> Store:
         read_pool_min=settings.read_pool_min,
         read_pool_max=settings.read_pool_max,
         store_timeout=settings.store_timeout,
+        migrate=migrate,
     )
 
 

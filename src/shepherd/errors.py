@@ -6,6 +6,11 @@
     │   ├── StoreFullError          the store's disk is full
     │   └── CommitUnknownError      the store was lost while committing: outcome unknown
     ├── StoreDamagedError           the store's file or schema is damaged (roles stop)
+    ├── UnusableStoreError          a store that is opened without migrating is not usable as it is
+    │   ├── StoreNotFoundError      no store there yet (a missing file, an empty database)
+    │   ├── NotAStoreError          a file or database that holds something else
+    │   ├── StoreTooNewError        its schema was migrated by newer code
+    │   └── StoreTooOldError        its schema needs migrations this code would apply
     ├── RoleStoppedError            a role's loop ended on its own: the process stops
     ├── UnknownWorkflowError        no workflow of that name is registered
     ├── UnknownAgentError           no agent of that name is registered
@@ -97,6 +102,36 @@ class StoreDamagedError(ShepherdError):
 
     Not a passing condition: a worker stops with this message instead of retrying.
     """
+
+
+class UnusableStoreError(ShepherdError):
+    """The store cannot be used without changing it; nothing was read or written.
+
+    Raised by a store opened without migrations (`open_store(..., migrate=False)`,
+    `App.migrate = False`: the operator's commands, the dashboard): it never
+    creates a store, nor adds tables to a file or a database, nor migrates one.
+    `where` names the file or database.
+    """
+
+    def __init__(self, message: str, *, where: str) -> None:
+        self.where = where
+        super().__init__(message)
+
+
+class StoreNotFoundError(UnusableStoreError):
+    """No shepherd store there yet: the SQLite file does not exist, or the database is empty."""
+
+
+class NotAStoreError(UnusableStoreError):
+    """The file or database holds something else than a shepherd store (another application's)."""
+
+
+class StoreTooNewError(UnusableStoreError):
+    """The store's schema was migrated by newer shepherd code than this one: upgrade shepherd."""
+
+
+class StoreTooOldError(UnusableStoreError):
+    """The store's schema predates this code: a process that migrates must open it first."""
 
 
 class RoleStoppedError(ShepherdError):

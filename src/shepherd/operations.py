@@ -79,7 +79,7 @@ class Operations:
         return self._host.settings
 
     async def open(self) -> Operations:
-        """Open the store and apply migrations (idempotent); the App's declared resources too."""
+        """Open the store (idempotent): as the App opens it (`App.migrate`)."""
         await self._host.open()
         return self
 

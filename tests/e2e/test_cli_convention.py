@@ -237,7 +237,7 @@ def test_a_store_that_is_unavailable_exits_6(shepherd_cli: Cli, tmp_path: Path) 
 
     document = error_document(shepherd_cli("tasks", "--store", missing, "--json"), 6)
 
-    assert document["type"] == "StoreUnavailableError"
+    assert document["type"] == "StoreNotFoundError"  # not retried: nothing will appear there
     assert "missing.db" in document["message"]
     assert "missing.db" in failed(shepherd_cli("show", "abcd", "--store", missing), 6)
 

@@ -256,8 +256,14 @@ def test_an_app_creates_its_declared_resources_and_keeps_an_operators_change(
 ) -> None:
     (cli_dir / "resapp.py").write_text(RESOURCE_APP)
     ok(cli("resources", "add", "api", "--kind", "http"))  # the store exists, without orders-db
+    # A command that reads writes nothing, not even the app's declarations...
+    (only,) = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
+    assert only["name"] == "api"
+    # ... one that may create the store opens the app as its own, declarations included.
+    ok(cli("resources", "add", "cache", "--kind", "redis", "--app", "resapp:app"))
 
-    (_, declared) = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
+    listed = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
+    declared = {r["name"]: r for r in listed}["orders-db"]
     assert declared == {
         "name": "orders-db",
         "kind": "sqlite",
@@ -267,5 +273,6 @@ def test_an_app_creates_its_declared_resources_and_keeps_an_operators_change(
     }
 
     ok(cli("resources", "set", "orders-db", "--capacity", "10", "--app", "resapp:app"))
-    (_, kept) = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
-    assert kept["capacity"] == 10
+    ok(cli("resources", "add", "logs", "--kind", "http", "--app", "resapp:app"))  # declares again
+    listed = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
+    assert {r["name"]: r for r in listed}["orders-db"]["capacity"] == 10

@@ -195,6 +195,7 @@ async def test_an_unhandled_permanent_error_undoes_completed_steps_in_reverse_or
         "request": {"order": 7},
         "result": {"done": "invoice"},
         "seq": 4,
+        "idempotency_key": f"{task_id}/4",
         "outcome": "completed",
     }
     task = await app.get_task(task_id)

@@ -266,6 +266,35 @@ async def test_a_422_fails_the_step_at_once_with_the_services_message(
     assert [s.state for s in task.steps] == [StepState.FAILED]
 
 
+async def test_an_http_undo_sends_the_undone_steps_key_and_outcome_in_its_body(
+    app: App, service: Service
+) -> None:
+    service.script = ["ok", "reject", "ok"]
+    http_agent(app, "payments.charge", "POST", service.url, within=5, retry=QUICK)
+    http_agent(app, "payments.refund", "POST", service.url, within=5, retry=QUICK)
+
+    @app.workflow("pay")
+    async def pay(ctx: WorkflowContext, data: Any) -> JsonValue:
+        await ctx.call("payments.charge", data, undo="payments.refund")
+        return await ctx.call("payments.charge", data)  # refused: the first one is undone
+
+    async with app.running():
+        task_id = await app.submit("pay", {"amount": 5})
+        task = await ended(app, task_id)
+
+    assert task.process_state is ProcessState.COMPENSATED
+    charged, _refused, refund = service.seen
+    assert refund.key == f"{task_id}/3"  # the undo's own key: a retried refund is the same
+    assert refund.body == {
+        "request": {"amount": 5},
+        "result": {"charged": {"amount": 5}, "key": charged.key},
+        "seq": 1,
+        "idempotency_key": charged.key,
+        "outcome": "completed",
+    }
+    assert charged.key == f"{task_id}/1"
+
+
 async def test_a_dropped_connection_is_retried(app: App, service: Service) -> None:
     service.script = ["drop", "drop", "ok"]
     http_agent(app, "payments.charge", "POST", service.url, within=5, retry=QUICK)

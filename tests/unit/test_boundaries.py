@@ -33,6 +33,7 @@ def test_public_api_is_frozen() -> None:
         "IncompleteAppError",
         "InvalidResourceError",
         "NonDeterminismError",
+        "NotAStoreError",
         "Operator",
         "OutcomeUnknownError",
         "OwnerKeyError",
@@ -55,7 +56,10 @@ def test_public_api_is_frozen() -> None:
         "StepSupersededError",
         "StoreDamagedError",
         "StoreFullError",
+        "StoreNotFoundError",
         "StoreResolver",
+        "StoreTooNewError",
+        "StoreTooOldError",
         "StoreUnavailableError",
         "Submission",
         "TaskCursor",
@@ -68,6 +72,7 @@ def test_public_api_is_frozen() -> None:
         "UnknownTaskError",
         "UnknownWorkflowError",
         "UnresolvedEntityError",
+        "UnusableStoreError",
         "WorkflowContext",
     ]
     for name in shepherd.__all__:

@@ -7,7 +7,15 @@ from contextlib import closing
 
 import pytest
 
-from shepherd.store.migrations import Migration, migrations, pending, statements
+from shepherd.errors import NotAStoreError, StoreNotFoundError, StoreTooNewError, StoreTooOldError
+from shepherd.store.migrations import (
+    Found,
+    Migration,
+    check_current,
+    migrations,
+    pending,
+    statements,
+)
 from shepherd.store.sqlite.connection import migrate
 
 
@@ -119,3 +127,51 @@ def test_a_failing_sqlite_migration_applies_nothing() -> None:
         assert not conn.in_transaction
         tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         assert tables == []
+
+
+# -- check_current: may this code use a store as it is? ------------------------------
+_KNOWN = [Migration(1, "0001_a.sql", "a"), Migration(2, "0002_b.sql", "b")]
+_WHERE = "SQLite file 'x.db'"
+
+
+def _check(tables: tuple[str, ...], applied: dict[int, str] | None) -> None:
+    check_current(_KNOWN, Found(tables, applied), where=_WHERE, empty="the file")
+
+
+def test_a_store_at_this_codes_version_is_current() -> None:
+    _check(("schema_migrations", "tasks"), {1: "0001_a.sql", 2: "0002_b.sql"})
+
+
+def test_an_empty_store_is_not_found() -> None:
+    with pytest.raises(StoreNotFoundError, match=r"no shepherd store at SQLite file 'x.db'") as err:
+        _check((), None)
+    assert err.value.where == _WHERE
+
+
+@pytest.mark.parametrize(
+    ("tables", "applied", "says"),
+    [
+        (("notes",), None, r"holds tables \(notes\) but no shepherd schema"),
+        (("tasks",), None, r"holds tables \(tasks\) but no shepherd schema"),
+        (tuple(f"t{i}" for i in range(7)), None, r"\(t0, t1, t2, t3, t4, \.\.\.\)"),
+        # Another tool's table of the same name: other migrations under version 1, or none.
+        (("schema_migrations",), {1: "create_users"}, "no shepherd schema"),
+        (("schema_migrations",), {20240101120000: "create_users"}, "no shepherd schema"),
+        (("schema_migrations",), {1: "0001_a.sql", 2: "0002_other.sql"}, "not shepherd's"),
+    ],
+)
+def test_a_file_of_something_else_is_not_a_store(
+    tables: tuple[str, ...], applied: dict[int, str] | None, says: str
+) -> None:
+    with pytest.raises(NotAStoreError, match=says):
+        _check(tables, applied)
+
+
+def test_a_store_migrated_by_newer_code_is_too_new() -> None:
+    with pytest.raises(StoreTooNewError, match=r"newer shepherd code \(schema version 3; .* 2\)"):
+        _check(("schema_migrations",), {1: "0001_a.sql", 2: "0002_b.sql", 3: "0003_c.sql"})
+
+
+def test_a_store_missing_migrations_is_too_old() -> None:
+    with pytest.raises(StoreTooOldError, match=r"schema version 1 and this code needs 2"):
+        _check(("schema_migrations",), {1: "0001_a.sql"})

@@ -6,8 +6,11 @@
                within=5, retry=RetryPolicy(max_attempts=5))
 
 The step's payload is sent as the JSON body, with `Idempotency-Key` (the same
-for every execution of the step) and `X-Shepherd-Attempt`. The outcome maps
-onto shepherd's failure model:
+for every execution of the step) and `X-Shepherd-Attempt`. As an `undo=`
+agent it sends the undo's payload, which names the step it undoes by that
+step's key (`idempotency_key`, with `outcome`: `completed` or `unknown`) in
+the body; the header is then the undo's own key. The outcome maps onto
+shepherd's failure model:
 
 - 2xx: the JSON body (or the text, or None when empty) is the step's result;
 - 429, 502, 503, 504: `HTTPTransientError`, retried inside `complete_by`, no

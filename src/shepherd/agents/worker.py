@@ -30,7 +30,7 @@ from shepherd.agents.intake import HAND_OVER_BELOW, Intake
 from shepherd.agents.request import AgentRequest
 from shepherd.agents.threads import ThreadedCalls
 from shepherd.core.handling import Handling, Phase, ReplyResult, Retry, begin
-from shepherd.core.records import JsonValue, Request
+from shepherd.core.records import JsonValue, Request, idempotency_key
 from shepherd.errors import StepSupersededError, StoreUnavailableError, UnknownResourceError
 from shepherd.failures import classify, log_bug
 from shepherd.governance.capacity import CapacityGate
@@ -244,7 +244,7 @@ class AgentWorker:
             return
         call = AgentRequest(
             payload=request.payload,
-            idempotency_key=f"{request.task_id}/{request.seq}",
+            idempotency_key=idempotency_key(request.task_id, request.seq),
             attempt=request.attempt,
             retry=0,
             complete_by=request.complete_by,

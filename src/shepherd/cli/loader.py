@@ -23,7 +23,7 @@ from shepherd.app import ROLES, App
 from shepherd.assembly import pool_agents
 from shepherd.cli.metrics_option import MetricsEndpoint
 from shepherd.core.records import JsonValue
-from shepherd.errors import ConfigError, PayloadError, ShepherdError, StoreUnavailableError
+from shepherd.errors import ConfigError, PayloadError, ShepherdError
 from shepherd.exposition import MetricsServer
 from shepherd.payloads import loads
 
@@ -93,8 +93,10 @@ def open_app(spec: str | None, store: str | None, *, existing: bool = False) -> 
             reading and operating on tasks).
         store: A store URL overriding the app's (from `--store` or
             `SHEPHERD_STORE`), or None.
-        existing: Refuse a SQLite file that does not exist yet, rather than
-            create an empty store (for commands that only read or operate).
+        existing: Open only an existing store of this code's schema version,
+            writing nothing when it is not (`App.migrate` False: for the
+            commands that read or operate, which never create or migrate a
+            store; opening then raises an UnusableStoreError, exit 6).
 
     Returns:
         The App, not yet opened.
@@ -102,7 +104,6 @@ def open_app(spec: str | None, store: str | None, *, existing: bool = False) -> 
     Raises:
         ShepherdError: The App cannot be found.
         ConfigError: The store URL is malformed or of an unsupported scheme.
-        StoreUnavailableError: `existing` and there is no such SQLite file.
     """
     if spec is None:
         app = App(store, alerts=())
@@ -111,7 +112,7 @@ def open_app(spec: str | None, store: str | None, *, existing: bool = False) -> 
         if store is not None:
             app.settings = dataclasses.replace(app.settings, store=store)
     if existing:
-        _check_sqlite_exists(app.settings.store)
+        app.migrate = False
     return app
 
 
@@ -133,16 +134,6 @@ def parse_roles(text: str) -> tuple[str, ...]:
 def _is_prefix(missing: str, module_name: str) -> bool:
     """Whether the missing module is `module_name` itself or one of its parents."""
     return module_name == missing or module_name.startswith(missing + ".")
-
-
-def _check_sqlite_exists(url: str) -> None:
-    if not url.startswith("sqlite://"):
-        return
-    path = url[len("sqlite://") :].removeprefix("/")
-    if path and path != ":memory:" and not os.path.exists(path):
-        raise StoreUnavailableError(
-            f"no SQLite store at {path!r} (pass --store URL or set SHEPHERD_STORE)"
-        )
 
 
 class Closing(Protocol):

@@ -7,7 +7,8 @@
 3    unknown task
 4    the task ended badly (`submit --wait`: compensated, cancelled or error)
 5    timeout (`submit --wait` elapsed before the task ended)
-6    the store is unavailable or damaged
+6    the store is unavailable or damaged, or not usable as it is by a command that
+     never creates or migrates one (missing, not a shepherd store, another version)
 130  interrupted (Ctrl-C)
 """
 
@@ -24,6 +25,7 @@ from shepherd.errors import (
     StoreUnavailableError,
     TaskFailedError,
     UnknownTaskError,
+    UnusableStoreError,
 )
 
 __all__ = ["AmbiguousTaskError", "ExitCode", "WaitTimeoutError", "exit_code"]
@@ -68,7 +70,7 @@ class WaitTimeoutError(ShepherdError):
 
 def exit_code(error: BaseException) -> ExitCode:
     """The exit code for a failure that ended a command."""
-    if isinstance(error, StoreUnavailableError | StoreDamagedError):
+    if isinstance(error, StoreUnavailableError | StoreDamagedError | UnusableStoreError):
         return ExitCode.STORE_UNAVAILABLE
     if isinstance(error, UnknownTaskError):
         return ExitCode.UNKNOWN_TASK

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shepherd.core.records import idempotency_key
 from shepherd.core.states import StepKind, StepState
 
 if TYPE_CHECKING:
@@ -39,8 +40,11 @@ def plan(steps: Sequence[Step]) -> list[UndoStep]:
     the same each time it is computed; the scheduler replays undo steps already
     recorded as completed.
 
-    The payload of each undo is `{"request", "result", "seq", "outcome"}`, where
-    `outcome` is `"completed"` or `"unknown"`.
+    The payload of each undo is `{"request", "result", "seq", "idempotency_key",
+    "outcome"}` of the step it undoes: `idempotency_key` is that step's
+    (`task_id/seq`, what its handler was given and sent to its service), and
+    `outcome` is `"completed"` or `"unknown"` (its result is then None: ask the
+    service about the call made under that key).
 
     Raises:
         ValueError: Two forward steps share a seq.
@@ -68,6 +72,7 @@ def plan(steps: Sequence[Step]) -> list[UndoStep]:
                 "request": step.request,
                 "result": step.result,
                 "seq": step.seq,
+                "idempotency_key": idempotency_key(step.task_id, step.seq),
                 "outcome": _OUTCOMES[step.state],
             },
         )

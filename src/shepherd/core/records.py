@@ -16,6 +16,15 @@ if TYPE_CHECKING:
     from shepherd.core.resources import Resolution
 
 
+def idempotency_key(task_id: str, seq: int) -> str:
+    """`task_id/seq`: the key of every execution of one step, given to its handler.
+
+    An undo's payload names the step it undoes by this key too, so that a
+    refund can find the charge a service recorded under it.
+    """
+    return f"{task_id}/{seq}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One step of a task: a `ctx.call`, or an undo during compensation."""

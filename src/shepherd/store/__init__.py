@@ -20,12 +20,16 @@ def open_store(
     read_pool_min: int = 2,
     read_pool_max: int = 8,
     store_timeout: float = 5.0,
+    migrate: bool = True,
 ) -> Store:
     """A store for `url` (not yet opened): `sqlite:///file.db` or `postgresql://...`.
 
     `sqlite_synchronous` applies to SQLite only; `read_pool_min` and
     `read_pool_max` (the read connections' pool) to PostgreSQL only;
-    `store_timeout` (how long one round trip may take) to both.
+    `store_timeout` (how long one round trip may take) to both. With
+    `migrate` False, opening the store creates nothing and migrates nothing: a
+    missing store, one that is not shepherd's, or one of another schema version
+    is refused with an UnusableStoreError, the file or database left as it was.
     """
     if url.startswith("sqlite://"):
         from shepherd.store.sqlite import SQLiteStore
@@ -36,6 +40,7 @@ def open_store(
             synchronous=sqlite_synchronous,
             max_payload_bytes=max_payload_bytes,
             store_timeout=store_timeout,
+            migrate=migrate,
         )
     if url.startswith(("postgresql://", "postgres://")):
         try:
@@ -53,6 +58,7 @@ def open_store(
             min_connections=read_pool_min,
             max_connections=read_pool_max,
             store_timeout=store_timeout,
+            migrate=migrate,
         )
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise StoreUnavailableError(

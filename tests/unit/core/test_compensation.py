@@ -39,13 +39,25 @@ def test_undoes_completed_and_running_steps_latest_first() -> None:
             seq=6,
             compensates=3,
             agent="payments.refund",
-            payload={"request": {"n": 3}, "result": None, "seq": 3, "outcome": "unknown"},
+            payload={
+                "request": {"n": 3},
+                "result": None,
+                "seq": 3,
+                "idempotency_key": "t1/3",
+                "outcome": "unknown",
+            },
         ),
         UndoStep(
             seq=7,
             compensates=1,
             agent="stock.release",
-            payload={"request": {"n": 1}, "result": {"r": 1}, "seq": 1, "outcome": "completed"},
+            payload={
+                "request": {"n": 1},
+                "result": {"r": 1},
+                "seq": 1,
+                "idempotency_key": "t1/1",
+                "outcome": "completed",
+            },
         ),
     ]
 

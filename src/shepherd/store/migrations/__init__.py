@@ -7,16 +7,28 @@ and lists it there. This module decides what to apply and how a script splits
 into statements; each backend's executor (`migrate` in its `connection`
 module) only runs them: SQLite one statement at a time (`statements`),
 PostgreSQL a whole file as one batch.
+
+A store opened without migrating (the operator's commands) is read first, by
+a backend's `inspect`, into a `Found`; `check_current` then decides whether
+this code may use it as it is, and raises the UnusableStoreError that says why
+not.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from importlib import resources
 from typing import NamedTuple
 
-__all__ = ["Migration", "migrations", "pending", "statements"]
+from shepherd.errors import NotAStoreError, StoreNotFoundError, StoreTooNewError, StoreTooOldError
+
+__all__ = ["Found", "Migration", "check_current", "migrations", "pending", "statements"]
+
+#: The columns shepherd's `schema_migrations` table has (another tool's may share its name).
+VERSION_COLUMNS = frozenset({"version", "name", "applied_at"})
+#: How many of a foreign store's tables a message names.
+_NAMED_TABLES = 5
 
 
 class Migration(NamedTuple):
@@ -47,6 +59,73 @@ def migrations(backend: str) -> list[Migration]:
 def pending(available: Iterable[Migration], applied: Collection[int]) -> list[Migration]:
     """The migrations of `available` whose versions are not in `applied`, in version order."""
     return sorted(m for m in available if m.version not in applied)
+
+
+class Found(NamedTuple):
+    """What a store holds, as read without changing it.
+
+    Attributes:
+        tables: The names of its tables, sorted.
+        applied: Its `schema_migrations` rows, version -> file name, when that
+            table exists with shepherd's columns; None otherwise.
+    """
+
+    tables: tuple[str, ...]
+    applied: dict[int, str] | None
+
+
+def check_current(available: Sequence[Migration], found: Found, *, where: str, empty: str) -> None:
+    """Refuse a store this code cannot use without changing it.
+
+    Args:
+        available: This code's migrations for the store's backend.
+        found: What the store holds.
+        where: The store, as messages name it (`SQLite file 'x.db'`).
+        empty: What an empty store is (`the file`, `the database`).
+
+    Raises:
+        StoreNotFoundError: The store holds no table at all.
+        NotAStoreError: It holds tables but no shepherd schema (another
+            application's file, or one with its own `tasks` table), or a
+            `schema_migrations` table that is not shepherd's.
+        StoreTooNewError: It lists migrations this code does not know.
+        StoreTooOldError: It lacks migrations this code has.
+    """
+    creates = "`shepherd run`, `shepherd worker` or `shepherd submit` creates one"
+    if not found.tables:
+        raise StoreNotFoundError(
+            f"no shepherd store at {where}: {empty} is empty ({creates})", where=where
+        )
+    known = {m.version: m.name for m in available}
+    applied = found.applied
+    first = min(known)
+    if applied is None or applied.get(first) != known[first]:
+        named = ", ".join(found.tables[:_NAMED_TABLES])
+        more = ", ..." if len(found.tables) > _NAMED_TABLES else ""
+        raise NotAStoreError(
+            f"{where} is not a shepherd store: it holds tables ({named}{more}) "
+            "but no shepherd schema; nothing was changed",
+            where=where,
+        )
+    if any(known[v] != name for v, name in applied.items() if v in known):
+        raise NotAStoreError(
+            f"{where} is not a shepherd store: its schema_migrations table lists "
+            "migrations that are not shepherd's; nothing was changed",
+            where=where,
+        )
+    if set(applied) - set(known):
+        raise StoreTooNewError(
+            f"{where} was migrated by newer shepherd code (schema version {max(applied)}; "
+            f"this code knows up to {max(known)}): upgrade shepherd to use it",
+            where=where,
+        )
+    if set(known) - set(applied):
+        raise StoreTooOldError(
+            f"{where} has schema version {max(applied)} and this code needs {max(known)}: "
+            "start `shepherd run` or `shepherd worker` (or open the App), which migrate "
+            "it, then try again",
+            where=where,
+        )
 
 
 def statements(script: str) -> list[str]:

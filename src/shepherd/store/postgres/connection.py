@@ -15,7 +15,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 
 from shepherd.errors import StoreUnavailableError
-from shepherd.store.migrations import migrations, pending
+from shepherd.store.migrations import VERSION_COLUMNS, Found, migrations, pending
 from shepherd.store.postgres import arrays
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "configure",
     "connect",
     "describe",
+    "inspect",
     "migrate",
     "reason",
     "redact",
@@ -210,3 +211,39 @@ async def migrate(conn: Connection) -> list[int]:
             )
             applied.append(version)
     return applied
+
+
+#: The tables of the schemas on the search path (where the store's tables are made).
+_TABLES = (
+    "SELECT c.relname FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relkind IN ('r', 'p') AND n.nspname = ANY (current_schemas(false)) "
+    "ORDER BY c.relname"
+)
+#: The columns of the `schema_migrations` table the search path finds.
+_VERSION_COLUMNS = (
+    "SELECT attname FROM pg_catalog.pg_attribute "
+    "WHERE attrelid = to_regclass('schema_migrations') AND attnum > 0 AND NOT attisdropped"
+)
+
+
+async def inspect(conn: Connection) -> Found:
+    """What the database holds, read in a transaction that writes nothing.
+
+    `conn` has autocommit off and no transaction open; it is left so.
+    """
+    async with conn.transaction():
+        tables = tuple(str(name) for (name,) in await (await conn.execute(_TABLES)).fetchall())
+        if "schema_migrations" not in tables:
+            return Found(tables, None)
+        cursor = await conn.execute(_VERSION_COLUMNS)
+        columns = {str(name) for (name,) in await cursor.fetchall()}
+        if not columns >= VERSION_COLUMNS:
+            return Found(tables, None)
+        cursor = await conn.execute("SELECT version, name FROM schema_migrations")
+        applied: dict[int, str] = {}
+        for version, name in await cursor.fetchall():
+            if not isinstance(version, int) or not isinstance(name, str):
+                return Found(tables, None)
+            applied[version] = name
+        return Found(tables, applied)

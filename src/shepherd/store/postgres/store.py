@@ -28,6 +28,7 @@ from shepherd.store import ops
 from shepherd.store.contract import NewTask, Submitted
 from shepherd.store.encoding import Encoding
 from shepherd.store.facade import Facade
+from shepherd.store.migrations import check_current, migrations
 from shepherd.store.postgres.batch import PostgresBatch
 from shepherd.store.postgres.connection import (
     WRITER_SETTINGS,
@@ -36,6 +37,7 @@ from shepherd.store.postgres.connection import (
     configure,
     connect,
     describe,
+    inspect,
     migrate,
     reason,
 )
@@ -103,7 +105,9 @@ class PostgresStore(Facade):
         application_name: str = "shepherd",
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         store_timeout: float = 5.0,
+        migrate: bool = True,
     ) -> None:
+        self.migrate = migrate
         if min_connections < 1 or max_connections < min_connections:
             raise StoreUnavailableError(
                 f"invalid PostgreSQL pool size {min_connections}..{max_connections}: "
@@ -172,10 +176,17 @@ class PostgresStore(Facade):
         pool: AsyncConnectionPool[Connection] | None = None
         try:
             try:
-                await migrate(writer)
+                if self.migrate:
+                    await migrate(writer)
+                else:
+                    found = await inspect(writer)
+                    where = f"PostgreSQL database {self._where}"
+                    check_current(migrations("postgres"), found, where=where, empty="the database")
                 await writer.set_autocommit(True)
             except psycopg.Error as exc:
-                raise self._refused(exc, "migrate", "its migrations") from None
+                if self.migrate:
+                    raise self._refused(exc, "migrate", "its migrations") from None
+                raise self._refused(exc, "read the schema of", "its schema") from None
             pool = _ReadPool(
                 self.store_timeout,
                 self._conninfo,

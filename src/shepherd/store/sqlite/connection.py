@@ -1,5 +1,9 @@
 """Opening the SQLite file: its URL, the connection's settings, migrations, rollbacks.
 
+A store opened without migrating first reads the file on a read-only
+connection (`inspect`), which changes nothing in it, and then opens it with
+`mode=rw`, which never creates a missing file.
+
 The connection runs in autocommit mode (`isolation_level=None`): the store
 begins and ends every transaction itself, with BEGIN IMMEDIATE, so a writer
 takes the database's write lock before it reads what it will change.
@@ -8,13 +12,30 @@ takes the database's write lock before it reads what it will change.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Sequence
+from urllib.parse import quote
 
 from shepherd.errors import StoreUnavailableError
-from shepherd.store.migrations import Migration, migrations, pending, statements
+from shepherd.store.migrations import (
+    VERSION_COLUMNS,
+    Found,
+    Migration,
+    migrations,
+    pending,
+    statements,
+)
 
-__all__ = ["JOURNAL_SIZE_LIMIT", "connect", "migrate", "path_from_url", "rollback"]
+__all__ = [
+    "JOURNAL_SIZE_LIMIT",
+    "connect",
+    "file_uri",
+    "inspect",
+    "migrate",
+    "path_from_url",
+    "rollback",
+]
 
 log = logging.getLogger("shepherd.store.sqlite")
 
@@ -41,24 +62,76 @@ def path_from_url(url: str) -> str:
     return path
 
 
+def file_uri(path: str, mode: str) -> str:
+    """The `file:` URI of `path` opened in `mode` (`ro`: read only; `rw`: never created)."""
+    return f"file:{quote(os.path.abspath(path))}?mode={mode}"
+
+
+def inspect(path: str, *, busy_timeout: float) -> Found:
+    """What the existing file at `path` holds, read on a read-only connection.
+
+    Nothing is written to the file: no journal mode is set, no table created,
+    and a read-only connection never checkpoints a WAL into it when it closes.
+
+    Raises:
+        sqlite3.Error: The file cannot be read, or is not an SQLite database.
+    """
+    conn = sqlite3.connect(file_uri(path, "ro"), uri=True, timeout=busy_timeout)
+    try:
+        tables = tuple(
+            sorted(
+                name
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+                )
+            )
+        )
+        if "schema_migrations" not in tables:
+            return Found(tables, None)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(schema_migrations)")}
+        if not columns >= VERSION_COLUMNS:
+            return Found(tables, None)
+        applied: dict[int, str] = {}
+        for version, name in conn.execute("SELECT version, name FROM schema_migrations"):
+            if not isinstance(version, int) or not isinstance(name, str):
+                return Found(tables, None)
+            applied[version] = name
+        return Found(tables, applied)
+    finally:
+        conn.close()
+
+
 def connect(
-    path: str, *, busy_timeout: float, synchronous: str, applied_at: float
+    path: str,
+    *,
+    busy_timeout: float,
+    synchronous: str,
+    applied_at: float,
+    migrate_schema: bool = True,
 ) -> sqlite3.Connection:
     """A connection to the file at `path` in WAL mode, its migrations applied.
 
     Its rows are `sqlite3.Row`s, read by column name.
 
     Args:
-        path: The database file (created if missing).
+        path: The database file (created if missing, unless `migrate_schema` is False).
         busy_timeout: Seconds to wait for another connection's lock.
         synchronous: `PRAGMA synchronous` (`FULL` or `NORMAL`).
         applied_at: The instant (unix seconds) recorded for migrations applied now.
+        migrate_schema: False to open an existing file as it is: no file is
+            created and no migration applied (the caller checked the schema).
 
     Raises:
         sqlite3.Error: The file cannot be opened or migrated (the store translates it).
     """
+    target = path if migrate_schema else file_uri(path, "rw")
     conn = sqlite3.connect(
-        path, isolation_level=None, timeout=busy_timeout, check_same_thread=False
+        target,
+        isolation_level=None,
+        timeout=busy_timeout,
+        check_same_thread=False,
+        uri=not migrate_schema,
     )
     conn.row_factory = sqlite3.Row
     try:
@@ -66,7 +139,8 @@ def connect(
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-        migrate(conn, applied_at=applied_at)
+        if migrate_schema:
+            migrate(conn, applied_at=applied_at)
     except BaseException:
         conn.close()
         raise

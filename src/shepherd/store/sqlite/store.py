@@ -15,14 +15,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from shepherd.clock import Clock, SystemClock
-from shepherd.errors import ConfigError, StoreUnavailableError
+from shepherd.errors import ConfigError, StoreNotFoundError, StoreUnavailableError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store import ops
 from shepherd.store.facade import Facade
+from shepherd.store.migrations import check_current, migrations
 from shepherd.store.signals import Signals
 from shepherd.store.sqlite import retention
 from shepherd.store.sqlite.batch import Reading
-from shepherd.store.sqlite.connection import connect, path_from_url
+from shepherd.store.sqlite.connection import connect, inspect, path_from_url
 from shepherd.store.sqlite.errors import is_busy, translate
 from shepherd.store.sqlite.handlers import READS
 from shepherd.store.sqlite.thread import ConnectionThread
@@ -57,6 +58,10 @@ class SQLiteStore(Facade):
             for SQLite's lock (the busy timeout); past either, its batch fails
             with StoreUnavailableError naming `store_timeout`.
         max_payload_bytes: The most bytes a payload may take as JSON text.
+        migrate: True to create the file if it is missing and apply migrations
+            when the store opens; False to open only an existing store of this
+            code's schema version, refusing anything else with an
+            UnusableStoreError before the file is written to.
     """
 
     def __init__(
@@ -67,8 +72,10 @@ class SQLiteStore(Facade):
         synchronous: str = "FULL",
         store_timeout: float = 5.0,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        migrate: bool = True,
     ) -> None:
         self.payload_limit = max_payload_bytes
+        self.migrate = migrate
         self.url = url
         self.path = path_from_url(url)
         self.clock: Clock = clock or SystemClock()
@@ -92,6 +99,13 @@ class SQLiteStore(Facade):
             raise StoreUnavailableError(
                 f"cannot open SQLite store {self.url!r}: directory {directory!r} does not exist"
             )
+        if not self.migrate and not os.path.isfile(self.path):  # noqa: ASYNC240 - one stat, at open
+            raise StoreNotFoundError(
+                f"no SQLite store at {self.path!r}: the file does not exist (pass --store URL "
+                "or set SHEPHERD_STORE; `shepherd run`, `shepherd worker` or `shepherd submit` "
+                "creates one)",
+                where=f"SQLite file {self.path!r}",
+            )
         self._executor = ConnectionThread(
             self._run_batch,
             self._after_commit,
@@ -111,14 +125,27 @@ class SQLiteStore(Facade):
         self.wakeups.open()
 
     def _connect(self) -> None:
+        if not self.migrate:
+            self._check_schema()
         self._conn = connect(
             self.path,
             busy_timeout=self.store_timeout,
             synchronous=self.synchronous,
             applied_at=self.clock.now().timestamp(),
+            migrate_schema=self.migrate,
         )
         self._busy_ms = int(self.store_timeout * 1000)
         self._turn.open()
+
+    def _check_schema(self) -> None:
+        """Refuse a file this code cannot use as it is, having written nothing to it.
+
+        A file SQLite cannot read (not a database, a damaged header) fails as
+        any damaged store does: StoreDamagedError, through `translate`.
+        """
+        where = f"SQLite file {self.path!r}"
+        found = inspect(self.path, busy_timeout=self.store_timeout)
+        check_current(migrations("sqlite"), found, where=where, empty="the file")
 
     async def close(self) -> None:
         if self._executor is None:
