@@ -27,6 +27,7 @@ from shepherd.errors import (
     UnusableStoreError,
 )
 from shepherd.store import open_store
+from shepherd.store.migrations import migrations, statements
 from shepherd.store.sqlite import path_from_url
 
 __all__ = ["KINDS", "Unusable", "execute", "fingerprint", "prepare"]
@@ -68,7 +69,6 @@ _SETUP = {
         f"UPDATE schema_migrations SET version = 9999, name = '9999_future.sql' "
         f"WHERE version = {_LATEST}",
     ),
-    "too_old": (f"DELETE FROM schema_migrations WHERE version = {_LATEST}",),
 }
 
 
@@ -98,11 +98,42 @@ async def prepare(kind: str, url: str) -> None:
         if _is_sqlite(url):
             open(path_from_url(url), "wb").close()  # noqa: ASYNC230 - an empty file, once
         return
-    if kind in ("too_new", "too_old"):
+    if kind == "too_old":
+        migrate_all_but_the_last(url)
+        return
+    if kind == "too_new":
         store = open_store(url)
         await store.open()  # migrated by this code
         await store.close()
     execute(url, _SETUP[kind])
+
+
+def migrate_all_but_the_last(url: str) -> None:
+    """Make the empty place at `url` a store migrated by older code: every migration but the last."""
+    backend = "sqlite" if _is_sqlite(url) else "postgres"
+    *older, _ = migrations(backend)
+    if _is_sqlite(url):
+        with closing(sqlite3.connect(path_from_url(url))) as conn:
+            conn.execute(
+                "CREATE TABLE schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            for version, name, sql in older:
+                for statement in statements(sql):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (version, name))
+            conn.commit()
+        return
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+            "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for version, name, sql in older:
+            pg.execute(sql.encode())
+            pg.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
 
 
 def fingerprint(url: str) -> str:
