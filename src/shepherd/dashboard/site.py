@@ -8,6 +8,8 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     POST /tasks/{id}/retry       retry (from step `seq`, with a new `payload`)
     POST /tasks/{id}/cancel      cancel (compensate)
     POST /alerts/{id}/acknowledge
+    POST /tasks/bulk             the bulk actions' confirmation (ids fixed)  POST /tasks/bulk/confirm
+    POST /api/tasks/retry        POST /api/alerts/acknowledge   bulk actions for scripts (JSON)
     GET  /metrics                Prometheus text (shepherd.exposition)
     GET|POST /login, POST /logout
 
@@ -28,7 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shepherd.dashboard import actions, live, login
+from shepherd.dashboard import actions, api_bulk, bulk, live, login
 from shepherd.dashboard.access import guarded
 from shepherd.dashboard.auth import Guard, Sessions
 from shepherd.dashboard.listing import task_list
@@ -83,6 +85,10 @@ def create_dashboard(app: App, *, token: str | None, sessions: Sessions | None =
     routes = [
         Route("/", guarded(overview, page=True)),
         Route("/tasks", guarded(task_list, page=True)),
+        Route("/tasks/bulk", guarded(bulk.confirm), methods=["POST"]),
+        Route("/tasks/bulk/confirm", guarded(bulk.act), methods=["POST"]),
+        Route("/api/tasks/retry", guarded(api_bulk.retry_tasks), methods=["POST"]),
+        Route("/api/alerts/acknowledge", guarded(api_bulk.acknowledge_alerts), methods=["POST"]),
         Route("/tasks/{task_id}", guarded(task_page, page=True)),
         Route("/tasks/{task_id}/retry", guarded(actions.retry), methods=["POST"]),
         Route("/tasks/{task_id}/cancel", guarded(actions.cancel), methods=["POST"]),

@@ -1,0 +1,237 @@
+"""Triage in bulk, for both backends: count and list what a filter matches; retry and acknowledge many.
+
+The reads find tasks as the task list does (`store.task_filters`), so a
+count reads the index the page reads, at most its cap of entries. The writes
+act on each task in turn in one transaction: a retry is `RetryTask`'s own
+plan (`operator_actions.retry`), task by task; an acknowledgement is one
+UPDATE per chunk of ids. An idempotency key is inserted first, so that a
+second request with it waits for the first to commit (PostgreSQL's row lock
+on the new key; SQLite's write lock) and then reads its reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from shepherd.core.bulk import BulkAction, BulkMark, BulkOutcome, Refusal
+from shepherd.core.events import EventKind
+from shepherd.errors import ConfigError, InvalidStateError, ShepherdError, UnknownTaskError
+from shepherd.payloads import dumps_detail
+from shepherd.store.ops.bulk import StoredReply
+from shepherd.store.ops.tasks import RetryTask
+from shepherd.store.sql import operator_actions
+from shepherd.store.sql.plan import Query, first, one, send
+from shepherd.store.task_filters import count_query, few_ids, ids_probe, list_query
+
+if TYPE_CHECKING:
+    from shepherd.store.ops import (
+        AcknowledgeAlertsOf,
+        CountMatchingTasks,
+        FindBulkReply,
+        IdempotencyKey,
+        MatchingTaskIds,
+        RetryTasks,
+    )
+    from shepherd.store.sql.dialect import Dialect
+    from shepherd.store.sql.plan import Plan, Writing
+
+__all__ = [
+    "OPEN_ALERT",
+    "acknowledge_alerts_of",
+    "count_matching",
+    "find_reply",
+    "matching_ids",
+    "retry_tasks",
+]
+
+#: When an alert is open. The one place the bulk acknowledgement says it: a
+#: state that also closes an alert adds its condition here.
+OPEN_ALERT = "acknowledged_at IS NULL"
+_ACKNOWLEDGE = (
+    "UPDATE alerts SET acknowledged_at = ?, acknowledged_by = ? "
+    f"WHERE task_id {{list}} AND {OPEN_ALERT} RETURNING id, task_id"
+)
+_TASKS = "SELECT id, key, reply_to FROM tasks WHERE id {list}"
+_CLAIM_KEY = (
+    "INSERT INTO bulk_requests (key, action, digest, reply, created_at) "
+    "VALUES (?, ?, ?, NULL, ?) ON CONFLICT (key) DO NOTHING RETURNING key"
+)
+_REPLY = "SELECT action, digest, reply FROM bulk_requests WHERE key = ?"
+_SET_REPLY = "UPDATE bulk_requests SET reply = ? WHERE key = ?"
+
+
+# -- reads ---------------------------------------------------------------------
+def count_matching(d: Dialect, op: CountMatchingTasks) -> Plan[int]:
+    """How many tasks match `op.listing`'s filters, up to its limit."""
+    listing = op.listing
+    ranged = yield from _ranged(d, listing.id_prefix)
+    sql, params = count_query(
+        listing,
+        mark=d.mark,
+        limit=d.limit(listing.limit),
+        instant=d.stored,
+        prefix_range=ranged,
+        pin=d.name == "sqlite",  # a backend without statistics
+    )
+    row = yield from first(sql, params)
+    return 0 if row is None else int(row[0])
+
+
+def matching_ids(d: Dialect, op: MatchingTaskIds) -> Plan[list[str]]:
+    """The ids of the tasks `op.listing` lists, newest first."""
+    listing = op.listing
+    ranged = yield from _ranged(d, listing.id_prefix)
+    sql, params = list_query(
+        listing,
+        mark=d.mark,
+        columns="created_at, id",
+        limit=d.limit(listing.limit),
+        instant=d.stored,
+        prefix_range=ranged,
+        pin=d.name == "sqlite",
+    )
+    return [str(row[1]) for row in (yield from one(sql, params))]
+
+
+def _ranged(d: Dialect, prefix: str | None) -> Plan[bool]:
+    """Whether an id prefix is read as a range of the primary key (`list_query`'s `prefix_range`)."""
+    if not prefix:
+        return True
+    row = yield from first(*ids_probe(prefix, mark=d.mark))
+    return row is not None and few_ids(int(row[0]))
+
+
+def find_reply(d: Dialect, op: FindBulkReply) -> Plan[StoredReply | None]:
+    """What the key was first used for, and the outcome it replays."""
+    row = yield from first(d.sql(_REPLY), (op.key,))
+    return None if row is None or row[2] is None else _stored(row)
+
+
+def _stored(row: tuple[object, ...]) -> StoredReply:
+    action, digest, reply = row
+    outcome = BulkOutcome.from_json(json.loads(str(reply)))
+    return StoredReply(action=BulkAction(str(action)), digest=str(digest), outcome=outcome)
+
+
+# -- writes --------------------------------------------------------------------
+def retry_tasks(batch: Writing, ops: Sequence[RetryTasks]) -> Plan[list[object]]:
+    """Retry each operation's tasks in `error`, each from its failed step; one outcome each."""
+    out: list[object] = []
+    for op in ops:
+        act = _retry(batch, op)
+        out.append((yield from _once(batch, op.key, BulkAction.RETRY, act)))
+    return out
+
+
+def _retry(batch: Writing, op: RetryTasks) -> Callable[[], Plan[BulkOutcome]]:
+    def act() -> Plan[BulkOutcome]:
+        mark = BulkMark(bulk=op.bulk, of=len(op.task_ids))
+        singles = [RetryTask(task_id, by=op.by, bulk=mark) for task_id in op.task_ids]
+        outcomes = yield from operator_actions.retry(batch, singles)
+        done: list[str] = []
+        refused: list[Refusal] = []
+        for task_id, outcome in zip(op.task_ids, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                refused.append(Refusal(task_id=task_id, reason=_why(outcome)))
+            else:
+                done.append(task_id)
+        return BulkOutcome(
+            action=BulkAction.RETRY, bulk=op.bulk, done=tuple(done), refused=tuple(refused)
+        )
+
+    return act
+
+
+def _why(error: BaseException) -> str:
+    """Why a task was refused, in a few words."""
+    if isinstance(error, UnknownTaskError):
+        return "no such task"
+    if isinstance(error, InvalidStateError):
+        return f"it is {error.state}, not error"
+    if isinstance(error, ShepherdError):
+        return error.message
+    raise error  # not a refusal: the batch's own failure
+
+
+def acknowledge_alerts_of(batch: Writing, ops: Sequence[AcknowledgeAlertsOf]) -> Plan[list[object]]:
+    """Acknowledge the open alerts of each operation's tasks; one outcome each."""
+    out: list[object] = []
+    for op in ops:
+        act = _acknowledge(batch, op)
+        out.append((yield from _once(batch, op.key, BulkAction.ACKNOWLEDGE, act)))
+    return out
+
+
+def _acknowledge(batch: Writing, op: AcknowledgeAlertsOf) -> Callable[[], Plan[BulkOutcome]]:
+    def act() -> Plan[BulkOutcome]:
+        d = batch.dialect
+        queries = []
+        for chunk in d.chunks(op.task_ids):
+            sql, params = d.listed(_ACKNOWLEDGE, chunk)
+            queries.append(Query(sql, [batch.now, op.by, *params]))
+            queries.append(Query(*d.listed(_TASKS, chunk)))
+        found = yield queries
+        alerts: dict[str, list[int]] = {}
+        for alert_id, task_id in (row for rows in found[0::2] for row in rows):
+            alerts.setdefault(task_id, []).append(int(alert_id))
+        tasks = {row[0]: row for rows in found[1::2] for row in rows}
+        mark = BulkMark(bulk=op.bulk, of=len(op.task_ids)).detail()
+        done: list[str] = []
+        refused: list[Refusal] = []
+        for task_id in op.task_ids:
+            acknowledged = sorted(alerts.get(task_id, ()))
+            if not acknowledged:
+                refused.append(Refusal(task_id=task_id, reason="no open alert"))
+                continue
+            done.append(task_id)
+            if task_id in tasks:
+                _, key, reply_to = tasks[task_id]
+                detail = {"alerts": list(acknowledged), "by": op.by, **mark}
+                kind = str(EventKind.ALERT_ACKNOWLEDGED)
+                batch.event(task_id, key, reply_to, kind, dumps_detail(detail))
+        return BulkOutcome(
+            action=BulkAction.ACKNOWLEDGE,
+            bulk=op.bulk,
+            done=tuple(done),
+            refused=tuple(refused),
+            alerts=sum(len(ids) for ids in alerts.values()),
+        )
+
+    return act
+
+
+def _once(
+    batch: Writing,
+    key: IdempotencyKey | None,
+    action: BulkAction,
+    act: Callable[[], Plan[BulkOutcome]],
+) -> Plan[BulkOutcome | ShepherdError]:
+    """`act`'s outcome, stored under `key`; or, for a key used before, its stored outcome."""
+    if key is None:
+        return (yield from act())
+    d = batch.dialect
+    params = (key.key, action.value, key.digest, batch.now)
+    if (yield from first(d.sql(_CLAIM_KEY), params)) is None:
+        row = yield from first(d.sql(_REPLY), (key.key,))
+        if row is None or row[2] is None:  # cannot be: the key's row commits with its reply
+            return ConfigError("Idempotency-Key", f"{key.key!r} has no stored reply")
+        stored = _stored(row)
+        if stored.action is not action or stored.digest != key.digest:
+            return ConfigError(
+                "Idempotency-Key", f"{key.key!r} was used for another request; use a new key"
+            )
+        outcome = stored.outcome
+        return BulkOutcome(
+            action=outcome.action,
+            bulk=outcome.bulk,
+            done=outcome.done,
+            refused=outcome.refused,
+            alerts=outcome.alerts,
+            replayed=True,
+        )
+    outcome = yield from act()
+    reply = json.dumps(outcome.to_json(), separators=(",", ":"))
+    yield from send(d.sql(_SET_REPLY), (reply, key.key))
+    return outcome
