@@ -92,7 +92,8 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, str]]:
     )
     lines: queue.Queue[str | None] = queue.Queue()
     assert process.stdout is not None
-    threading.Thread(target=pump_lines, args=(process.stdout, lines), daemon=True).start()
+    pump = threading.Thread(target=pump_lines, args=(process.stdout, lines), daemon=True)
+    pump.start()
     try:
         while True:
             line = lines.get(timeout=60)
@@ -104,6 +105,8 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, str]]:
     finally:
         process.terminate()
         process.wait(30)
+        pump.join(30)  # it reads to the end of the output, which the exit closed
+        process.stdout.close()
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the page's examples use curl")

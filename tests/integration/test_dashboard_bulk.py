@@ -9,6 +9,7 @@ owner straight through the store (no role runs: a retried task stays
 from __future__ import annotations
 
 import re
+from html import unescape
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,7 @@ def _csrf(html: str) -> str:
 def _hidden(html: str, name: str) -> str:
     found = re.search(rf'name="{name}" value="([^"]*)"', html)
     assert found is not None, name
-    return found[1]
+    return unescape(found[1])
 
 
 async def test_the_list_shows_each_reason_and_the_count(
