@@ -9,8 +9,8 @@ owner straight through the store (no role runs: a retried task stays
 from __future__ import annotations
 
 import re
-from html import unescape
 from collections.abc import AsyncIterator
+from html import unescape
 from typing import TYPE_CHECKING
 
 import httpx

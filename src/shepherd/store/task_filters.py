@@ -132,7 +132,6 @@ def count_query(
     mark: str,
     limit: object,
     instant: Callable[[datetime], object] = lambda at: at,
-    prefix_range: bool = True,
     pin: bool = False,
 ) -> tuple[str, list[object]]:
     """(statement, parameters) counting the tasks that match every filter of `op`, up to `limit`.
@@ -141,15 +140,28 @@ def count_query(
     same filters, on either backend, whatever the statistics say), without
     the cursor, and counted as they come: the count reads at most `limit`
     rows of an index however many tasks match (`limit`: the backend's
-    reading of the cap).
+    reading of the cap). An id prefix is counted in the primary key's range,
+    unsorted: walking the creation order instead, past every id that does not
+    start with it, is what a planner picks when it expects few of the ids it
+    checks to match, and reads the whole table when a short prefix is every id.
     """
+    if op.id_prefix:
+        plus = "+" if pin else ""
+        where, params = _common(
+            replace(op, before=None), mark=mark, instant=instant, prefix_range=True, plus=plus
+        )
+        arms = list(dict.fromkeys(op.states))
+        if arms:
+            where = [f"{plus}process_state IN ({', '.join([mark] * len(arms))})", *where]
+            params = [*(str(state) for state in arms), *params]
+        inner = f"SELECT id FROM tasks{_where(where)} LIMIT {mark}"
+        return f"SELECT count(*) FROM ({inner}) AS matching", [*params, limit]
     sql, params = list_query(
         replace(op, before=None),
         mark=mark,
         columns="id",
         limit=limit,
         instant=instant,
-        prefix_range=prefix_range,
         pin=pin,
         ordered=False,
     )

@@ -66,13 +66,11 @@ _SET_REPLY = "UPDATE bulk_requests SET reply = ? WHERE key = ?"
 def count_matching(d: Dialect, op: CountMatchingTasks) -> Plan[int]:
     """How many tasks match `op.listing`'s filters, up to its limit."""
     listing = op.listing
-    ranged = yield from _ranged(d, listing.id_prefix)
     sql, params = count_query(
         listing,
         mark=d.mark,
         limit=d.limit(listing.limit),
         instant=d.stored,
-        prefix_range=ranged,
         pin=d.name == "sqlite",  # a backend without statistics
     )
     row = yield from first(sql, params)
