@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from shepherd.core.bulk import BulkAction, Refusal
-from shepherd.core.states import ProcessState
+from shepherd.core.states import ProcessState, StepState
 from shepherd.errors import ConfigError
 from shepherd.store.ops import IdempotencyKey
-from support.factories import new_task
+from support.factories import claimed_task, new_task, step_start, taken_request
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -198,3 +198,29 @@ async def test_bad_input_is_refused_and_changes_nothing(
     assert task is not None
     assert task.process_state is ProcessState.ERROR
     assert len(await store.list_alerts(open_only=True)) == 1
+
+
+async def test_retry_many_puts_failed_steps_back_and_resumes_an_undo(store: Store) -> None:
+    failed = await claimed_task(store, locked_by=_OWNER)
+    await store.start_step(step_start(failed, seq=1, agent="a"))
+    request = await taken_request(store, agent="a")
+    assert await store.reply_and_ack(request, worker="w1", ok=False, body={"message": "no"})
+    assert [ok for _, ok in await store.record_replies(locked_by=_OWNER, limit=10)] == [True]
+    await store.fail_task(
+        failed.id, locked_by=_OWNER, epoch=failed.lock_epoch, state=ProcessState.ERROR, error={}
+    )
+    cancelled = await claimed_task(store, locked_by=_OWNER)
+    await store.cancel_task(cancelled.id, by="ben")
+    (again,) = await store.claim_tasks(locked_by=_OWNER, limit=10)
+    await store.fail_task(
+        again.id, locked_by=_OWNER, epoch=again.lock_epoch, state=ProcessState.ERROR, error={}
+    )
+
+    outcome = await store.retry_tasks([failed.id, cancelled.id], by="anna")
+
+    assert outcome.done == (failed.id, cancelled.id)
+    states = {t.id: t for t in await store.claim_tasks(locked_by="s2", limit=10)}
+    assert states[failed.id].process_state is ProcessState.PROCESSING
+    assert [(s.seq, s.state) for s in states[failed.id].steps] == [(1, StepState.NOT_STARTED)]
+    assert states[cancelled.id].process_state is ProcessState.COMPENSATING
+    assert states[failed.id].lock_epoch == failed.lock_epoch + 2  # the retry's fence, the claim

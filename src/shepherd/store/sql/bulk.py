@@ -2,9 +2,10 @@
 
 The reads find tasks as the task list does (`store.task_filters`), so a
 count reads the index the page reads, at most its cap of entries. The writes
-act on each task in turn in one transaction: a retry is `RetryTask`'s own
-plan (`operator_actions.retry`), task by task; an acknowledgement is one
-UPDATE per chunk of ids. An idempotency key is inserted first, so that a
+act on every task in one transaction: a retry holds the tasks (PostgreSQL
+locks their rows `FOR UPDATE`), checks each one's state and applies
+`core.operator`'s effect as `operator_actions.retry` does for one, its
+statements batched; an acknowledgement is one UPDATE per chunk of ids. An idempotency key is inserted first, so that a
 second request with it waits for the first to commit (PostgreSQL's row lock
 on the new key; SQLite's write lock) and then reads its reply.
 """
@@ -15,13 +16,14 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from shepherd.core import operator as rules
 from shepherd.core.bulk import BulkAction, BulkMark, BulkOutcome, Refusal
 from shepherd.core.events import EventKind
-from shepherd.errors import ConfigError, InvalidStateError, ShepherdError, UnknownTaskError
+from shepherd.errors import ConfigError, ShepherdError
 from shepherd.payloads import dumps_detail
+from shepherd.store import signals as ch
 from shepherd.store.ops.bulk import StoredReply
-from shepherd.store.ops.tasks import RetryTask
-from shepherd.store.sql import operator_actions
+from shepherd.store.rows import TASK_COLUMNS, TaskCol
 from shepherd.store.sql.plan import Query, first, one, send
 from shepherd.store.task_filters import count_query, few_ids, ids_probe, list_query
 
@@ -54,6 +56,20 @@ _ACKNOWLEDGE = (
     f"WHERE task_id {{list}} AND {OPEN_ALERT} RETURNING id, task_id"
 )
 _TASKS = "SELECT id, key, reply_to FROM tasks WHERE id {list}"
+# What `operator_actions.retry` reads and writes for one task, for many: the
+# rows held (in id order: PostgreSQL's locks taken in one order), the tasks
+# with an undo step recorded, the failed steps put back, the effect applied.
+_HOLD = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id {{list}} ORDER BY id{{for_update}}"
+_UNDOING = "SELECT DISTINCT task_id FROM steps WHERE kind = 'undo' AND task_id {list}"
+_RESET_FAILED = (
+    "UPDATE steps SET state = 'not_started', error = NULL WHERE task_id = ? AND state = 'failed'"
+)
+_APPLY = (
+    "UPDATE tasks SET process_state = ?, cancel_requested = ?, failure_count = ?, "
+    "error = CASE WHEN ? THEN NULL ELSE error END, locked_by = NULL, "
+    "lock_epoch = lock_epoch + 1, complete_by = NULL, not_before = ?, updated_at = ? "
+    "WHERE id = ?"
+)
 _CLAIM_KEY = (
     "INSERT INTO bulk_requests (key, action, digest, reply, created_at) "
     "VALUES (?, ?, ?, NULL, ?) ON CONFLICT (key) DO NOTHING RETURNING key"
@@ -124,33 +140,65 @@ def retry_tasks(batch: Writing, ops: Sequence[RetryTasks]) -> Plan[list[object]]
 
 
 def _retry(batch: Writing, op: RetryTasks) -> Callable[[], Plan[BulkOutcome]]:
+    """Each task held first (all in a few statements), then retried as `RetryTask` retries one.
+
+    The rule is `core.operator`'s (`may_retry`, `on_retry`), as for one task;
+    only the statements are batched: the held rows and the tasks being
+    undone are read per chunk of ids, and each task's writes are sent
+    without waiting, so that 10,000 tasks take a few round trips, not 30,000.
+    """
+
     def act() -> Plan[BulkOutcome]:
+        d = batch.dialect
+        queries = []
+        for chunk in d.chunks(op.task_ids):
+            queries.append(Query(*d.listed(_HOLD, chunk)))
+            queries.append(Query(*d.listed(_UNDOING, chunk)))
+        found = yield queries
+        held = {row[TaskCol.ID]: row for rows in found[0::2] for row in rows}
+        undoing = {row[0] for rows in found[1::2] for row in rows}
         mark = BulkMark(bulk=op.bulk, of=len(op.task_ids))
-        singles = [RetryTask(task_id, by=op.by, bulk=mark) for task_id in op.task_ids]
-        outcomes = yield from operator_actions.retry(batch, singles)
         done: list[str] = []
         refused: list[Refusal] = []
-        for task_id, outcome in zip(op.task_ids, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                refused.append(Refusal(task_id=task_id, reason=_why(outcome)))
-            else:
-                done.append(task_id)
+        writes: list[Query] = []
+        for task_id in op.task_ids:
+            row = held.get(task_id)
+            if row is None:
+                refused.append(Refusal(task_id=task_id, reason="no such task"))
+                continue
+            state = row[TaskCol.PROCESS_STATE]
+            if not rules.may_retry(state):
+                refused.append(Refusal(task_id=task_id, reason=f"it is {state}, not error"))
+                continue
+            effect = rules.on_retry(
+                seq=None,
+                cancel_requested=bool(row[TaskCol.CANCEL_REQUESTED]),
+                undoing=task_id in undoing,
+                by=op.by,
+                bulk=mark,
+            )
+            writes.append(Query(d.sql(_RESET_FAILED), (task_id,), rows=False))
+            params = (
+                str(effect.process_state),
+                effect.cancel_requested,
+                effect.failure_count,
+                effect.clear_error,
+                batch.now,
+                batch.now,
+                task_id,
+            )
+            writes.append(Query(d.sql(_APPLY), params, rows=False))
+            detail = dumps_detail(effect.detail)
+            batch.event(task_id, row[TaskCol.KEY], row[TaskCol.REPLY_TO], effect.event, detail)
+            done.append(task_id)
+        if writes:
+            yield writes
+            batch.rings.add(ch.TASKS)
         return BulkOutcome(
             action=BulkAction.RETRY, bulk=op.bulk, done=tuple(done), refused=tuple(refused)
         )
 
     return act
-
-
-def _why(error: BaseException) -> str:
-    """Why a task was refused, in a few words."""
-    if isinstance(error, UnknownTaskError):
-        return "no such task"
-    if isinstance(error, InvalidStateError):
-        return f"it is {error.state}, not error"
-    if isinstance(error, ShepherdError):
-        return error.message
-    raise error  # not a refusal: the batch's own failure
 
 
 def acknowledge_alerts_of(batch: Writing, ops: Sequence[AcknowledgeAlertsOf]) -> Plan[list[object]]:
