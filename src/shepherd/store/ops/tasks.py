@@ -7,7 +7,6 @@ from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 from typing import TypedDict, Unpack
 
-from shepherd.core.bulk import BulkMark
 from shepherd.core.records import JsonValue, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError
@@ -185,8 +184,6 @@ class RetryTask(Write[Task]):
     payload: JsonValue = None
     #: Who retries it (recorded in the event's detail as "by"), or None.
     by: str | None = None
-    #: The bulk action it is part of (recorded in the event's detail), or None.
-    bulk: BulkMark | None = None
 
 
 @operation

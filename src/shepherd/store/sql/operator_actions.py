@@ -74,7 +74,7 @@ def retry(batch: Writing, ops: Sequence[RetryTask]) -> Plan[list[object]]:
         undoing = (yield from first(d.sql(_IN_UNDO), (task_id,))) is not None
         cancel_requested = bool(row[TaskCol.CANCEL_REQUESTED])
         effect = rules.on_retry(
-            seq=seq, cancel_requested=cancel_requested, undoing=undoing, by=op.by, bulk=op.bulk
+            seq=seq, cancel_requested=cancel_requested, undoing=undoing, by=op.by
         )
         out.append((yield from _apply(batch, task_id, row, effect)))
     return out
