@@ -176,6 +176,7 @@ async def test_a_bulk_page_refuses_bad_requests_and_changes_nothing(
 
 async def test_the_json_api_retries_by_filter_once_per_idempotency_key(app: App) -> None:
     ids = await _in_error(app, 3)
+    pending = (await app.store.submit_task(NewTask(workflow="orders.pay", input={}))).task_id
     await app.open()
     transport = httpx.ASGITransport(app=create_dashboard(app, token=TOKEN))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
@@ -201,6 +202,7 @@ async def test_the_json_api_retries_by_filter_once_per_idempotency_key(app: App)
     for task_id in ids:
         kinds = [e.kind for e in await app.history(task_id)]
         assert kinds.count("retried") == 1
+    assert pending not in reply["done_ids"]  # a retry by filter takes the tasks in error only
 
 
 async def test_the_json_api_acknowledges_the_alerts_of_named_tasks(app: App) -> None:

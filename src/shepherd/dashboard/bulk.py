@@ -68,7 +68,7 @@ async def confirm(request: Request) -> Response:
             back = filters.link(before=None)
             chosen = retryable(filters) if action is BulkAction.RETRY else filters
             ids = [] if chosen is None else await matching_ids(ops, chosen, limit=MAX_BULK + 1)
-            scope = f"All the tasks{_in_error(action)} matching {filters.described()}."
+            scope = f"All the tasks{_in_error(action, filters)} matching {filters.described()}."
         else:
             ids = list(dict.fromkeys(str(v) for v in form.getlist("task")))
             scope = "The tasks ticked in the list."
@@ -126,8 +126,10 @@ def _action(value: object) -> BulkAction:
         raise ConfigError("action", f"{str(value)[:40]!r} is not one of {choices}") from None
 
 
-def _in_error(action: BulkAction) -> str:
-    return " in error" if action is BulkAction.RETRY else ""
+def _in_error(action: BulkAction, filters: Filters) -> str:
+    """` in error` for a retry whose filter takes other states too (the others are left out)."""
+    only_errors = filters.states == (ProcessState.ERROR,)
+    return " in error" if action is BulkAction.RETRY and not only_errors else ""
 
 
 def _checked_size(ids: Sequence[str], *, everything: bool) -> None:
