@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, Unpack, final
 
+from shepherd.core.bulk import MAX_BULK
 from shepherd.core.overview import Operator, ThroughputBucket, bucket_starts, fill
 from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
@@ -21,6 +22,7 @@ from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
+from shepherd.store.ops.bulk import IdempotencyKey, StoredReply
 from shepherd.store.ops.tasks import TaskFilters
 from shepherd.store.signals import Signals
 from shepherd.supervisor.retention import Purged, purge
@@ -32,12 +34,23 @@ if TYPE_CHECKING:
     from shepherd.config import Settings
     from shepherd.core.alerts import AlertState, StoredAlert
     from shepherd.core.breaker import Breaker, BreakerEvent
+    from shepherd.core.bulk import BulkOutcome, TaskCount
     from shepherd.core.records import Event, JsonValue, Lease, Task
     from shepherd.core.resources import Partition, Resource, ResourceChange
     from shepherd.core.workers import Worker
     from shepherd.store.contract import Store
 
-__all__ = ["MAX_SEQ", "Host", "Operations", "Purged", "TaskCursor", "TaskFilters", "unknown_task"]
+__all__ = [
+    "MAX_SEQ",
+    "Host",
+    "IdempotencyKey",
+    "Operations",
+    "Purged",
+    "StoredReply",
+    "TaskCursor",
+    "TaskFilters",
+    "unknown_task",
+]
 
 
 class Host(Protocol):
@@ -216,6 +229,68 @@ class Operations:
         """
         await self.open()
         return await self._host.store.acknowledge_alert(alert_id, by=by)
+
+    # -- triage in bulk ------------------------------------------------------------
+    async def count_matching(
+        self, *, cap: int = MAX_BULK, **filters: Unpack[TaskFilters]
+    ) -> TaskCount:
+        """How many tasks match every filter (as `list_tasks` takes them, `before` aside).
+
+        Exact up to `cap` (10,000 by default); past it, `more` is set and the
+        count is `cap`. Reads at most `cap` + 1 entries of the index the list
+        itself reads, however many tasks match.
+
+        Raises:
+            ConfigError: A filter is malformed, or `cap` is not from 1 to 100,000.
+        """
+        await self.open()
+        return await self._host.store.count_matching(cap=cap, **filters)
+
+    async def matching_task_ids(
+        self, *, limit: int = MAX_BULK, **filters: Unpack[TaskFilters]
+    ) -> list[str]:
+        """The ids of at most `limit` tasks matching every filter, newest first (as `list_tasks`)."""
+        await self.open()
+        return await self._host.store.matching_task_ids(limit=limit, **filters)
+
+    async def retry_many(
+        self, task_ids: Sequence[str], *, by: str | None, key: IdempotencyKey | None = None
+    ) -> BulkOutcome:
+        """Retry each of `task_ids` in `error` from its failed step, with its own payloads.
+
+        One write for them all; a task whose state changed since its id was
+        chosen (no longer in `error`, purged) is refused with why, and the
+        others go on. Each `retried` event records `by` and the bulk action
+        (`"bulk": id, "of": N`). With `key` (a script's `Idempotency-Key`),
+        a second request with the same key changes nothing and returns the
+        first one's outcome (`replayed`).
+
+        Raises:
+            ConfigError: More than 10,000 ids (`MAX_BULK`), an id or `by`
+                malformed, or `key` first used for another request; nothing changes.
+        """
+        await self.open()
+        return await self._host.store.retry_tasks(task_ids, by=by, key=key)
+
+    async def acknowledge_alerts_of(
+        self, task_ids: Sequence[str], *, by: str, key: IdempotencyKey | None = None
+    ) -> BulkOutcome:
+        """Acknowledge the open alerts of each of `task_ids`, by `by`, in one write.
+
+        A task without an open alert is refused; each other one gets an
+        `alert_acknowledged` event with `by` and the bulk action. `key` as for
+        `retry_many`.
+
+        Raises:
+            ConfigError: As for `retry_many`, or `by` is empty.
+        """
+        await self.open()
+        return await self._host.store.acknowledge_alerts_of(task_ids, by=by, key=key)
+
+    async def bulk_reply(self, key: str) -> StoredReply | None:
+        """What the idempotency key `key` was first used for, and its outcome; None if unused."""
+        await self.open()
+        return await self._host.store.bulk_reply(key)
 
     # -- operators' tokens -------------------------------------------------------
     async def add_operator(self, name: str) -> str:

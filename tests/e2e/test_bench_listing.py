@@ -37,6 +37,11 @@ def _checked(report: dict[str, Any], tasks: int) -> None:
     assert by_name["key"]["rows"] == 1
     assert by_name["id (20)"]["rows"] == 1
     assert by_name["state=processed"]["rows"] == PAGE
+    # Each page is read with its count (exact up to 10,000) and the count alone is timed too.
+    assert by_name["no filter"]["count"] == f"{tasks:,}"
+    assert (by_name["key"]["count"], by_name["id (20)"]["count"]) == ("1", "1")
+    assert all(by_name[name]["count_p50_ms"] is not None for name in named)
+    assert by_name["count_tasks"]["count_p50_ms"] is None
     # A deep page is timed where that many pages match, and only there.
     assert by_name["no filter"]["deep_p50_ms"] is not None
     assert by_name["key"]["deep_p50_ms"] is None
@@ -65,6 +70,8 @@ def test_the_table_names_every_read() -> None:
     assert proc.stdout.startswith("300 tasks filled in ")
     for name in ("no filter", "state=error", "id prefix (8)", "count_tasks"):
         assert f"| {name} |" in proc.stdout
+    assert "| count alone (ms) |" in proc.stdout
+    assert "| 300 |" in proc.stdout  # the count of "no filter"
 
 
 def test_a_store_that_holds_tasks_is_refused(postgres_url: str) -> None:

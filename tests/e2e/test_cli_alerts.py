@@ -117,7 +117,7 @@ def test_alerts_of_an_empty_store_and_bad_acknowledgements(cli: Cli, shared_stor
     assert refused(unknown) == "error: unknown alert 999 (list them with shepherd alerts)"
     assert json.loads(unknown.stdout)["error"]["type"] == "UnknownAlertError"
     assert "'by' is empty" in refused(cli("alerts", "ack", str(alert["id"]), "--by", " "))
-    assert "Missing option '--by'" in refused(cli("alerts", "ack", str(alert["id"])))
+    assert "exactly one of ID, --task TASK or --all-matching" in refused(cli("alerts", "ack"))
     assert "not a valid integer" in refused(cli("alerts", "ack", "first", "--by", "anna"))
     assert "--limit" in refused(cli("alerts", "--limit", "0"))
 

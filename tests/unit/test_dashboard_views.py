@@ -13,7 +13,7 @@ from shepherd.dashboard.chart import HEIGHT, TOP, chart
 from shepherd.dashboard.listing import Filters
 from shepherd.dashboard.live import event_text
 from shepherd.dashboard.pages import ENVIRONMENT
-from shepherd.dashboard.views import duration, shown_json, shown_store
+from shepherd.dashboard.views import duration, reason_line, shown_json, shown_store
 from shepherd.errors import ConfigError
 from shepherd.store.cursor import TaskCursor
 
@@ -140,3 +140,26 @@ def test_an_event_carries_each_line_of_its_html_as_data() -> None:
     assert event_text("refresh", "<p>\r\na</p>\nb") == (
         "event: refresh\ndata: <p>\ndata: a</p>\ndata: b\n\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [
+        (None, ""),
+        ({"reason": "card declined\nTraceback (most recent call last):"}, "card declined"),
+        ({"type": "KeyError", "message": "'name'", "bug": True}, "KeyError: 'name'"),
+        ("boom\n  at line 2", "boom"),
+        ({"reason": "x" * 300}, "x" * 99 + "…"),
+    ],
+)
+def test_the_reason_column_shows_the_first_line_cut_to_size(error: object, shown: str) -> None:
+    assert reason_line(error) == shown
+
+
+def test_the_list_query_without_its_cursor_and_in_words() -> None:
+    filters = Filters.parse(
+        QueryParams("state=error&workflow=orders.process&before=1700000000000000.abc")
+    )
+    assert filters.query() == "state=error&workflow=orders.process"
+    assert filters.described() == "state error, workflow orders.process"
+    assert Filters.parse(QueryParams("")).described() == "every task"

@@ -1,19 +1,23 @@
 """The task list on a big store: `python -m shepherd.bench.listing --tasks 1000000 [--store URL]`.
 
 Fills a fresh store with `--tasks` tasks (`listing_fill`: bulk rows, a month
-of them), then times `App.list_tasks` as the dashboard calls it, for each
-filter: the first page, and the page `--depth` pages deep (reached by the
-keyset cursor, page after page, untimed; then timed). Each is read
-`--repeat` times; the figures are the median and the worst of those reads,
-in milliseconds. The overview's reads (`count_tasks`, `throughput`) are timed
-the same way. The store must be empty: a SQLite file that does not exist
-yet, or an empty PostgreSQL database.
+of them), then times a page of the task list as the dashboard reads it, for
+each filter: `App.list_tasks`, each task's failure reason on one line (the
+reason column), and how many tasks the filter matches
+(`count_matching`: exact up to 10,000, then "10,000+"). Each filter's first
+page, and the page `--depth` pages deep (reached by the keyset cursor, page
+after page, untimed; then timed), is read `--repeat` times; the figures are
+the median and the worst of those reads, in milliseconds, and the count
+alone is timed too. The overview's reads (`count_tasks`, `throughput`) are
+timed the same way. The store must be empty: a SQLite file that does not
+exist yet, or an empty PostgreSQL database.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -27,6 +31,8 @@ from typing import Any
 from shepherd.app import App
 from shepherd.bench.listing_fill import Filled, fill
 from shepherd.bench.measure import percentile
+from shepherd.console.runner import reason
+from shepherd.core.bulk import TaskCount
 from shepherd.core.records import Task
 from shepherd.core.states import ProcessState
 from shepherd.store.cursor import TaskCursor
@@ -50,6 +56,10 @@ class Timing:
     deep_max_ms: float | None
     #: How many tasks the first page held.
     rows: int
+    #: The count alone (median, worst), and the count shown (`10,000+` past the cap).
+    count_p50_ms: float | None = None
+    count_max_ms: float | None = None
+    count: str = ""
 
 
 def filters(filled: Filled) -> dict[str, dict[str, Any]]:
@@ -98,9 +108,11 @@ async def _timed(work: Callable[[], Awaitable[object]], repeat: int) -> tuple[li
 async def measure(app: App, filled: Filled, *, depth: int, repeat: int) -> list[Timing]:
     """Time every filter's first page and its page `depth` deep, then the overview's reads."""
     out = []
+    ops = app.operations
     for name, given in filters(filled).items():
-        first, page = await _timed(_page(app, given, None), repeat)
+        first, (page, _) = await _timed(_page(app, given, None), repeat)
         rows = len(page)
+        counted, count = await _timed(functools.partial(ops.count_matching, **given), repeat)
         cursor = None
         pages = 1
         while pages < depth and len(page) == PAGE:
@@ -110,8 +122,7 @@ async def measure(app: App, filled: Filled, *, depth: int, repeat: int) -> list[
         deep: list[float] | None = None
         if pages == depth and cursor is not None and page:
             deep, _ = await _timed(_page(app, given, cursor), repeat)
-        out.append(_timing(name, first, deep, rows=rows))
-    ops = app.operations
+        out.append(_timing(name, first, deep, rows=rows, counted=(counted, count)))
     for name, read in (("count_tasks", ops.count_tasks), ("throughput (1h)", ops.throughput)):
         spent, _ = await _timed(read, repeat)
         out.append(_timing(name, spent, None, rows=0))
@@ -120,16 +131,37 @@ async def measure(app: App, filled: Filled, *, depth: int, repeat: int) -> list[
 
 def _page(
     app: App, given: dict[str, Any], before: TaskCursor | None
-) -> Callable[[], Awaitable[list[Task]]]:
-    """A read of one page of the filter `given`, after `before`."""
+) -> Callable[[], Awaitable[tuple[list[Task], TaskCount]]]:
+    """A read of one page of the filter `given` after `before`, as the list shows it.
 
-    def read() -> Awaitable[list[Task]]:
-        return app.list_tasks(limit=PAGE, before=before, **given)
+    The page's tasks, each one's reason on one line, and the filter's count.
+    """
+
+    async def read() -> tuple[list[Task], TaskCount]:
+        page = await app.list_tasks(limit=PAGE, before=before, **given)
+        for task in page:
+            _reason_line(task)
+        return page, await app.operations.count_matching(**given)
 
     return read
 
 
-def _timing(name: str, first: list[float], deep: list[float] | None, *, rows: int) -> Timing:
+def _reason_line(task: Task) -> str:
+    """What the list's reason column shows: the first line of the reason, cut to 100 characters."""
+    error = task.error
+    if isinstance(error, dict) and isinstance(error.get("reason"), str):
+        error = str(error["reason"]).splitlines()[0]
+    return reason(error)[:100]
+
+
+def _timing(
+    name: str,
+    first: list[float],
+    deep: list[float] | None,
+    *,
+    rows: int,
+    counted: tuple[list[float], TaskCount] | None = None,
+) -> Timing:
     return Timing(
         name=name,
         first_p50_ms=round(percentile(first, 50), 2),
@@ -137,6 +169,9 @@ def _timing(name: str, first: list[float], deep: list[float] | None, *, rows: in
         deep_p50_ms=None if deep is None else round(percentile(deep, 50), 2),
         deep_max_ms=None if deep is None else round(max(deep), 2),
         rows=rows,
+        count_p50_ms=None if counted is None else round(percentile(counted[0], 50), 2),
+        count_max_ms=None if counted is None else round(max(counted[0]), 2),
+        count="" if counted is None else counted[1].shown(),
     )
 
 
@@ -162,12 +197,15 @@ def report(timings: list[Timing]) -> str:
         return "—" if p50 is None else f"{p50:.1f} / {worst:.1f}"
 
     lines = [
-        "| read | first page (ms, median / worst) | 50 pages deep (ms) | rows |",
-        "|---|---:|---:|---:|",
+        "| read | first page + count (ms, median / worst) | 50 pages deep + count (ms) "
+        "| count alone (ms) | rows | count |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for t in timings:
         first = pair(t.first_p50_ms, t.first_max_ms)
-        lines.append(f"| {t.name} | {first} | {pair(t.deep_p50_ms, t.deep_max_ms)} | {t.rows} |")
+        deep = pair(t.deep_p50_ms, t.deep_max_ms)
+        counted = pair(t.count_p50_ms, t.count_max_ms)
+        lines.append(f"| {t.name} | {first} | {deep} | {counted} | {t.rows} | {t.count} |")
     return "\n".join(lines)
 
 

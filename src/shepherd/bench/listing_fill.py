@@ -6,11 +6,14 @@ store and applied its migrations, so every index the listing uses is there
 and maintained as the rows go in. The tasks look like a month of production:
 created evenly over `span`, ids made as `new_task_id` makes them (time, then
 random), states and workflows skewed (most `processed`, 1% in `error`; one
-busy workflow, one rare), half with a business key. Nothing runs them.
+busy workflow, one rare), half with a business key; those in `error` or
+`compensated` hold an error with a reason and a traceback, which the list's
+reason column reads. Nothing runs them.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -41,8 +44,10 @@ WORKFLOWS = (
 )
 _COLUMNS = (
     "id, workflow, key, input, process_state, locked_by, lock_epoch, complete_by, "
-    "complete_within, failure_count, not_before, cancel_requested, created_at, updated_at"
+    "complete_within, failure_count, not_before, cancel_requested, created_at, updated_at, error"
 )
+#: The failure a task that ended badly holds: a reason and a traceback, as a failed step leaves.
+_FAILED = frozenset({ProcessState.ERROR, ProcessState.COMPENSATED})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +92,19 @@ def rows(n: int, *, end: datetime, span: timedelta, seed: int = 15) -> Iterator[
             False,
             at,
             at + timedelta(seconds=rng.uniform(0.01, 5.0)) if ended else at,
+            _error(i) if state in _FAILED else None,
         )
+
+
+def _error(i: int) -> str:
+    """A failed task's error, as JSON text: a reason on one line, then a traceback."""
+    return json.dumps(
+        {
+            "reason": f"card of order-{i} declined twice (gateway 502)\nafter 3 tries",
+            "type": "PermanentError",
+            "traceback": "Traceback (most recent call last):\n" + '  File "shop.py", line 42\n' * 8,
+        }
+    )
 
 
 def fill(url: str, n: int, *, end: datetime, span: timedelta) -> Filled:

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 import click
 
 from shepherd.cli import render_ops
+from shepherd.cli.bulk import BulkRun, all_matching_options, run_bulk, since_bound
 from shepherd.cli.loader import run_with
+from shepherd.cli.lookup import find_task_id
 from shepherd.cli.options import (
     Command,
     app_option,
@@ -21,10 +23,14 @@ from shepherd.cli.options import (
     json_option,
     limit_option,
     operations_for,
+    states_option,
     store_option,
 )
 from shepherd.cli.render import echo_json
+from shepherd.cli.task_commands import by_option
 from shepherd.core.breaker import BreakerState
+from shepherd.core.bulk import MAX_BULK, BulkAction
+from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
@@ -158,7 +164,7 @@ def alerts(
     store: str | None,
     as_json: bool,
 ) -> None:
-    """List the operator alerts, newest first, then how many; `alerts ack` acknowledges one.
+    """List the operator alerts, newest first, then how many; `alerts ack` acknowledges them.
 
     An alert is stored in the transaction that moves its task into `error`
     (an escalation, a quarantined poison, a workflow that failed), with the
@@ -186,27 +192,102 @@ def alerts(
 
 
 @alerts.command("ack", cls=Command)
-@click.argument("alert_id", metavar="ID", type=int)
-@click.option("--by", required=True, metavar="NAME", help="Who acknowledges it (stored with it).")
+@click.argument("alert_id", metavar="[ID]", type=int, required=False)
+@click.option(
+    "--task",
+    "tasks",
+    multiple=True,
+    metavar="TASK",
+    help="Acknowledge this task's open alerts (repeat for more; an id, id prefix or key).",
+)
+@click.option(
+    "--workflow", metavar="NAME", help="With --all-matching: only tasks of this workflow."
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    callback=states_option,
+    metavar="STATE",
+    help="With --all-matching: only tasks in this state (repeat; default: error).",
+)
+@all_matching_options
+@by_option
 @app_option
 @store_option
 @json_option
-def ack(alert_id: int, by: str, app_spec: str | None, store: str | None, as_json: bool) -> None:
-    """Acknowledge alert ID: it is no longer open. A second acknowledgement keeps the first.
+def ack(
+    alert_id: int | None,
+    tasks: tuple[str, ...],
+    workflow: str | None,
+    states: tuple[ProcessState, ...],
+    all_matching: bool,
+    since: timedelta | None,
+    dry_run: bool,
+    yes: bool,
+    by: str,
+    app_spec: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Acknowledge alert ID, or the open alerts of tasks: each --task, or --all-matching.
 
-    The task itself is not touched: retry or cancel it (`shepherd retry TASK`).
+    An acknowledged alert is no longer open; a second acknowledgement keeps
+    the first. The task itself is not touched: retry or cancel it
+    (`shepherd retry TASK`). With --all-matching, the open alerts of every
+    task in --state (error by default) of --workflow, changed within --since,
+    are acknowledged in one action, after you confirm the count.
     """
+    given_ways = [alert_id is not None, bool(tasks), all_matching]
+    if sum(given_ways) != 1:
+        raise click.UsageError("give exactly one of ID, --task TASK or --all-matching")
+    if not all_matching and (workflow or states or since or dry_run or yes):
+        raise click.UsageError(
+            "--workflow, --state, --since, --dry-run and --yes go with --all-matching"
+        )
     # `shepherd alerts --store URL ack ...`: the group's options count too.
     parent = click.get_current_context().parent
     given = parent.params if parent is not None else {}
     ops = operations_for(
         app_spec or given.get("app_spec"), store or given.get("store"), existing=True
     )
-    done = run_with(ops, lambda: ops.acknowledge_alert(alert_id, by=by))
-    if as_json or given.get("as_json"):
-        echo_json(render_ops.acknowledged_json(done))
-    else:
-        render_ops.print_acknowledged(done, by=by)
+    as_json = as_json or bool(given.get("as_json"))
+    if alert_id is not None:
+        done = run_with(ops, lambda: ops.acknowledge_alert(alert_id, by=by))
+        if as_json:
+            echo_json(render_ops.acknowledged_json(done))
+        else:
+            render_ops.print_acknowledged(done, by=by)
+        return
+    if tasks:
+        what = "the tasks given"
+
+        async def named() -> list[str]:
+            return [await find_task_id(ops, name) for name in tasks]
+
+        run = BulkRun(ops=ops, action=BulkAction.ACKNOWLEDGE, what=what, by=by)
+        run_bulk(run, named, as_json=as_json)
+        return
+    chosen = states or (ProcessState.ERROR,)
+    what = ", ".join(
+        [f"in {' or '.join(s.value for s in chosen)}"]
+        + ([f"workflow {workflow}"] if workflow else [])
+        + ([f"changed within {since}"] if since else [])
+    )
+
+    async def matching() -> list[str]:
+        await ops.open()
+        return await ops.matching_task_ids(
+            limit=MAX_BULK + 1,
+            states=chosen,
+            workflow=workflow,
+            updated_since=since_bound(ops, since),
+        )
+
+    run = BulkRun(
+        ops=ops, action=BulkAction.ACKNOWLEDGE, what=what, by=by, dry_run=dry_run, yes=yes
+    )
+    run_bulk(run, matching, as_json=as_json)
 
 
 #: The commands of this module, for the `shepherd` group.

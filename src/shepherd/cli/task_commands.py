@@ -1,4 +1,4 @@
-"""The operator's task commands: tasks, show, retry, cancel.
+"""The operator's task commands: tasks, show, retry (one task, or all matching), cancel.
 
 `--app` is optional here: it only supplies the store and the settings; each
 command works through its `operations`. TASK is a task id, an unambiguous id
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from shepherd.cli import render
+from shepherd.cli.bulk import BulkRun, all_matching_options, run_bulk, since_bound
 from shepherd.cli.loader import parse_json_argument, run_with
 from shepherd.cli.lookup import MIN_PREFIX, find_task_id
 from shepherd.cli.options import (
@@ -28,6 +30,7 @@ from shepherd.cli.options import (
     states_option,
     store_option,
 )
+from shepherd.core.bulk import MAX_BULK, BulkAction
 from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
@@ -43,14 +46,20 @@ _TASK_HELP = (
 )
 
 
-def _task_argument(fn: F) -> F:
+def _task_argument(fn: F, *, required: bool = True) -> F:
     """TASK, and `--workflow NAME` to tell apart the tasks of one key in several workflows."""
     fn = click.option(
         "--workflow",
         metavar="NAME",
-        help="Look TASK up as a key (or id prefix) of this workflow only.",
+        help="Look TASK up as a key (or id prefix) of this workflow only"
+        + ("." if required else "; with --all-matching, only tasks of this workflow."),
     )(fn)
-    return click.argument("name", metavar="TASK")(fn)
+    return click.argument("name", metavar="TASK", required=required)(fn)
+
+
+def _optional_task_argument(fn: F) -> F:
+    """TASK, optional: `--all-matching` takes its place."""
+    return _task_argument(fn, required=False)
 
 
 @click.command(cls=Command)
@@ -167,40 +176,85 @@ def _echo_state(task: Task, as_json: bool) -> None:
 
 
 @click.command(cls=Command, epilog=_TASK_HELP)
-@_task_argument
+@_optional_task_argument
 @click.option(
     "--step", "seq", type=click.IntRange(min=1), metavar="SEQ", help="Resubmit this step."
 )
 @click.option("--payload", metavar="JSON", help="Replacement request for the step.")
+@all_matching_options
 @by_option
 @app_option
 @store_option
 @json_option
 def retry(
-    name: str,
+    name: str | None,
     workflow: str | None,
     seq: int | None,
     payload: str | None,
+    all_matching: bool,
+    since: timedelta | None,
+    dry_run: bool,
+    yes: bool,
     by: str,
     app_spec: str | None,
     store: str | None,
     as_json: bool,
 ) -> None:
-    """Retry a task in error.
+    """Retry a task in error, or every task in error a filter matches (--all-matching).
 
     It goes back to work from its failed step, or from step SEQ with an
-    optional replacement request (--payload).
+    optional replacement request (--payload). With --all-matching, every
+    task in error (of --workflow, changed within --since) is retried from
+    its failed step with its own payloads, in one action, after you confirm
+    the count (--yes: without asking; --dry-run: only list them).
     """
+    if (name is None) == (not all_matching):
+        raise click.UsageError("give exactly one of TASK or --all-matching")
+    bulk_only = [f for f, v in (("--since", since), ("--dry-run", dry_run), ("--yes", yes)) if v]
+    if name is not None and bulk_only:
+        raise click.UsageError(f"{', '.join(bulk_only)} go with --all-matching, not with TASK")
+    if all_matching and (seq is not None or payload is not None):
+        raise click.UsageError("--step and --payload retry one TASK, not --all-matching")
     replacement = parse_json_argument(payload, "--payload")
     if payload is not None and seq is None:
         raise click.UsageError("--payload needs --step SEQ")
     ops = operations_for(app_spec, store, existing=True)
+    if name is None:
+        bulk_run = BulkRun(
+            ops=ops, action=BulkAction.RETRY, what="", by=by, dry_run=dry_run, yes=yes
+        )
+        _retry_all(bulk_run, workflow=workflow, since=since, as_json=as_json)
+        return
+    task_name = name
 
     async def work() -> Task:
-        task_id = await find_task_id(ops, name, workflow=workflow)
+        task_id = await find_task_id(ops, task_name, workflow=workflow)
         return await ops.retry(task_id, seq=seq, payload=replacement, by=by)
 
     _echo_state(run_with(ops, work), as_json)
+
+
+def _retry_all(
+    run: BulkRun, *, workflow: str | None, since: timedelta | None, as_json: bool
+) -> None:
+    """`retry --all-matching`: the tasks in error of `workflow`, changed within `since`."""
+    ops = run.ops
+    what = ", ".join(
+        ["in error"]
+        + ([f"workflow {workflow}"] if workflow else [])
+        + ([f"changed within {since}"] if since else [])
+    )
+
+    async def pick() -> list[str]:
+        await ops.open()
+        return await ops.matching_task_ids(
+            limit=MAX_BULK + 1,
+            states=(ProcessState.ERROR,),
+            workflow=workflow,
+            updated_since=since_bound(ops, since),
+        )
+
+    run_bulk(replace(run, what=what), pick, as_json=as_json)
 
 
 @click.command(cls=Command, epilog=_TASK_HELP)

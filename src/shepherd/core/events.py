@@ -38,3 +38,5 @@ class EventKind(StrEnum):
     RETRIED = "retried"
     #: An operator asked for the task's cancellation.
     CANCEL_REQUESTED = "cancel_requested"
+    #: An operator acknowledged the task's open alerts (a bulk acknowledgement).
+    ALERT_ACKNOWLEDGED = "alert_acknowledged"

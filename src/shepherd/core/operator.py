@@ -16,6 +16,7 @@ from shepherd.core.events import EventKind
 from shepherd.core.states import ProcessState, StepState
 
 if TYPE_CHECKING:
+    from shepherd.core.bulk import BulkMark
     from shepherd.core.records import JsonValue
 
 __all__ = [
@@ -73,7 +74,12 @@ def resubmit_refusal(seq: int, step_state: str | None) -> str | None:
 
 
 def on_retry(
-    *, seq: int | None, cancel_requested: bool, undoing: bool, by: str | None = None
+    *,
+    seq: int | None,
+    cancel_requested: bool,
+    undoing: bool,
+    by: str | None = None,
+    bulk: BulkMark | None = None,
 ) -> OperatorEffect:
     """An operator retries a task in `error` (check `may_retry` first).
 
@@ -82,7 +88,8 @@ def on_retry(
     other goes back to `pending` and replays from its failed step. The cancel
     request is kept; the error and the failures are forgotten. `seq` is the
     step resubmitted, if any, recorded in the event, and so is `by`, the
-    operator who retries it, when given.
+    operator who retries it, when given, and `bulk`, the bulk action it is
+    part of (`{"bulk": id, "of": N}`), when it is one.
     """
     undo = cancel_requested or undoing
     target = ProcessState.COMPENSATING if undo else ProcessState.PENDING
@@ -91,7 +98,10 @@ def on_retry(
         cancel_requested=cancel_requested,
         clear_error=True,
         event=EventKind.RETRIED,
-        detail=_by({"seq": seq, "state": target.value}, by),
+        detail={
+            **_by({"seq": seq, "state": target.value}, by),
+            **({} if bulk is None else bulk.detail()),
+        },
     )
 
 

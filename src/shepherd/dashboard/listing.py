@@ -4,7 +4,10 @@ Every query goes through `Operations.list_tasks` (indexed, newest first by
 `(created_at, id)`); the next page continues after the last task shown
 (`TaskCursor`), so any page costs what the first does. A search reads the
 tasks whose id starts with the text and those whose key is the text, and
-merges the two pages.
+merges the two pages. Each page shows how many tasks match its filters
+(`Operations.count_matching`: exact up to 10,000, then "10,000+") and each
+task's failure reason on one line; its checkboxes and "all matching" feed
+the bulk actions (`dashboard.bulk`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlencode
 
+from shepherd.core.bulk import MAX_BULK, TaskCount
 from shepherd.core.states import ProcessState
 from shepherd.dashboard import params
 from shepherd.dashboard.pages import render
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import Task
     from shepherd.operations import Operations
 
-__all__ = ["Filters", "page_of_tasks", "task_list"]
+__all__ = ["Filters", "count_of", "matching_ids", "page_of_tasks", "task_list"]
 
 #: Tasks per page.
 PAGE = 50
@@ -77,6 +81,11 @@ class Filters:
 
     def link(self, *, before: TaskCursor | None) -> str:
         """The URL of this query's page after `before` (the first page when None)."""
+        query = self.query(before=before)
+        return "/tasks" + (f"?{query}" if query else "")
+
+    def query(self, *, before: TaskCursor | None = None) -> str:
+        """This query as a query string (without a cursor unless `before` is given)."""
         pairs: list[tuple[str, str]] = [("state", s.value) for s in self.states]
         for name, value in (
             ("workflow", self.workflow),
@@ -88,7 +97,21 @@ class Filters:
         ):
             if value:
                 pairs.append((name, value))
-        return "/tasks" + (f"?{urlencode(pairs)}" if pairs else "")
+        return urlencode(pairs)
+
+    def described(self) -> str:
+        """The filters in words: `state error, workflow orders.process` (or `every task`)."""
+        parts = [f"state {' or '.join(s.value for s in self.states)}"] if self.states else []
+        for name, value in (
+            ("workflow", self.workflow),
+            ("key", self.key),
+            ("search", self.search),
+            ("created from", _shown(self.created_from)),
+            ("created before", _shown(self.created_to)),
+        ):
+            if value:
+                parts.append(f"{name} {value}")
+        return ", ".join(parts) or "every task"
 
 
 def _shown(when: datetime | None) -> str | None:
@@ -103,10 +126,8 @@ def _shown(when: datetime | None) -> str | None:
     return plain.isoformat(timespec="minutes" if whole_minute else "auto")
 
 
-async def page_of_tasks(
-    ops: Operations, filters: Filters, *, limit: int = PAGE
-) -> tuple[list[Task], TaskCursor | None]:
-    """One page of the list, and the cursor of the next page (None on the last)."""
+def _queries(filters: Filters) -> list[dict[str, Any]]:
+    """The `list_tasks` filters the query reads: one, or for a search, by key and by id prefix."""
     query: dict[str, Any] = {
         "states": filters.states,
         "workflow": filters.workflow,
@@ -114,29 +135,53 @@ async def page_of_tasks(
         "created_from": filters.created_from,
         "created_to": filters.created_to,
         "before": filters.before,
-        "limit": limit + 1,
     }
     search = filters.search
     if search is None:
-        found = await ops.list_tasks(**query)
-    else:
-        by_key = (
-            []
-            if filters.key not in (None, search)
-            else await ops.list_tasks(**{**query, "key": search})
-        )
-        by_id = []
-        if _ID_TEXT.fullmatch(search):
-            by_id = await ops.list_tasks(**query, id_prefix=search)
-        merged = {task.id: task for task in (*by_key, *by_id)}
-        found = sorted(merged.values(), key=lambda t: (t.created_at, t.id), reverse=True)
+        return [query]
+    queries = [] if filters.key not in (None, search) else [{**query, "key": search}]
+    if _ID_TEXT.fullmatch(search):
+        queries.append({**query, "id_prefix": search})
+    return queries
+
+
+async def page_of_tasks(
+    ops: Operations, filters: Filters, *, limit: int = PAGE
+) -> tuple[list[Task], TaskCursor | None]:
+    """One page of the list, and the cursor of the next page (None on the last)."""
+    merged: dict[str, Task] = {}
+    for query in _queries(filters):
+        merged.update((t.id, t) for t in await ops.list_tasks(**query, limit=limit + 1))
+    found = sorted(merged.values(), key=lambda t: (t.created_at, t.id), reverse=True)
     page = found[:limit]
     more = len(found) > limit
     return page, (TaskCursor.of(page[-1]) if more and page else None)
 
 
+async def count_of(ops: Operations, filters: Filters) -> TaskCount:
+    """How many tasks the query matches, on every page: exact up to MAX_BULK, then "more"."""
+    queries = _queries(filters)
+    counts = [await ops.count_matching(**query) for query in queries]
+    if len(counts) == 2 and not any(c.more for c in counts):
+        both = await ops.count_matching(**queries[0], id_prefix=queries[1]["id_prefix"])
+        total = counts[0].count + counts[1].count - both.count
+        return TaskCount(count=min(total, MAX_BULK), more=total > MAX_BULK)
+    return TaskCount(
+        count=min(sum(c.count for c in counts), MAX_BULK), more=any(c.more for c in counts)
+    )
+
+
+async def matching_ids(ops: Operations, filters: Filters, *, limit: int) -> list[str]:
+    """The ids of at most `limit` tasks the query matches (every page), newest first."""
+    found: dict[str, None] = {}
+    for query in _queries(filters):
+        given = {**query, "before": None}
+        found.update(dict.fromkeys(await ops.matching_task_ids(**given, limit=limit)))
+    return list(found)[:limit]
+
+
 async def task_list(request: Request) -> Response:
-    """GET /tasks: the filtered, paginated list."""
+    """GET /tasks: the filtered, paginated list, how many match, and the bulk actions' form."""
     ops: Operations = request.app.state.guard.operations
     context: dict[str, Any] = {
         "states": [s.value for s in ProcessState],
@@ -145,6 +190,7 @@ async def task_list(request: Request) -> Response:
     try:
         filters = Filters.parse(request.query_params, request=request)
         tasks, cursor = await page_of_tasks(ops, filters)
+        count = await count_of(ops, filters)
     except ConfigError as exc:
         return render(
             request,
@@ -155,6 +201,8 @@ async def task_list(request: Request) -> Response:
             next_page=None,
             first_page=None,
             chosen=(),
+            count=None,
+            filter_query="",
             **context,
         )
     return render(
@@ -165,5 +213,7 @@ async def task_list(request: Request) -> Response:
         chosen=tuple(s.value for s in filters.states),
         next_page=None if cursor is None else filters.link(before=cursor),
         first_page=None if filters.before is None else filters.link(before=None),
+        count=count,
+        filter_query=filters.query(),
         **context,
     )

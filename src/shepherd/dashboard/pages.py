@@ -34,6 +34,7 @@ ENVIRONMENT = Environment(
 )
 ENVIRONMENT.filters["at"] = views.at
 ENVIRONMENT.filters["duration"] = views.duration
+ENVIRONMENT.filters["reason"] = views.reason_line
 ENVIRONMENT.globals["shown_json"] = views.shown_json
 
 

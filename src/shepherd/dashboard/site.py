@@ -9,6 +9,8 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     POST /tasks/{id}/cancel      cancel (compensate)
     GET  /alerts                 the alert list (`state`: open, acknowledged, resolved, all; paged)
     POST /alerts/{id}/acknowledge
+    POST /tasks/bulk             the bulk actions' confirmation (ids fixed)  POST /tasks/bulk/confirm
+    POST /api/tasks/retry        POST /api/alerts/acknowledge   bulk actions for scripts (JSON)
     GET  /metrics                Prometheus text (shepherd.exposition)
     GET|POST /login, POST /logout
     /api/...                     the JSON API for scripts (`dashboard.api`)
@@ -35,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from shepherd.dashboard import actions, api, live, login
+from shepherd.dashboard import actions, api, api_bulk, bulk, live, login
 from shepherd.dashboard.access import guarded
 from shepherd.dashboard.alert_list import alert_list
 from shepherd.dashboard.api_io import error_response, status_of
@@ -108,6 +110,10 @@ def create_dashboard(
     routes = [
         Route("/", guarded(overview, page=True)),
         Route("/tasks", guarded(task_list, page=True)),
+        Route("/tasks/bulk", guarded(bulk.confirm), methods=["POST"]),
+        Route("/tasks/bulk/confirm", guarded(bulk.act), methods=["POST"]),
+        Route("/api/tasks/retry", guarded(api_bulk.retry_tasks), methods=["POST"]),
+        Route("/api/alerts/acknowledge", guarded(api_bulk.acknowledge_alerts), methods=["POST"]),
         Route("/tasks/{task_id}", guarded(task_page, page=True)),
         Route("/tasks/{task_id}/retry", guarded(actions.retry), methods=["POST"]),
         Route("/tasks/{task_id}/cancel", guarded(actions.cancel), methods=["POST"]),

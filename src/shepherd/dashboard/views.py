@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import final
 
+from shepherd.console.runner import reason
 from shepherd.core.records import JsonValue
 
-__all__ = ["Shown", "at", "duration", "shown_json", "shown_store"]
+__all__ = ["Shown", "at", "duration", "reason_line", "shown_json", "shown_store"]
 
 #: Characters of a payload, result or error shown before "show all".
 PREVIEW = 300
+#: Characters of a failure's reason shown in the task list.
+REASON = 100
 
 
 @final
@@ -46,6 +49,25 @@ def _text(value: JsonValue) -> str:
     if len(compact) <= 80:
         return compact
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def reason_line(error: JsonValue, *, limit: int = REASON) -> str:
+    """A task's failure reason: its first line, cut to `limit` characters (empty when it has none).
+
+    The reason is the one the CLI's `tasks` shows (`reason` of the error, or
+    its message); a multi-line one (a message followed by a traceback) shows
+    its first line.
+    """
+    if isinstance(error, dict):
+        error = {k: _first_line(v) if k in ("reason", "message") else v for k, v in error.items()}
+    text = reason(_first_line(error))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_line(value: JsonValue) -> JsonValue:
+    if not isinstance(value, str):
+        return value
+    return next((line for line in value.splitlines() if line.strip()), "")
 
 
 def at(when: datetime | None) -> str:

@@ -64,6 +64,7 @@ suite (tests/contract) checks these guarantees on every backend:
 from __future__ import annotations
 
 from shepherd.store.ops.alerts import Alerts
+from shepherd.store.ops.bulk import Bulk
 from shepherd.store.ops.crashes import HeldRequest
 from shepherd.store.ops.operators import Operators
 from shepherd.store.ops.steps import REPLY_GRACE, StepStart
@@ -102,6 +103,7 @@ class Store(
     ApplicationStore,
     Alerts,
     Operators,
+    Bulk,
 ):
     """The state store: every role's view (`shepherd.store.roles`) together.
 

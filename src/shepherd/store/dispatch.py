@@ -29,6 +29,7 @@ __all__ = ["HANDLER_MODULES", "ReadTable", "WriteTable", "import_handlers"]
 HANDLER_MODULES = (
     "alerts",
     "breakers",
+    "bulk",
     "calls",
     "crashes",
     "depths",

@@ -24,6 +24,7 @@ about one page of rows, however many tasks match and however deep the page.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ __all__ = [
     "MANY_IDS",
     "MAX_FILTER_CHARS",
     "checked_listing",
+    "count_query",
     "few_ids",
     "ids_probe",
     "list_query",
@@ -62,6 +64,7 @@ def list_query(
     instant: Callable[[datetime], object] = lambda at: at,
     prefix_range: bool = True,
     pin: bool = False,
+    ordered: bool = True,
 ) -> tuple[str, list[object]]:
     """(statement, parameters) listing the tasks that match every filter `op` gives.
 
@@ -84,6 +87,10 @@ def list_query(
             the other filters on them (`+column` keeps an index from being
             used for a condition); otherwise such a planner may walk a state's
             or the creation order's index past every task that does not match.
+        ordered: Whether the states' ranges, merged, are sorted again (False:
+            one after the other, as a count reads them; each is still read in
+            the listing's order, so that its index is the one used), and the
+            few tasks a pinned narrow index finds are sorted (False: not).
 
     Returns:
         The statement and its parameters, in order.
@@ -97,7 +104,9 @@ def list_query(
         if arms:
             where = [f"+process_state IN ({', '.join([mark] * len(arms))})", *where]
             params = [*(str(state) for state in arms), *params]
-        return f"SELECT {columns} FROM tasks{_where(where)}{order}", [*params, limit]
+        # Found through the narrow index alone: a count need not sort them.
+        pinned = order if ordered else f" LIMIT {mark}"
+        return f"SELECT {columns} FROM tasks{_where(where)}{pinned}", [*params, limit]
     if not arms and op.workflow is not None and not narrow:
         arms = list(ProcessState)
     if len(arms) <= 1:
@@ -113,7 +122,50 @@ def list_query(
             f"SELECT {columns} FROM (SELECT {columns} FROM tasks{clause}{order}) AS s{n}"
         )
         every.extend([str(state), *params, limit])
-    return " UNION ALL ".join(selects) + order, [*every, limit]
+    merged = order if ordered else f" LIMIT {mark}"
+    return " UNION ALL ".join(selects) + merged, [*every, limit]
+
+
+def count_query(
+    op: ListTasks,
+    *,
+    mark: str,
+    limit: object,
+    instant: Callable[[datetime], object] = lambda at: at,
+    pin: bool = False,
+) -> tuple[str, list[object]]:
+    """(statement, parameters) counting the tasks that match every filter of `op`, up to `limit`.
+
+    The tasks are found as `list_query` finds them (the same index for the
+    same filters, on either backend, whatever the statistics say), without
+    the cursor, and counted as they come: the count reads at most `limit`
+    rows of an index however many tasks match (`limit`: the backend's
+    reading of the cap). An id prefix is counted in the primary key's range,
+    unsorted: walking the creation order instead, past every id that does not
+    start with it, is what a planner picks when it expects few of the ids it
+    checks to match, and reads the whole table when a short prefix is every id.
+    """
+    if op.id_prefix:
+        plus = "+" if pin else ""
+        where, params = _common(
+            replace(op, before=None), mark=mark, instant=instant, prefix_range=True, plus=plus
+        )
+        arms = list(dict.fromkeys(op.states))
+        if arms:
+            where = [f"{plus}process_state IN ({', '.join([mark] * len(arms))})", *where]
+            params = [*(str(state) for state in arms), *params]
+        inner = f"SELECT id FROM tasks{_where(where)} LIMIT {mark}"
+        return f"SELECT count(*) FROM ({inner}) AS matching", [*params, limit]
+    sql, params = list_query(
+        replace(op, before=None),
+        mark=mark,
+        columns="id",
+        limit=limit,
+        instant=instant,
+        pin=pin,
+        ordered=False,
+    )
+    return f"SELECT count(*) FROM ({sql}) AS matching", params
 
 
 def ids_probe(prefix: str, *, mark: str) -> tuple[str, list[object]]:

@@ -4,7 +4,7 @@ An operation names what it needs and, through its type parameter, what it
 returns: `ClaimTasks(locked_by=..., limit=...)` is an `Op[list[Task]]`. Each
 concept's module (tasks, claims, steps, events, queues, done keys, breakers,
 leases, supervision, workers, crashes, retention, resources, slots, rates,
-owners, calls, alerts, operators) declares its operations, each with its
+owners, calls, alerts, operators, bulk) declares its operations, each with its
 guarantee in its docstring, and the class of the store's methods that run
 them (`claim_tasks = method(ClaimTasks)`); `shepherd.store.contract.Store` is
 every such class together. Each backend keeps one table from operation type
@@ -19,6 +19,7 @@ from shepherd.store.ops import (
     alerts,
     base,
     breakers,
+    bulk,
     calls,
     claims,
     crashes,
@@ -40,6 +41,7 @@ from shepherd.store.ops import (
 from shepherd.store.ops.alerts import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.base import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.breakers import *  # noqa: F403 - every name of every concept, re-exported
+from shepherd.store.ops.bulk import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.calls import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.claims import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.crashes import *  # noqa: F403 - every name of every concept, re-exported
@@ -62,6 +64,7 @@ __all__ = [
     *base.__all__,
     *alerts.__all__,
     *breakers.__all__,
+    *bulk.__all__,
     *calls.__all__,
     *claims.__all__,
     *crashes.__all__,
