@@ -267,6 +267,55 @@ def routes(seeded: Seeded) -> dict[str, Shape]:
             json=api_body({"seq": st.one_of(st.integers(), _JSON), "payload": _JSON})
         ),
         "POST /api/tasks/{task_id}/cancel": Shape(json=api_body({})),
+        "POST /tasks/bulk": Shape(
+            form={
+                "action": st.one_of(st.sampled_from(["retry", "acknowledge"]), TEXT),
+                "all": st.one_of(st.just("1"), TEXT),
+                "filter": st.one_of(
+                    st.sampled_from(["state=error", "state=error&workflow=orders.check", ""]),
+                    TEXT,
+                ),
+                "task": st.one_of(st.sampled_from([t.id for t in seeded.tasks]), TEXT),
+            }
+        ),
+        "POST /tasks/bulk/confirm": Shape(
+            form={
+                "action": st.one_of(st.sampled_from(["retry", "acknowledge"]), TEXT),
+                "ids": st.one_of(
+                    st.lists(st.sampled_from([t.id for t in seeded.tasks]), max_size=5).map(
+                        " ".join
+                    ),
+                    TEXT,
+                ),
+            }
+        ),
+        "POST /api/tasks/retry": Shape(
+            json=api_body(
+                {
+                    "task_ids": st.one_of(
+                        st.lists(st.sampled_from([t.id for t in seeded.tasks]), max_size=5),
+                        _JSON,
+                    ),
+                    "filter": st.one_of(
+                        st.fixed_dictionaries(
+                            {}, optional={"states": st.just(["error"]), "workflow": TEXT}
+                        ),
+                        _JSON,
+                    ),
+                }
+            )
+        ),
+        "POST /api/alerts/acknowledge": Shape(
+            json=api_body(
+                {
+                    "task_ids": st.one_of(
+                        st.lists(st.sampled_from([t.id for t in seeded.tasks]), max_size=5),
+                        _JSON,
+                    ),
+                    "filter": _JSON,
+                }
+            )
+        ),
         "POST /api/alerts/{alert_id}/acknowledge": Shape(json=api_body({})),
         "POST /tasks/{task_id}/retry": Shape(
             form={"seq": st.one_of(WHOLE, st.just("1")), "payload": JSON_TEXT}

@@ -17,6 +17,7 @@ from starlette.datastructures import QueryParams
 
 from shepherd.core.bulk import MAX_BULK, BulkAction, BulkOutcome
 from shepherd.core.states import ProcessState
+from shepherd.dashboard import params
 from shepherd.dashboard.access import posted_form
 from shepherd.dashboard.listing import Filters, matching_ids
 from shepherd.dashboard.pages import render
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["act", "confirm", "retryable", "run_bulk"]
 
+#: The longest task id read from a form (ids are 20 hex digits: `params.task_id`).
+ID_CHARS = 100
 #: Task ids the confirmation page lists (the rest are counted).
 SHOWN = 50
 _VERBS = {BulkAction.RETRY: "Retry", BulkAction.ACKNOWLEDGE: "Acknowledge the alerts of"}
@@ -62,17 +65,18 @@ async def confirm(request: Request) -> Response:
     ops: Operations = request.app.state.guard.operations
     back = "/tasks"
     try:
-        action = _action(form.get("action"))
-        if form.get("all"):
-            filters = Filters.parse(QueryParams(str(form.get("filter") or "")))
+        action = _action(params.text(request, form, "action", limit=40))
+        if params.text(request, form, "all", limit=10):
+            query = params.text(request, form, "filter", limit=4000) or ""
+            filters = Filters.parse(QueryParams(query), request=request)
             back = filters.link(before=None)
             chosen = retryable(filters) if action is BulkAction.RETRY else filters
             ids = [] if chosen is None else await matching_ids(ops, chosen, limit=MAX_BULK + 1)
             scope = f"All the tasks{_in_error(action, filters)} matching {filters.described()}."
         else:
-            ids = list(dict.fromkeys(str(v) for v in form.getlist("task")))
+            ids = list(dict.fromkeys(params.texts(request, form, "task", limit=ID_CHARS)))
             scope = "The tasks ticked in the list."
-        _checked_size(ids, everything=bool(form.get("all")))
+        _checked_size(ids, everything=bool(params.text(request, form, "all", limit=10)))
     except ShepherdError as exc:
         return render(request, "bulk_refused.html", status=400, problem=exc.message, back=back)
     return render(
@@ -93,8 +97,8 @@ async def act(request: Request) -> Response:
     form = await posted_form(request)
     ops: Operations = request.app.state.guard.operations
     try:
-        action = _action(form.get("action"))
-        ids = str(form.get("ids") or "").split()
+        action = _action(params.text(request, form, "action", limit=40))
+        ids = (params.text(request, form, "ids", limit=MAX_BULK * (ID_CHARS + 1)) or "").split()
         _checked_size(ids, everything=False)
         outcome = await run_bulk(ops, action, ids, by=request.state.who.operator)
     except ShepherdError as exc:
