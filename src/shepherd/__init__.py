@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from shepherd.errors import ResourceError as ResourceError
     from shepherd.errors import ResourceExistsError as ResourceExistsError
     from shepherd.errors import ResourceInUseError as ResourceInUseError
+    from shepherd.errors import ResourceNameTooLongError as ResourceNameTooLongError
     from shepherd.errors import ShepherdError as ShepherdError
     from shepherd.errors import StaleEpochError as StaleEpochError
     from shepherd.errors import StepBugError as StepBugError
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from shepherd.errors import StoreTooOldError as StoreTooOldError
     from shepherd.errors import StoreUnavailableError as StoreUnavailableError
     from shepherd.errors import TaskFailedError as TaskFailedError
+    from shepherd.errors import TooLongError as TooLongError
     from shepherd.errors import TransientError as TransientError
     from shepherd.errors import UnknownAgentError as UnknownAgentError
     from shepherd.errors import UnknownPartitionError as UnknownPartitionError
@@ -89,6 +91,8 @@ _LAZY: dict[str, str] = {
     "OutcomeUnknownError": "shepherd.errors",
     "OwnerKeyError": "shepherd.errors",
     "PayloadError": "shepherd.errors",
+    "TooLongError": "shepherd.errors",
+    "ResourceNameTooLongError": "shepherd.errors",
     "PermanentError": "shepherd.errors",
     "ShepherdError": "shepherd.errors",
     "StaleEpochError": "shepherd.errors",
@@ -154,6 +158,7 @@ __all__ = [
     "ResourceError",
     "ResourceExistsError",
     "ResourceInUseError",
+    "ResourceNameTooLongError",
     "RetryPolicy",
     "ShepherdError",
     "StaleEpochError",
@@ -172,6 +177,7 @@ __all__ = [
     "TaskCursor",
     "TaskFailedError",
     "ThroughputBucket",
+    "TooLongError",
     "TransientError",
     "UnknownAgentError",
     "UnknownPartitionError",

@@ -219,6 +219,20 @@ class OwnerKeyError(PayloadError):
         super().__init__(f"call to exclusive agent {agent!r}: {problem}; nothing was sent")
 
 
+class TooLongError(ConfigError, PayloadError):
+    """A caller-given text over its limit in bytes of UTF-8 (`shepherd.core.limits`); nothing written.
+
+    A PayloadError wherever the text came (a key, a `by`, a name), and a
+    ConfigError too, with the `field` it names, since names are also given when
+    an app is declared: the same value is refused with the same error on both
+    backends, before the store is touched.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        ShepherdError.__init__(self, problem)
+
+
 class InvalidStateError(ShepherdError):
     """The operation does not apply to the task in its current state."""
 
@@ -396,6 +410,13 @@ class InvalidResourceError(ResourceError, ConfigError):
         self.subject = subject
         self.field = field
         ShepherdError.__init__(self, problem if subject is None else f"{subject}: {problem}")
+
+
+class ResourceNameTooLongError(InvalidResourceError, TooLongError):
+    """A resource, partition or entity name over its limit (`shepherd.core.limits.NAME_BYTES`)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        InvalidResourceError.__init__(self, None, field, problem)
 
 
 class UnknownResourceError(ResourceError):

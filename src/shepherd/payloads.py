@@ -18,7 +18,7 @@ from typing import Any
 
 from shepherd.core.limits import KEY_BYTES, too_long
 from shepherd.core.records import JsonValue
-from shepherd.errors import PayloadError
+from shepherd.errors import PayloadError, TooLongError
 
 __all__ = [
     "ERROR_FIELD_CHARS",
@@ -111,7 +111,7 @@ def check_text(name: str, value: object, *, limit: int = KEY_BYTES) -> None:
     if not isinstance(value, str):
         raise PayloadError(f"{name} must be a str, not {type(value).__name__}")
     if (problem := too_long(name, value, limit)) is not None:
-        raise PayloadError(problem)
+        raise TooLongError(name, problem)
     if "\x00" in value:
         raise PayloadError(f"{name} contains a NUL character, which PostgreSQL rejects")
     if not value.isascii():

@@ -25,6 +25,7 @@ from shepherd.errors import (
     IncompleteAppError,
     InvalidResourceError,
     OwnerKeyError,
+    TooLongError,
     UnknownAgentError,
 )
 from shepherd.scheduler import Workflow
@@ -168,6 +169,10 @@ class Registrations:
             raise ConfigError("service", "must be a non-empty name")
         if service is not None:
             _checked_name("service", service)
+        if isinstance(resource, str) and (
+            problem := too_long("resource name", resource, NAME_BYTES)
+        ):
+            raise TooLongError("resource", problem)
         if resource is not None and (problem := check_name("resource", resource)) is not None:
             raise ConfigError("resource", problem)
         if exclusive_by is not None and not (
@@ -289,7 +294,7 @@ def _checked_name(field: str, name: object) -> str:
     if not isinstance(name, str) or not name:
         raise ConfigError(field, f"a {field}'s name is a non-empty str, not {name!r}")
     if (problem := too_long(f"{field} name", name, NAME_BYTES)) is not None:
-        raise ConfigError(field, problem)
+        raise TooLongError(field, problem)
     if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ConfigError(field, f"{name!r} holds a NUL or a lone surrogate")
     return name

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-import pytest
 from doctools import DOCS, INSTANT, TASK_ID, Command, Worker, session_steps
 
 from shepherd import App, ProcessState
@@ -89,7 +87,6 @@ async def _after(store: str, task: str, other: str) -> None:
         await app.close()
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="the examples need curl")
 def test_the_curl_examples_print_what_the_page_shows(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/shop.db"
     anna, task, other = asyncio.run(_failed_tasks(store))

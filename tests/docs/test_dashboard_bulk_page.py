@@ -14,7 +14,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -37,10 +36,17 @@ _READY = re.compile(r"shepherd ready: dashboard=(http://\S+?)/? ")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
+def section(markdown: str, heading: str) -> str:
+    """The text of the `## heading` section, up to the next `## `."""
+    start = markdown.index(f"\n## {heading}\n")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start : None if end < 0 else end]
+
+
 def _examples() -> list[tuple[str, str]]:
-    """(command, output) of each curl line of the page."""
+    """(command, output) of each curl line of the page's bulk section."""
     out = []
-    for block in code_blocks(PAGE.read_text(), "console"):
+    for block in code_blocks(section(PAGE.read_text(), "Triage in bulk"), "console"):
         lines = block.text.splitlines()
         for n, line in enumerate(lines):
             if line.startswith("$ curl "):
@@ -109,7 +115,6 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, str]]:
         process.stdout.close()
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="the page's examples use curl")
 def test_the_curl_examples_print_what_the_page_shows(dashboard: tuple[str, str]) -> None:
     url, store = dashboard
     examples = _examples()

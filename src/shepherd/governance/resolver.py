@@ -20,11 +20,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, final
 
+from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.core.resolution import VersionedCache
 from shepherd.core.resources import Resolution, Resource, check_name
 from shepherd.errors import (
     ConfigError,
     InvalidResourceError,
+    ResourceNameTooLongError,
     ShepherdError,
     UnresolvedEntityError,
 )
@@ -307,6 +309,8 @@ class StaticResolver(_Watched[Resource]):
                 names a resource that does not exist.
             InvalidResourceError: `entity` cannot be an entity's name.
         """
+        if isinstance(entity, str) and (problem := too_long("entity name", entity, NAME_BYTES)):
+            raise ResourceNameTooLongError("name", problem)
         problem = check_name("entity", entity)
         if problem is not None:
             raise InvalidResourceError(None, "name", problem)

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from shepherd.core.alerts import AlertState, StoredAlert
 from shepherd.core.limits import NAME_BYTES, too_long
-from shepherd.errors import ConfigError, UnknownAlertError
+from shepherd.errors import ConfigError, TooLongError, UnknownAlertError
 from shepherd.store.rows import Columns, Instant, Row
 
 __all__ = [
@@ -121,7 +121,7 @@ def checked_by(by: object) -> str:
     if not name:
         raise ConfigError("by", "an acknowledgement must say who acknowledges it: 'by' is empty")
     if (problem := too_long("by", name, NAME_BYTES)) is not None:
-        raise ConfigError("by", problem)
+        raise TooLongError("by", problem)
     if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ConfigError("by", f"{name!r} contains a control character or a lone surrogate")
     return name

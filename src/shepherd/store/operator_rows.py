@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from shepherd.core.limits import NAME_BYTES, OPERATOR_NAME_BYTES, too_long
 from shepherd.core.overview import Operator
-from shepherd.errors import ConfigError
+from shepherd.errors import ConfigError, TooLongError
 from shepherd.store.rows import Columns, Instant, Row
 
 __all__ = [
@@ -120,7 +120,7 @@ def checked_actor(by: object) -> str | None:
     if not name:
         raise ConfigError("by", "'by' is empty: name who acts, or leave it out")
     if (problem := too_long("by", name, NAME_BYTES)) is not None:
-        raise ConfigError("by", problem)
+        raise TooLongError("by", problem)
     if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ConfigError("by", f"{name!r} contains a control character or a lone surrogate")
     return name

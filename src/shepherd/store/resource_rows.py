@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.core.resources import (
     Keep,
     Partition,
@@ -25,7 +26,7 @@ from shepherd.core.resources import (
     check_rate,
     check_resource,
 )
-from shepherd.errors import InvalidResourceError, PayloadError
+from shepherd.errors import InvalidResourceError, PayloadError, ResourceNameTooLongError
 from shepherd.payloads import check_text, dumps, load_stored
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ def checked_name(what: str, name: object) -> str:
     Raises:
         InvalidResourceError: It cannot name one; the message shows it.
     """
+    if isinstance(name, str) and (problem := too_long(f"{what} name", name, NAME_BYTES)):
+        raise ResourceNameTooLongError("name", problem)
     problem = check_name(what, name)
     if problem is None:
         try:
