@@ -158,6 +158,22 @@ async def test_an_idempotency_key_acts_once_and_replays_its_outcome(
     assert await store.bulk_reply("never-used") is None
 
 
+async def test_an_idempotency_key_goes_with_the_tombstones_kept_as_long(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    ids = await _in_error(store, fake_clock, 2)
+    await store.retry_tasks(ids[:1], by="anna", key=IdempotencyKey(key="old", digest="d1"))
+    fake_clock.advance(60)
+    cut = store.now()
+    fake_clock.advance(60)
+    await store.retry_tasks(ids[1:], by="anna", key=IdempotencyKey(key="new", digest="d2"))
+
+    await store.purge_tombstones(purged_before=cut, limit=10)
+
+    assert await store.bulk_reply("old") is None
+    assert await store.bulk_reply("new") is not None
+
+
 async def test_a_key_sent_twice_at_once_acts_once(
     stores: Stores, store: Store, fake_clock: FakeClock
 ) -> None:

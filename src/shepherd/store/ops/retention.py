@@ -37,7 +37,12 @@ class PurgeTasks(Write[int]):
 
 @operation
 class PurgeTombstones(Write[int]):
-    """Delete up to `limit` tombstones written before `purged_before`; how many."""
+    """Delete up to `limit` tombstones written before `purged_before`; how many.
+
+    The idempotency keys of bulk requests (`Idempotency-Key`) kept as long go
+    with them, up to `limit` too (not counted): a key replays its reply for
+    as long as a purged task's key keeps returning it, and no longer.
+    """
 
     _: KW_ONLY
     purged_before: datetime

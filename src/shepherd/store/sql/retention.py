@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store.rows import TOMBSTONE_COLUMNS
-from shepherd.store.sql.plan import changed, first
+from shepherd.store.sql.plan import Query, changed, first
 
 if TYPE_CHECKING:
     from shepherd.core.retention import Tombstone
@@ -39,6 +39,11 @@ _PURGE_TOMBSTONES = (
     "DELETE FROM tombstones WHERE task_id IN (SELECT task_id FROM tombstones "
     "WHERE purged_at < ? ORDER BY purged_at LIMIT ?{skip_locked}){changed}"
 )
+# (created_before, limit): the oldest bulk requests' idempotency keys.
+_PURGE_BULK_KEYS = (
+    "DELETE FROM bulk_requests WHERE key IN (SELECT key FROM bulk_requests "
+    "WHERE created_at < ? ORDER BY created_at LIMIT ?{skip_locked})"
+)
 _GET_TOMBSTONE = f"SELECT {TOMBSTONE_COLUMNS} FROM tombstones WHERE task_id = ?"
 
 
@@ -46,8 +51,12 @@ def purge_tombstones(batch: Writing, ops: Sequence[PurgeTombstones]) -> Plan[lis
     """Delete tombstones written before each item's instant, oldest first; how many were."""
     d = batch.dialect
     sql = d.sql(_PURGE_TOMBSTONES)
-    found = yield [changed(sql, [(d.stored(op.purged_before), op.limit)]) for op in ops]
-    return [int(rows[0][0]) for rows in found]
+    keys = d.sql(_PURGE_BULK_KEYS)
+    found = yield [
+        *(changed(sql, [(d.stored(op.purged_before), op.limit)]) for op in ops),
+        *(Query(keys, (d.stored(op.purged_before), op.limit), rows=False) for op in ops),
+    ]
+    return [int(rows[0][0]) for rows in found[: len(ops)]]
 
 
 def get_tombstone(d: Dialect, op: GetTombstone) -> Plan[Tombstone | None]:
