@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import random
 import select
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -91,6 +92,24 @@ def _is_lost(exc: psycopg.Error, conn: Connection) -> bool:
     return state.startswith(_LOST_CLASSES) or state in _LOST_SQLSTATES
 
 
+#: Writer connections whose server said, while they were idle, that it ends the
+#: session: libpq hands an error that arrives between queries (the FATAL of
+#: `pg_terminate_backend`, of a shutdown) to the notice handler, and the
+#: socket's end may come a moment later. Replaced before the next batch.
+_ENDING: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def _watch(conn: Connection) -> Connection:
+    """`conn`, its notices watched for the server's last words (`_ENDING`)."""
+
+    def heard(notice: psycopg.errors.Diagnostic) -> None:
+        if notice.severity_nonlocalized in ("FATAL", "PANIC"):
+            _ENDING.add(conn)
+
+    conn.add_notice_handler(heard)
+    return conn
+
+
 def _hung_up(conn: Connection) -> bool:
     """Whether the server ended this idle session: its last words or its EOF wait on the socket.
 
@@ -104,11 +123,12 @@ def _hung_up(conn: Connection) -> bool:
         waiting.register(pgconn.socket, select.POLLIN)
         while waiting.poll(0):
             pgconn.consume_input()  # raises at the end of the stream
+            pgconn.is_busy()  # parses what came: an error between queries goes to `_watch`
             if pgconn.status != psycopg.pq.ConnStatus.OK:
                 return True
     except (psycopg.Error, OSError):
         return True
-    return False
+    return conn in _ENDING
 
 
 class _ConnectionLostError(Exception):
@@ -232,7 +252,9 @@ class Writer:
         conn = self._conn
         if conn is None or conn.closed or conn.broken or _hung_up(conn):
             await self._drop()
-            conn = await connect(self._conninfo, self._url, timeout_note=self.connect_note)
+            conn = _watch(
+                await connect(self._conninfo, self._url, timeout_note=self.connect_note)
+            )
             self._set(conn)
         return conn
 
