@@ -252,9 +252,7 @@ class Writer:
         conn = self._conn
         if conn is None or conn.closed or conn.broken or _hung_up(conn):
             await self._drop()
-            conn = _watch(
-                await connect(self._conninfo, self._url, timeout_note=self.connect_note)
-            )
+            conn = _watch(await connect(self._conninfo, self._url, timeout_note=self.connect_note))
             self._set(conn)
         return conn
 
