@@ -16,7 +16,6 @@ import time
 
 from shepherd.bench.measure import Spread
 from shepherd.bench.pgstat import is_postgres
-from shepherd.store.sqlite.connection import path_from_url
 
 TABLE = "shepherd_bench_bare_commit"
 _CREATE = f"CREATE TABLE IF NOT EXISTS {TABLE} (id INTEGER PRIMARY KEY, n BIGINT NOT NULL)"
@@ -29,7 +28,8 @@ async def bare_commits(store: str, n: int, *, synchronous: str = "FULL") -> Spre
     """Time `n` bare write commits on `store`, one after the other."""
     if is_postgres(store):
         return await _postgres(store, n)
-    return _sqlite(path_from_url(store), n, synchronous)
+    # `sqlite:///relative.db` or `sqlite:////abs/path.db`, as the store reads it.
+    return _sqlite(store.removeprefix("sqlite://").removeprefix("/"), n, synchronous)
 
 
 def _sqlite(path: str, n: int, synchronous: str) -> Spread:

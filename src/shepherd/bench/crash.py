@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,6 +88,8 @@ class CrashResult:
     #: supervisor's, the second worker's, and the killed worker's as it told them
     #: just before the kill (what it committed after that is not counted).
     commits_per_workflow: float = float("nan")
+    #: The killed worker's store counters, as it told them just before the kill.
+    killed_stats: dict[str, float] = field(default_factory=dict)
     #: PostgreSQL only: committed database transactions from the first worker's
     #: start to the end (both workers and the supervisor), from
     #: `pg_stat_database.xact_commit`, less the harness's polls and three
@@ -377,6 +379,7 @@ async def run_crash(
         resets=line.resets,
         store_stats=stats,
         worker_stats=phases.worker_stats,
+        killed_stats=phases.killed_stats,
         commits_per_workflow=per(
             submitted
             + commits(stats)
