@@ -92,7 +92,8 @@ async def run_queued(
             commits = await commits_now(app, worker) - before
             exit_code = None if ended else worker.proc.returncode
         stats = dict(app.store.statistics())
-        line = await timeline(app.store, ids)
+        # Read on until the log shows each (see `throughput`), unless the run was cut short.
+        line = await timeline(app.store, ids, complete=ids if ended else ())
     engine = (
         (max(line.processed.values()) - min(line.received.values())).total_seconds()
         if line.processed and line.received

@@ -118,7 +118,9 @@ async def run_throughput(
     if counter is not None:
         db_xacts = await counter.read() - xacts_before - polls.n - open_close
     async with build_app(store, sleep=sleep, **settings) as reader:
-        line = await timeline(reader.store, ids)
+        # Every task has ended: read on until the log shows each (on PostgreSQL
+        # another client's open transaction can hold the last events back).
+        line = await timeline(reader.store, ids, complete=ids)
 
     e2e = spans(line.received, line.processed)
     run = spans(line.claimed, line.processed)
