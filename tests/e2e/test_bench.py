@@ -71,6 +71,11 @@ def test_bench_w3_charges_no_task_a_failure_for_the_kill(shared_store: str) -> N
     assert (w3["processed"], w3["tasks_lost"]) == (100, 0)
     assert w3["claimed_at_kill"] > 0, "the kill must strand claims"
     assert w3["tasks_charged"] == 0, w3
+    # Counted by the stores: the submission's, the supervisor's and both workers'
+    # commits; the killed worker told its own just before the kill.
+    killed = w3["killed_stats"]["commits"]
+    assert killed > 0
+    assert w3["commits_per_workflow"] * 100 >= killed + w3["worker_stats"]["commits"]
     (target,) = (t for t in report["targets"] if t["workload"] == "W3")
     assert "0 charged a failure" in target["target"]
 

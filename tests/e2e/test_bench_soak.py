@@ -56,6 +56,10 @@ def test_soak_kills_workers_and_loses_nothing() -> None:
     # Every step of every task ran; a kill may only add executions.
     assert soak["distinct_steps"] == 3 * soak["submitted"]
     assert soak["steps_missing"] == 0
+    # Counted by the stores: the bench's own commits (its submits) are about one a
+    # workflow; the workers' (told before each kill and stop) add their claims,
+    # steps and finishes.
+    assert soak["commits_per_workflow"] > 2
     assert [s["at_s"] for s in soak["samples"]][-2:] == pytest.approx([3.0, 6.0], abs=1.0)
     assert all(s["store_bytes"] for s in soak["samples"])
     assert all(rss for rss in soak["rss_start_kib"] + soak["rss_end_kib"])

@@ -54,6 +54,8 @@ async def worker_apart(
 ) -> AsyncIterator[Worker]:
     """Start `shepherd run` on `store` and wait until it is ready; stop it on the way out.
 
+    `Worker.snapshot` reads its store's counters (written next to `stderr`).
+
     Raises:
         RoleStoppedError: The worker did not print its readiness line within
             READY_WITHIN s; the message quotes its last line on stderr.
@@ -66,6 +68,7 @@ async def worker_apart(
             module="shepherd",
             ready=b"shepherd ready:",
             env=worker_env(store, settings),
+            stats_file=stderr.with_suffix(".stats.json"),
         )
     except RuntimeError:
         raise RoleStoppedError(

@@ -17,8 +17,8 @@ from shepherd.console.logs import configure_logging, log_options
 
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
-#: Every workload; W4, W6, lone and soak only when asked for (W6 and soak take minutes).
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "lone", "soak", "capacity")
+#: Every workload; W1apart, W4, W6, lone and soak only when asked for (W6 and soak take minutes).
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "lone", "soak", "capacity", "W1apart")
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
 _COUNT = click.IntRange(min=1)
@@ -83,7 +83,7 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     default=5000,
     show_default=True,
     metavar="N",
-    help="Workflows for W1, W2 and capacity.",
+    help="Workflows for W1, W1apart, W2 and capacity.",
 )
 @click.option(
     "--w3-n", type=_COUNT, default=500, show_default=True, metavar="N", help="Workflows for W3."
@@ -319,9 +319,11 @@ def bench(
     latency at fixed rates; lone, one workflow at a time, in one process and
     apart; soak, minutes of steady load with worker kills and, on PostgreSQL,
     server restarts; capacity, W2 through a resource of `--capacity` slots;
-    W5, the event writer: producers `app.call` exclusive batched writers.
-    Exits 1 if a workload lost a task (or a worker of W4, W6
-    or lone died).
+    W5, the event writer: producers `app.call` exclusive batched writers;
+    W1apart, W1's workflows queued by this process for a `shepherd run` worker.
+    Every workload counts its store transactions (commits) per workflow.
+    Exits 1 if a workload lost a task (or a worker of W1apart,
+    W4, W6 or lone died).
     """
     from shepherd.bench.pgstat import is_postgres
     from shepherd.bench.run import BenchOptions, run_bench

@@ -19,11 +19,12 @@ import signal
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shepherd.bench.counts import STATS_FILE, commits, per, snapshot
 from shepherd.bench.flow import build_app, submit_all
 from shepherd.bench.measure import (
     Polls,
@@ -83,6 +84,12 @@ class CrashResult:
     resets: int
     store_stats: dict[str, float]
     worker_stats: dict[str, float]
+    #: Store commits per workflow (`shepherd.bench.counts`): the submission's, the
+    #: supervisor's, the second worker's, and the killed worker's as it told them
+    #: just before the kill (what it committed after that is not counted).
+    commits_per_workflow: float = float("nan")
+    #: The killed worker's store counters, as it told them just before the kill.
+    killed_stats: dict[str, float] = field(default_factory=dict)
     #: PostgreSQL only: committed database transactions from the first worker's
     #: start to the end (both workers and the supervisor), from
     #: `pg_stat_database.xact_commit`, less the harness's polls and three
@@ -95,8 +102,10 @@ class CrashResult:
 class Worker:
     """A `shepherd.bench.worker` subprocess."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, stats_file: Path | None = None) -> None:
         self.proc = proc
+        #: Where the worker writes its store's counters on SIGUSR1 (`shepherd.bench.counts`).
+        self.stats_file = stats_file
 
     @classmethod
     async def start(
@@ -108,8 +117,15 @@ class Worker:
         module: str = "shepherd.bench.worker",
         ready: bytes = b"ready",
         env: dict[str, str] | None = None,
+        stats_file: Path | None = None,
     ) -> Worker:
-        """Spawn `python -m module argv...` and wait for a line starting with `ready`."""
+        """Spawn `python -m module argv...` and wait for a line starting with `ready`.
+
+        With `stats_file`, the worker is told (`counts.STATS_FILE`) where to
+        write its store's counters when `snapshot` asks.
+        """
+        if stats_file is not None:
+            env = {**(os.environ if env is None else env), STATS_FILE: str(stats_file)}
         with stderr.open("ab") as err:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -121,7 +137,7 @@ class Worker:
                 stderr=err,
                 env=env,
             )
-        worker = cls(proc)
+        worker = cls(proc, stats_file)
         assert proc.stdout is not None
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), ready_within)
@@ -145,6 +161,12 @@ class Worker:
         """SIGKILL, as a crash would."""
         self.kill_nowait()
         await self.proc.wait()
+
+    async def snapshot(self) -> dict[str, float]:
+        """The worker's store counters now ({} if it cannot tell: no file named, or dead)."""
+        if self.stats_file is None or self.proc.returncode is not None:
+            return {}
+        return await snapshot(self.proc.pid, self.stats_file)
 
     async def stop(self, *, within: float = 15.0) -> dict[str, float]:
         """SIGTERM, then the statistics it prints on the way out.
@@ -206,6 +228,8 @@ class _Phases:
     kill_to_done_s: float
     restart_to_done_s: float
     worker_stats: dict[str, float]
+    #: The killed worker's counters, asked for just before the kill.
+    killed_stats: dict[str, float]
 
 
 PROCESSED = ProcessState.PROCESSED
@@ -225,7 +249,8 @@ async def _kill_and_restart(
 ) -> _Phases:
     """Start a worker; SIGKILL it once `kill_at` tasks are processed and some are
     claimed (so that the kill strands work in flight); start another."""
-    first = await Worker.start(argv[0], stderr=stderr)
+    first = await Worker.start(argv[0], stderr=stderr, stats_file=stderr.with_suffix(".stats"))
+    killed_stats: dict[str, float] = {}
     try:
         await wait_until(
             store,
@@ -234,6 +259,7 @@ async def _kill_and_restart(
             every=0.002,
             polls=polls,
         )
+        killed_stats = await first.snapshot()
     finally:
         await first.kill()
     killed = time.perf_counter()
@@ -256,6 +282,7 @@ async def _kill_and_restart(
         done - killed,
         done - restarted,
         worker_stats,
+        killed_stats,
     )
 
 
@@ -290,6 +317,7 @@ async def run_crash(
         before = await submitter.store.count_tasks()
         base_processed = before.get(PROCESSED, 0)
         ids = await submit_all(submitter, n)
+        submitted = commits(submitter.store.statistics())
     open_close = 0
     if counter is not None:
         open_close = await open_close_cost(counter, store, settings)
@@ -351,6 +379,14 @@ async def run_crash(
         resets=line.resets,
         store_stats=stats,
         worker_stats=phases.worker_stats,
+        killed_stats=phases.killed_stats,
+        commits_per_workflow=per(
+            submitted
+            + commits(stats)
+            + commits(phases.killed_stats)
+            + commits(phases.worker_stats),
+            n,
+        ),
         db_xacts=db_xacts,
         harness_xacts=polls.n,
         open_close_xacts=open_close,

@@ -157,8 +157,15 @@ def _table(title: str, columns: list[str], rows: list[tuple[str, list[str]]]) ->
     return table
 
 
+def _times(value: float, unit: float) -> str:
+    """`value` as a multiple of `unit`."""
+    if math.isnan(value) or math.isnan(unit) or unit <= 0:
+        return "-"
+    return f"{value / unit:.1f}x"
+
+
 def _render_lone(r: LoneResult, console: Console) -> None:
-    runs = r.runs
+    runs, bare = r.runs, r.bare_commit
     idle = "-" if r.worker_idle_cpu is None else f"{r.worker_idle_cpu:.2%} over {r.idle_s:g} s"
     cells: list[tuple[str, Callable[[Any], str]]] = [
         ("workflows submitted / processed", lambda u: f"{u.n:,} / {u.processed:,}"),
@@ -168,6 +175,10 @@ def _render_lone(r: LoneResult, console: Console) -> None:
         ("submit -> result p50 / p99 / max, ms", lambda u: _spread(u.latency)),
         ("received -> processed (event log) p50 / p99 / max, ms", lambda u: _spread(u.engine)),
         ("all rounds, s", lambda u: f"{u.run_s:.2f}"),
+        ("store commits per workflow", lambda u: f"{u.commits_per_workflow:.2f}"),
+        ("bare write commit, same store: mean / p50 / p99, ms",
+         lambda _u: f"{_ms(bare.mean_s, 2)} / {_ms(bare.p50_s, 2)} / {_ms(bare.p99_s, 2)}"),
+        ("submit mean / bare commit mean", lambda u: _times(u.submit.mean_s, bare.mean_s)),
         ("worker", lambda u: _exit(u.worker_exit)),
     ]  # fmt: skip
     rows = [(name, [cell(u) for u in runs]) for name, cell in cells]
@@ -192,6 +203,7 @@ def _render_one_by_one(r: OneByOneResult, console: Console) -> None:
         ("first received -> last processed (event log), s", f"{r.engine_s:.2f}"),
         ("client store commits / operations",
          f"{r.client_stats.get('commits', 0):,.0f} / {r.client_stats.get('operations', 0):,.0f}"),
+        ("store commits per workflow (client + worker)", f"{r.commits_per_workflow:.2f}"),
         ("worker", _exit(r.worker_exit)),
     ]  # fmt: skip
     title = "W4: one client submits one at a time, one `shepherd run` worker apart"
@@ -210,6 +222,7 @@ def _render_open_loop(r: OpenLoopResult, console: Console) -> None:
         ("arrival -> result p50 / p99 / max, ms", lambda x: _spread(x.latency)),
         ("submit p50 / p99 / max, ms", lambda x: _spread(x.submit, 2)),
         ("client lag behind arrivals, max ms", lambda x: _ms(x.lag_max_s)),
+        ("store commits per workflow (client + worker)", lambda x: f"{x.commits_per_workflow:.2f}"),
     ]
     rows = [(name, [cell(x) for x in r.rates]) for name, cell in cells]
     rows.append(("worker", [_exit(r.worker_exit)] * len(r.rates)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shepherd.bench.apart import complain, unless_exits, worker_apart
+from shepherd.bench.counts import commits_now, per
 from shepherd.bench.flow import WORKFLOW, build_app
 from shepherd.bench.lone import Tally
 from shepherd.bench.measure import Spread, timeline
@@ -51,6 +52,9 @@ class OneByOneResult:
     engine_s: float
     #: The client's store: commits and operations of its submits and reads.
     client_stats: dict[str, float]
+    #: Store commits of the client and the worker from the first submit to the
+    #: last result (`shepherd.bench.counts`), per workflow.
+    commits_per_workflow: float
     #: The worker's exit code when it died before the end.
     worker_exit: int | None = None
 
@@ -90,9 +94,11 @@ async def run_one_by_one(
     stderr = workdir / "w4-worker.stderr"
     async with build_app(store, **settings) as app:
         async with worker_apart(store, settings, stderr=stderr) as worker:
+            before = await commits_now(app, worker)
             began = time.perf_counter()
             ended = await unless_exits(worker, drive(app))
             total_s = time.perf_counter() - began
+            commits = await commits_now(app, worker) - before
             exit_code = None if ended else worker.proc.returncode
         stats = dict(app.store.statistics())
         line = await timeline(app.store, tally.ids)
@@ -117,6 +123,7 @@ async def run_one_by_one(
         workflows_per_s=tally.processed / total_s if total_s > 0 else math.nan,
         engine_s=engine,
         client_stats=stats,
+        commits_per_workflow=per(commits, len(tally.ids)),
         worker_exit=exit_code,
     )
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shepherd.bench.apart import complain, unless_exits, worker_apart
+from shepherd.bench.counts import Snapshots, commits_now, per
 from shepherd.bench.flow import WORKFLOW, build_app
 from shepherd.bench.measure import Spread, unprocessed
 from shepherd.bench.pgstat import is_postgres
@@ -57,6 +58,9 @@ class RateResult:
     submit: Spread
     #: The most a submit began after its arrival instant (the client's own lag).
     lag_max_s: float
+    #: Store commits of the client and the worker over this rate's arrivals and their
+    #: results (`shepherd.bench.counts`), per acknowledged workflow.
+    commits_per_workflow: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +90,7 @@ class _Arrivals:
     latencies: list[float] = field(default_factory=list)
     submits: list[float] = field(default_factory=list)
     lag_max: float = 0.0
+    commits: float = 0.0
     jobs: set[asyncio.Task[None]] = field(default_factory=set)
 
     def error(self, kind: Counter[str], exc: ShepherdError) -> None:
@@ -139,11 +144,19 @@ async def _offer(
 
 
 async def _rates(
-    app: App, rates: tuple[float, ...], seconds: float, seen: list[_Arrivals], *, deadline: float
+    app: App,
+    worker: Snapshots,
+    rates: tuple[float, ...],
+    seconds: float,
+    seen: list[_Arrivals],
+    *,
+    deadline: float,
 ) -> None:
     for rate in rates:
         seen.append(_Arrivals())
+        before = await commits_now(app, worker)
         await _offer(app, rate, seconds, seen[-1], deadline=deadline)
+        seen[-1].commits = await commits_now(app, worker) - before
 
 
 def _figures(rate: float, seconds: float, seen: _Arrivals, lost: int) -> RateResult:
@@ -161,6 +174,7 @@ def _figures(rate: float, seconds: float, seen: _Arrivals, lost: int) -> RateRes
         latency=Spread.of(seen.latencies),
         submit=Spread.of(seen.submits),
         lag_max_s=seen.lag_max,
+        commits_per_workflow=per(seen.commits, len(seen.ids)),
     )
 
 
@@ -185,7 +199,9 @@ async def run_open_loop(
         worker_apart(store, settings, stderr=stderr) as worker,
     ):
         try:
-            ended = await unless_exits(worker, _rates(app, rates, seconds, seen, deadline=deadline))
+            ended = await unless_exits(
+                worker, _rates(app, worker, rates, seconds, seen, deadline=deadline)
+            )
         finally:
             for arrivals in seen:  # cut short: stop the waits still running
                 for job in list(arrivals.jobs):

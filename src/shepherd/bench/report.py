@@ -21,6 +21,7 @@ from shepherd.bench.latency_report import targets as latency_targets
 from shepherd.bench.lone import LoneResult
 from shepherd.bench.one_by_one import OneByOneResult
 from shepherd.bench.open_loop import OpenLoopResult
+from shepherd.bench.queued import QueuedResult, render_queued
 from shepherd.bench.soak_report import render_soak
 from shepherd.bench.soak_report import targets as soak_targets
 from shepherd.bench.soak_result import SoakResult
@@ -29,7 +30,9 @@ from shepherd.bench.throughput import ThroughputResult
 #: The targets of the benchmark issue.
 TARGET_WORKFLOWS_PER_S = 1000.0
 
-Result = ThroughputResult | CrashResult | SoakResult | LatencyResult | EventWriterResult
+Result = (
+    ThroughputResult | CrashResult | SoakResult | LatencyResult | EventWriterResult | QueuedResult
+)
 #: The workloads that run a fixed number of workflows.
 _Counted = ThroughputResult | CrashResult
 
@@ -62,7 +65,7 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                     "margin": "-",
                 }
             )
-        elif isinstance(r, ThroughputResult):
+        elif isinstance(r, ThroughputResult | QueuedResult):
             out.append(
                 {
                     "workload": r.workload,
@@ -72,7 +75,7 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                     "margin": f"{r.workflows_per_s / TARGET_WORKFLOWS_PER_S:.2f}x",
                 }
             )
-            if r.db_xacts is not None:
+            if isinstance(r, ThroughputResult) and r.db_xacts is not None:
                 per_step = r.db_xacts / (STEPS * r.n)
                 out.append(
                     {
@@ -225,6 +228,7 @@ _THROUGHPUT_ROWS: tuple[tuple[str, Callable[[ThroughputResult], str]], ...] = (
      lambda r: f"{r.store_stats.get('operations', 0):,.0f} / {r.store_stats.get('batches', 0):,.0f}"),
     ("operations per batch", lambda r: f"{r.store_stats.get('ops_per_batch', 0):.1f}"),
     ("store commits per step", _commits_per_step),
+    ("store commits per workflow (submission + run)", lambda r: f"{r.commits_per_workflow:.3f}"),
     ("database transactions (PostgreSQL, run)", _xacts),
     ("database transactions per workflow / per step", _xacts_per),
     ("capacity: most holders at once / capacity", _holders),
@@ -265,6 +269,7 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
             ("supervisor resets", str(c.resets)),
             ("store (main: submit + supervisor)", _stats(c.store_stats)),
             ("store (second worker)", _stats(c.worker_stats)),
+            ("store commits per workflow (all processes; the killed worker's until just before the kill)", f"{c.commits_per_workflow:.2f}"),
             ("database transactions (PostgreSQL, kill run)", _xacts(c)),
             ("database transactions per workflow / per step", _xacts_per(c)),
         ):  # fmt: skip
@@ -273,6 +278,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
     for latency in results:
         if isinstance(latency, LoneResult | OneByOneResult | OpenLoopResult):
             render_latency(latency, console)
+    for queued in (r for r in results if isinstance(r, QueuedResult)):
+        render_queued(queued, console)
     for writer in (r for r in results if isinstance(r, EventWriterResult)):
         render_writer(writer, console)
     for soak in (r for r in results if isinstance(r, SoakResult)):

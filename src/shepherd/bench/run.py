@@ -17,6 +17,7 @@ from shepherd.bench.event_writer import run_event_writer
 from shepherd.bench.lone import run_lone
 from shepherd.bench.one_by_one import run_one_by_one
 from shepherd.bench.open_loop import run_open_loop
+from shepherd.bench.queued import run_queued
 from shepherd.bench.report import Result, as_json, environment, render
 from shepherd.bench.soak import run_soak
 from shepherd.bench.soak_result import SoakOptions
@@ -64,7 +65,7 @@ class BenchOptions:
 def run_bench(opts: BenchOptions) -> bool:
     """Run the workloads and print the figures; return whether every task was kept.
 
-    A W4, W6 or lone worker process that died before the end also makes it False.
+    A W1apart, W4, W6 or lone worker process that died before the end also makes it False.
     """
     env = environment(opts.synchronous, opts.store or "sqlite (fresh file per workload)")
     with tempfile.TemporaryDirectory(prefix="shepherd-bench-") as tmp:
@@ -120,6 +121,10 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
                     settings={"sqlite_synchronous": opts.synchronous},
                 )
             )  # fmt: skip
+        elif name == "W1apart":
+            results.append(
+                await run_queued(store, tmp, n=opts.n, budget=opts.timeout, settings=settings)
+            )
         elif name == "soak":
             results.append(await run_soak(store, tmp, _soak(opts)))
         elif name in ("W4", "W6", "lone"):

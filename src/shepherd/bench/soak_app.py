@@ -17,6 +17,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from shepherd.app import App
+from shepherd.bench.counts import answer_on_signal
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -72,5 +73,7 @@ def app_from_env() -> App:
 def __getattr__(name: str) -> App:
     """`shepherd.bench.soak_app:app` builds the app from the environment on first access."""
     if name == "app":
-        return app_from_env()
+        app = app_from_env()
+        answer_on_signal(app)  # the soak counts its commits (`shepherd.bench.counts`)
+        return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from shepherd.bench.counts import commits, per
 from shepherd.bench.measure import percentile
 from shepherd.bench.pgstat import is_postgres
 from shepherd.bench.soak_app import STEPS
@@ -161,6 +162,7 @@ async def summarize(
         restart_every_s=opts.restart_every if opts.restart_command else None,
         restart_command=opts.restart_command,
         submitted=len(state.acked),
+        commits_per_workflow=per(commits(store.statistics()) + pool.commits, len(state.acked)),
         scheduled=state.scheduled,
         submit_errors=dict(state.errors),
         submit_latency_p50_ms=_ms(state.latencies, 50),

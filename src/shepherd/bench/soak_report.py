@@ -77,6 +77,7 @@ def _rows(r: SoakResult) -> list[tuple[str, str]]:
         ("LOST", str(r.tasks_lost)),
         ("drain after the last submit", f"{r.drain_s:.1f} s ({'all ended' if r.drained else 'GAVE UP'})"),
         ("handler executions / distinct steps", f"{r.executions:,} / {r.distinct_steps:,}"),
+        ("store commits per workflow (bench + workers)", f"{r.commits_per_workflow:.2f}"),
         ("duplicated executions (same attempt)",
          f"{r.duplicated_executions} ({r.duplicated_same_attempt})"),
         ("steps of processed tasks never executed", str(r.steps_missing)),

@@ -103,6 +103,9 @@ class SoakResult:
     size_ratio: float | None
     size_holds: bool
     stream_errors: int
+    #: Store commits of the bench's and every worker's store (`shepherd.bench.counts`;
+    #: a worker's as told just before its kill or stop), per acknowledged submit.
+    commits_per_workflow: float = float("nan")
 
 
 @dataclass(slots=True)

@@ -5,6 +5,8 @@ role). `kill` SIGKILLs a slot's process and starts its replacement at once; a
 process that exits on its own is counted and replaced too; a start that fails
 (the store is down while PostgreSQL restarts) is retried after a pause. Every
 process writes its own execution log, so nothing of a killed one is lost.
+Each process is asked for its store's commits just before it is killed or
+stopped (`shepherd.bench.counts`); one that exits on its own takes its count along.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, final
 
+from shepherd.bench.counts import commits
 from shepherd.bench.crash import Worker
 from shepherd.bench.soak_app import EXEC_LOG_ENV
 from shepherd.bench.soak_probe import rss_kib
@@ -64,6 +67,8 @@ class WorkerPool:
     kills: list[Kill] = field(default_factory=list)
     failed_starts: int = 0
     unexpected_exits: int = 0
+    #: The store commits of the processes killed or stopped so far, each told just before.
+    commits: float = 0.0
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def start(self) -> None:
@@ -85,6 +90,7 @@ class WorkerPool:
                     module="shepherd",
                     ready=b"shepherd ready:",
                     env={**self.env, EXEC_LOG_ENV: str(log)},
+                    stats_file=log.with_suffix(".stats.json"),
                 )
             except RuntimeError:
                 self.failed_starts += 1
@@ -102,6 +108,7 @@ class WorkerPool:
             current.killing = True
             pid = current.worker.proc.pid
             rss = rss_kib(pid)
+            self.commits += commits(await current.worker.snapshot())
             now = time.monotonic()
             await current.worker.kill()
             kill = Kill(
@@ -138,6 +145,7 @@ class WorkerPool:
         """SIGTERM every process (SIGKILL after 15 s)."""
         for slot in self.slots:
             slot.killing = True
+            self.commits += commits(await slot.worker.snapshot())
             with contextlib.suppress(ProcessLookupError):
                 await slot.worker.stop()
             await slot.worker.kill()

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from shepherd.bench.counts import commits, per
 from shepherd.bench.flow import STEPS, Holders, build_app, submit_all
 from shepherd.bench.measure import Polls, percentile, spans, terminal, timeline, wait_until
 from shepherd.bench.pgstat import XactCounter, is_postgres
@@ -38,6 +39,10 @@ class ThroughputResult:
     run_latency_p50_s: float
     run_latency_p99_s: float
     store_stats: dict[str, float]
+    #: The submitting process's store counters (`submit_all`, before the run).
+    submit_stats: dict[str, float]
+    #: Store commits (`shepherd.bench.counts`) of the submission and the run, per workflow.
+    commits_per_workflow: float
     settings: dict[str, Any]
     #: PostgreSQL only: committed database transactions of the run phase (every
     #: role's reads and writes), from `pg_stat_database.xact_commit`, less the
@@ -77,9 +82,12 @@ async def run_throughput(
     holders = Holders()
     async with build_app(store, sleep=sleep, capacity=capacity, **settings) as app:
         target = terminal(await app.store.count_tasks()) + n
+        before = dict(app.store.statistics())
         started = time.perf_counter()
         ids = await submit_all(app, n)
         submit_s = time.perf_counter() - started
+        submitted = dict(app.store.statistics())
+    submit_stats = {k: submitted.get(k, 0) - before.get(k, 0) for k in ("commits", "operations")}
     open_close = 0
     if counter is not None:
         open_close = await open_close_cost(counter, store, settings)
@@ -110,7 +118,9 @@ async def run_throughput(
     if counter is not None:
         db_xacts = await counter.read() - xacts_before - polls.n - open_close
     async with build_app(store, sleep=sleep, **settings) as reader:
-        line = await timeline(reader.store, ids)
+        # Every task has ended: read on until the log shows each (on PostgreSQL
+        # another client's open transaction can hold the last events back).
+        line = await timeline(reader.store, ids, complete=ids)
 
     e2e = spans(line.received, line.processed)
     run = spans(line.claimed, line.processed)
@@ -129,6 +139,8 @@ async def run_throughput(
         run_latency_p50_s=percentile(run, 50),
         run_latency_p99_s=percentile(run, 99),
         store_stats=stats,
+        submit_stats=submit_stats,
+        commits_per_workflow=per(commits(submit_stats) + commits(stats), n),
         settings=dict(settings),
         db_xacts=db_xacts,
         harness_xacts=polls.n,

@@ -1,7 +1,8 @@
 """A bench worker process: `python -m shepherd.bench.worker --store URL --roles scheduler,agent`.
 
 It builds the bench App, runs the roles, prints `ready` once they have started,
-and on SIGTERM/SIGINT stops gracefully and prints `stats {json}`.
+and on SIGTERM/SIGINT stops gracefully and prints `stats {json}`; on SIGUSR1
+it writes its store's counters where the bench asks (`shepherd.bench.counts`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any
 
 import click
 
+from shepherd.bench.counts import answer_on_signal
 from shepherd.bench.flow import build_app
 
 
 async def serve(store: str, roles: str, **settings: Any) -> None:
     """Run `roles` of the bench App over `store` until SIGTERM or SIGINT."""
     app = build_app(store, **settings)
+    answer_on_signal(app)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
