@@ -24,6 +24,7 @@ from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.ops.bulk import StoredReply
 from shepherd.store.rows import TASK_COLUMNS, TaskCol
+from shepherd.store.sql.operator_actions import APPLY, RESET_FAILED
 from shepherd.store.sql.plan import Query, first, one, send
 from shepherd.store.task_filters import count_query, few_ids, ids_probe, list_query
 
@@ -60,15 +61,6 @@ _TASKS = "SELECT id, key, reply_to FROM tasks WHERE id {list}"
 # with an undo step recorded, the failed steps put back, the effect applied.
 _HOLD = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id {{list}} ORDER BY id{{for_update}}"
 _UNDOING = "SELECT DISTINCT task_id FROM steps WHERE kind = 'undo' AND task_id {list}"
-_RESET_FAILED = (
-    "UPDATE steps SET state = 'not_started', error = NULL WHERE task_id = ? AND state = 'failed'"
-)
-_APPLY = (
-    "UPDATE tasks SET process_state = ?, cancel_requested = ?, failure_count = ?, "
-    "error = CASE WHEN ? THEN NULL ELSE error END, locked_by = NULL, "
-    "lock_epoch = lock_epoch + 1, complete_by = NULL, not_before = ?, updated_at = ? "
-    "WHERE id = ?"
-)
 _CLAIM_KEY = (
     "INSERT INTO bulk_requests (key, action, digest, reply, created_at) "
     "VALUES (?, ?, ?, NULL, ?) ON CONFLICT (key) DO NOTHING RETURNING key"
@@ -176,7 +168,7 @@ def _retry(batch: Writing, op: RetryTasks) -> Callable[[], Plan[BulkOutcome]]:
                 by=op.by,
                 bulk=mark,
             )
-            writes.append(Query(d.sql(_RESET_FAILED), (task_id,), rows=False))
+            writes.append(Query(d.sql(RESET_FAILED), (task_id,), rows=False))
             params = (
                 str(effect.process_state),
                 effect.cancel_requested,
@@ -186,7 +178,7 @@ def _retry(batch: Writing, op: RetryTasks) -> Callable[[], Plan[BulkOutcome]]:
                 batch.now,
                 task_id,
             )
-            writes.append(Query(d.sql(_APPLY), params, rows=False))
+            writes.append(Query(d.sql(APPLY), params, rows=False))
             detail = dumps_detail(effect.detail)
             batch.event(task_id, row[TaskCol.KEY], row[TaskCol.REPLY_TO], effect.event, detail)
             done.append(task_id)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from shepherd.store.ops import CancelTask, RetryTask
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["cancel", "retry"]
+__all__ = ["APPLY", "RESET_FAILED", "cancel", "retry"]
 
 _TASK = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?{{for_update}}"
 _STEP_STATE = (
@@ -40,17 +40,20 @@ _RESUBMIT_STEP = (
     "UPDATE steps SET state = 'not_started', error = NULL, "
     "payload_override = coalesce(?, payload_override) WHERE task_id = ? AND seq = ?"
 )
-_RESET_FAILED = (
+#: A retried task's failed steps, to be run again (a bulk retry's too: `sql.bulk`).
+RESET_FAILED = (
     "UPDATE steps SET state = 'not_started', error = NULL WHERE task_id = ? AND state = 'failed'"
 )
 _IN_UNDO = "SELECT 1 FROM steps WHERE task_id = ? AND kind = 'undo' LIMIT 1"
-# An `OperatorEffect`, applied: the lock released, the epoch bumped, claimable now.
-_APPLY = (
+#: An `OperatorEffect`, applied: the lock released, the epoch bumped, claimable now
+#: (a bulk retry's too, without the RETURNING: `sql.bulk`).
+APPLY = (
     "UPDATE tasks SET process_state = ?, cancel_requested = ?, failure_count = ?, "
     "error = CASE WHEN ? THEN NULL ELSE error END, locked_by = NULL, "
     "lock_epoch = lock_epoch + 1, complete_by = NULL, not_before = ?, updated_at = ? "
-    f"WHERE id = ? RETURNING {TASK_COLUMNS}"
+    "WHERE id = ?"
 )
+_APPLY = f"{APPLY} RETURNING {TASK_COLUMNS}"
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 
 
@@ -82,7 +85,7 @@ def retry(batch: Writing, ops: Sequence[RetryTask]) -> Plan[list[object]]:
             yield from send(d.sql(_RESUBMIT_STEP), (override, task_id, seq))
             # The operator checked the step's unknown side effects: run them again.
             yield from clear_started(d, task_id, seq)
-        yield from send(d.sql(_RESET_FAILED), (task_id,))
+        yield from send(d.sql(RESET_FAILED), (task_id,))
         undoing = (yield from first(d.sql(_IN_UNDO), (task_id,))) is not None
         cancel_requested = bool(row[TaskCol.CANCEL_REQUESTED])
         effect = rules.on_retry(
