@@ -24,13 +24,15 @@ from shepherd.errors import ConfigError
 from shepherd.tasklog import task_fields
 
 if TYPE_CHECKING:
+    from shepherd.clock import Clock
     from shepherd.core.alerts import StoredAlert
-    from shepherd.core.records import Task
+    from shepherd.core.records import CallRequest, Task
 
 __all__ = [
     "Alert",
     "AlertSink",
     "CallableSink",
+    "Deliveries",
     "LogSink",
     "RaiseAlert",
     "WebhookSink",
@@ -219,6 +221,55 @@ class CallableSink:
                 await outcome
         except Exception:  # a sink must never break the supervisor
             logger.exception("alert sink %r failed for task %s", self.fn, alert.task_id)
+
+
+@final
+class Deliveries:
+    """An App's alerts on their way to its sinks: sent in the background, awaited at close.
+
+    A firing alert is sent without waiting (a role that escalates goes on at
+    once); a resolution is awaited by the supervisor that tells it, so that it
+    is marked told only once every sink had its turn. Neither raises.
+    """
+
+    __slots__ = ("_jobs", "clock", "sinks")
+
+    def __init__(self, sinks: list[AlertSink], clock: Clock) -> None:
+        self.sinks = sinks
+        self.clock = clock
+        self._jobs: set[asyncio.Task[None]] = set()
+
+    def firing(self, subject: str, workflow: str, key: str | None, reason: str, count: int) -> None:
+        """Send a firing alert about `subject` (a task's id, or a call's) to every sink, in the background."""
+        alert = Alert(
+            task_id=subject,
+            workflow=workflow,
+            key=key,
+            reason=reason,
+            failure_count=count,
+            at=self.clock.now(),
+        )
+        job = asyncio.get_running_loop().create_task(send_all(self.sinks, alert))
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+
+    def call_given_up(self, call: CallRequest) -> None:
+        """Send a firing alert about an `app.call` given up after its handlings kept failing."""
+        reason = (
+            f"call to {call.agent} given up after {call.attempt} handlings without an "
+            f"answer (each died or took longer than {call.within:g} s); its caller got "
+            "a CallFailedError"
+        )
+        self.firing(call.call_id, f"call:{call.agent}", None, reason, call.attempt)
+
+    async def resolved(self, alert: StoredAlert) -> None:
+        """Tell every sink that a stored alert was resolved (`status` `resolved`)."""
+        await send_all(self.sinks, resolved_alert(alert))
+
+    async def drain(self) -> None:
+        """Wait for the firing alerts still on their way."""
+        if self._jobs:
+            await asyncio.gather(*self._jobs, return_exceptions=True)
 
 
 async def send_all(sinks: Iterable[AlertSink], alert: Alert) -> None:

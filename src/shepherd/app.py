@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any, Unpack, final
 
 from shepherd.agents import Handler
-from shepherd.alerts import Alert, AlertSink, resolved_alert, send_all, sink_from_spec
+from shepherd.alerts import Alert, AlertSink, Deliveries, sink_from_spec
 from shepherd.assembly import ROLES, Assembly, check_roles, instance_id, store_of
 from shepherd.calling import Caller
 from shepherd.clock import Clock, SystemClock
@@ -68,21 +68,19 @@ class App(Registrations):
             settings["store"] = store
         self.settings = Settings.from_env(**settings)
         self.clock: Clock = clock or SystemClock()
-        self.sinks: list[AlertSink] = [sink_from_spec(s) for s in alerts]
+        #: Where this app's alerts go, and those on their way (`shepherd.alerts`).
+        self.deliveries = Deliveries([sink_from_spec(s) for s in alerts], self.clock)
+        self.sinks: list[AlertSink] = self.deliveries.sinks
         super().__init__()
         #: Counters of this process (calls, retries, timeouts, breaker changes).
         self.metrics = Metrics()
-        #: Whether `open` creates and migrates the store (True, the default) or
-        #: only opens an existing store of this code's schema version, refusing
-        #: a missing, foreign, older or newer one with an UnusableStoreError and
-        #: writing nothing, not even the declared resources (False: what the
-        #: operator's commands and the dashboard use). Set it before the store
-        #: is first used.
+        #: Whether `open` creates and migrates the store, or (False: the operator's
+        #: commands, the dashboard) opens a current one as it is, writing nothing,
+        #: else UnusableStoreError. Set it before the store is first used.
         self.migrate = True
         self._store: Store | None = None
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
-        self._alerts: set[asyncio.Task[None]] = set()
         self._caller: Caller | None = None
         #: Async callables run once by the next `close`, last added first (then forgotten);
         #: helpers such as `shepherd.agents.http` close what they opened for this app here.
@@ -134,8 +132,7 @@ class App(Registrations):
         """Wait for alerts in flight, run the `on_close` hooks and close the store."""
         if self._caller is not None:
             self._caller.close()
-        if self._alerts:
-            await asyncio.gather(*self._alerts, return_exceptions=True)
+        await self.deliveries.drain()
         while self.on_close:
             hook = self.on_close.pop()
             try:
@@ -336,45 +333,17 @@ class App(Registrations):
 
     # -- alert delivery ----------------------------------------------------
     def raise_alert(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:
-        """Send an operator alert to every sink, in the background.
-
-        The store keeps the same alert already: the write that moved the task
-        into `error` stored it (`alerts`); the sinks are told best effort.
-        """
+        """Send an operator alert to every sink, in the background (the store has it already)."""
         count = task.failure_count if failure_count is None else failure_count
-        self._deliver(task.id, task.workflow, task.key, reason, count)
+        self.deliveries.firing(task.id, task.workflow, task.key, reason, count)
 
     async def announce_resolution(self, alert: StoredAlert) -> None:
-        """Tell every sink that a stored alert was resolved (`status` `resolved`); never raises.
-
-        The supervisor's leader calls it for each resolution the store holds
-        and has not told yet, then marks it told.
-        """
-        await send_all(self.sinks, resolved_alert(alert))
+        """Tell every sink that a stored alert was resolved (the supervisor's leader calls it)."""
+        await self.deliveries.resolved(alert)
 
     def alert_call(self, call: CallRequest) -> None:
         """Alert an operator of a call given up after its handlings kept failing to answer."""
-        reason = (
-            f"call to {call.agent} given up after {call.attempt} handlings without an "
-            f"answer (each died or took longer than {call.within:g} s); its caller got "
-            "a CallFailedError"
-        )
-        self._deliver(call.call_id, f"call:{call.agent}", None, reason, call.attempt)
-
-    def _deliver(
-        self, task_id: str, workflow: str, key: str | None, reason: str, count: int
-    ) -> None:
-        alert = Alert(
-            task_id=task_id,
-            workflow=workflow,
-            key=key,
-            reason=reason,
-            failure_count=count,
-            at=self.clock.now(),
-        )
-        job = asyncio.get_running_loop().create_task(send_all(self.sinks, alert))
-        self._alerts.add(job)
-        job.add_done_callback(self._alerts.discard)
+        self.deliveries.call_given_up(call)
 
     # -- roles -------------------------------------------------------------
     async def run(
