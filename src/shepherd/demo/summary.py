@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -35,20 +36,37 @@ def _reason(error: Any) -> str:
     return "(no reason recorded)" if error is None else str(error)
 
 
-async def _event_kinds(app: App) -> tuple[Counter[str], int]:
-    """Events by kind, and how many `compensating` events the supervisor caused."""
+#: The events that end a task (one each: the demo retries nothing).
+_ENDINGS = (EventKind.PROCESSED, EventKind.COMPENSATED, EventKind.CANCELLED, EventKind.ERROR)
+#: Seconds to wait for the events of every ended task to be readable.
+EVENTS_PATIENCE = 10.0
+
+
+async def _event_kinds(app: App, ended: int) -> tuple[Counter[str], int]:
+    """Events by kind, and how many `compensating` events the supervisor caused.
+
+    Reads until the events of the `ended` tasks have all been read (or
+    EVENTS_PATIENCE has passed): on PostgreSQL an event becomes readable only
+    once every transaction older than its own has ended, on the whole server,
+    so a summary read at once could count a busy server's last steps short.
+    """
     kinds: Counter[str] = Counter()
     by_supervisor = 0
     cursor = 0
-    while batch := await app.store.read_events(reply_to=None, after_id=cursor, limit=1000):
-        for event in batch:
-            kinds[event.kind] += 1
-            if event.kind == EventKind.COMPENSATING and "complete_by expired" in _reason(
-                (event.detail or {}).get("error")
-            ):
-                by_supervisor += 1
-        cursor = batch[-1].id
-    return kinds, by_supervisor
+    deadline = asyncio.get_running_loop().time() + EVENTS_PATIENCE
+    while True:
+        while batch := await app.store.read_events(reply_to=None, after_id=cursor, limit=1000):
+            for event in batch:
+                kinds[event.kind] += 1
+                if event.kind == EventKind.COMPENSATING and "complete_by expired" in _reason(
+                    (event.detail or {}).get("error")
+                ):
+                    by_supervisor += 1
+            cursor = batch[-1].id
+        seen = sum(kinds[kind] for kind in _ENDINGS)
+        if seen >= ended or asyncio.get_running_loop().time() >= deadline:
+            return kinds, by_supervisor
+        await asyncio.sleep(app.settings.poll_interval)
 
 
 #: What an order holds at each service: order_id -> count of records in force.
@@ -106,7 +124,8 @@ async def collect(
     for task in tasks:
         if str(task.process_state) in reasons:
             reasons[str(task.process_state)][_reason(task.error)] += 1
-    kinds, by_supervisor = await _event_kinds(app)
+    ended = sum(counts.get(s, 0) for s in (*TERMINAL_STATES, ProcessState.ERROR))
+    kinds, by_supervisor = await _event_kinds(app, ended)
     keys = {
         state: {t.key for t in tasks if t.process_state is state and t.key}
         for state in ProcessState
