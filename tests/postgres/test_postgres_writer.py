@@ -146,10 +146,10 @@ async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_and_the_sess
 ) -> None:
     insert = pg_tasks._insert
 
-    async def insert_then_fail(batch: Any, *args: Any) -> list[object]:
-        outcomes = await insert(batch, *args)
+    async def insert_then_fail(batch: Any, *args: Any) -> Any:
+        second = await insert(batch, *args)
         await batch.send("SELECT 1 / 0")  # refused by the server, after the insert ran
-        return outcomes
+        return second
 
     writer_pid = store._writer.pid
     monkeypatch.setattr(pg_tasks, "_insert", insert_then_fail)
@@ -182,11 +182,11 @@ async def test_a_deadlock_is_retried_also_in_the_batch_that_first_prepares_its_s
     insert = pg_tasks._insert
     deadlocks = [DEADLOCK]
 
-    async def insert_then_deadlock(batch: Any, *args: Any) -> list[object]:
-        outcomes = await insert(batch, *args)
+    async def insert_then_deadlock(batch: Any, *args: Any) -> Any:
+        second = await insert(batch, *args)
         if deadlocks:
             await batch.send(deadlocks.pop())
-        return outcomes
+        return second
 
     monkeypatch.setattr(pg_tasks, "_insert", insert_then_deadlock)
     assert (await store.submit_task(NewTask(workflow="wf", input=1, key="k"))).created
@@ -307,12 +307,17 @@ async def test_a_batch_past_store_timeout_fails_once_and_its_session_is_replaced
     try:
         insert = pg_tasks._insert
 
-        async def insert_then_wait(batch: Any, *args: Any) -> list[object]:
-            outcomes = await insert(batch, *args)
-            slow = await batch.send(SLOW)
-            if read_before_commit:
-                await slow.fetchone()
-            return outcomes
+        async def insert_then_wait(batch: Any, *args: Any) -> Any:
+            second = await insert(batch, *args)  # its statements sent (`phases`)
+
+            async def then_wait() -> list[object]:
+                outcomes = await second()  # its rows read
+                slow = await batch.send(SLOW)
+                if read_before_commit:
+                    await slow.fetchone()
+                return outcomes
+
+            return then_wait
 
         pid = store._writer.pid
         monkeypatch.setattr(pg_tasks, "_insert", insert_then_wait)
