@@ -25,6 +25,7 @@ from shepherd.store.contract import NewTask
 from shepherd.store.encoding import Encoding
 from shepherd.store.ops import SubmitTask
 from shepherd.store.postgres import PostgresStore
+from shepherd.store.postgres import inserts as pg_inserts
 from shepherd.store.postgres import tasks as pg_tasks
 from shepherd.store.postgres import writer as pg_writer
 from shepherd.store.postgres.batch import WRITES, Later, PostgresBatch
@@ -144,7 +145,7 @@ async def test_an_outcome_read_after_the_commit_that_fails_fails_its_caller_alon
 async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_and_the_session_is_replaced(
     store: PostgresStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    insert = pg_tasks._insert
+    insert = pg_inserts.insert
 
     async def insert_then_fail(batch: Any, *args: Any) -> Any:
         second = await insert(batch, *args)
@@ -152,7 +153,7 @@ async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_and_the_sess
         return second
 
     writer_pid = store._writer.pid
-    monkeypatch.setattr(pg_tasks, "_insert", insert_then_fail)
+    monkeypatch.setattr(pg_inserts, "insert", insert_then_fail)
     with pytest.raises(ShepherdError, match=r"refused a write \(22012\)"):
         # With a key: a batch (a lone submit without one is a single statement).
         await store.submit_task(NewTask(workflow="wf", input=1, key="k"))
@@ -179,7 +180,7 @@ async def test_a_deadlock_is_retried_also_in_the_batch_that_first_prepares_its_s
     # and the retry, and every write after it, failed with 26000.
     for n in range(earlier):
         await store.submit_task(NewTask(workflow="wf", input=n, key=f"before-{n}"))
-    insert = pg_tasks._insert
+    insert = pg_inserts.insert
     deadlocks = [DEADLOCK]
 
     async def insert_then_deadlock(batch: Any, *args: Any) -> Any:
@@ -188,7 +189,7 @@ async def test_a_deadlock_is_retried_also_in_the_batch_that_first_prepares_its_s
             await batch.send(deadlocks.pop())
         return second
 
-    monkeypatch.setattr(pg_tasks, "_insert", insert_then_deadlock)
+    monkeypatch.setattr(pg_inserts, "insert", insert_then_deadlock)
     assert (await store.submit_task(NewTask(workflow="wf", input=1, key="k"))).created
     assert not deadlocks
     assert store._writer.retries == 1
@@ -305,7 +306,7 @@ async def test_a_batch_past_store_timeout_fails_once_and_its_session_is_replaced
     store = PostgresStore(postgres_url, store_timeout=SHORT_TIMEOUT)
     await store.open()
     try:
-        insert = pg_tasks._insert
+        insert = pg_inserts.insert
 
         async def insert_then_wait(batch: Any, *args: Any) -> Any:
             second = await insert(batch, *args)  # its statements sent (`phases`)
@@ -320,7 +321,7 @@ async def test_a_batch_past_store_timeout_fails_once_and_its_session_is_replaced
             return then_wait
 
         pid = store._writer.pid
-        monkeypatch.setattr(pg_tasks, "_insert", insert_then_wait)
+        monkeypatch.setattr(pg_inserts, "insert", insert_then_wait)
         expected = StoreUnavailableError if read_before_commit else CommitUnknownError
         with pytest.raises(expected) as caught:
             # With a key: a batch (a lone submit without one is a single statement).

@@ -10,9 +10,10 @@ statement asks for the database's clock; its answer comes back with the first
 statement a handler reads (`PostgresBatch.clock`: handlers of `batch.CLOCK_ON_DEMAND`
 operations read first, then the clock, so that one round trip brings both), or
 at once for handlers that may read `PostgresBatch.now` straight away, and always before
-the Sync, so that a session found gone then has certainly rolled back. A claim,
-a finish, a reply or a step's start thus waits twice: for its read, then for
-the commit. An outcome built from rows read after the commit (`batch.Later`)
+the Sync, so that a session found gone then has certainly rolled back. When
+every kind in the batch is phased (`phases`), every kind's reads are sent
+before any is read: the batch waits once for them all, then for the commit.
+The waits before the commit are counted (`round_trips`). An outcome built from rows read after the commit (`batch.Later`)
 is read once the Sync has brought them back; if that read fails, its caller
 alone gets the error (the batch is committed and is not run again).
 
