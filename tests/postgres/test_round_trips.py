@@ -117,6 +117,7 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
         pg.submit_task(new_task(key="mixed")),
         pg.claim_tasks(locked_by="s2", limit=10),
         pg.take_requests(agents=["b"], worker="w2", limit=10),
+        pg.take_calls(worker="w2", agents=["b"], limit=10),  # none waiting
         pg.reply_and_ack(taken[replying.id], worker="w1", ok=True, body="local", recorder="s1"),
         pg.record_replies(locked_by="s1", limit=10),
         pg.start_step(step_start(ending, seq=1)),
@@ -126,7 +127,8 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
     )
 
     assert trips == 1
-    submitted, claimed, took, answered, recorded, _, _, beaten, lease = outcomes
+    submitted, claimed, took, calls, answered, recorded, _, _, beaten, lease = outcomes
+    assert calls == ([], [])
     assert submitted.created
     assert [t.input for t in claimed] == ["to claim"]
     assert [r.task_id for r in took] == [starting.id]

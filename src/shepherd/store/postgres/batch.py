@@ -35,6 +35,7 @@ from shepherd.store.ops import (
     StartStep,
     SubmitTask,
     SubmitTasks,
+    TakeCalls,
     TakeRequests,
     Write,
 )
@@ -121,6 +122,7 @@ CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
         ReplyAndAck,
         RecordReplies,
         FinishTask,
+        TakeCalls,
         TakeRequests,
     }
 )
@@ -272,6 +274,9 @@ class PostgresBatch(Encoding):
         self, queries: list[Query], sent: list[list[AsyncCursor[TupleRow]]]
     ) -> list[Rows]:
         out: list[Rows] = []
+        if self._clock is not None and any(query.rows for query in queries):
+            # Sent first, it comes back with these rows: the plan's next statements may read `now`.
+            await self.clock()
         for query, cursors in zip(queries, sent, strict=True):
             if not query.rows:
                 out.append([])

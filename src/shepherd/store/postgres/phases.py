@@ -15,7 +15,8 @@ kind's second phase writes: a request is taken or answered before a step's
 start drops or queues one; a reply is recorded before that step starts again;
 the owners a step's start or a finish lock are read before a finish unlocks
 them; a claim and a take touch rows the others never write in the same batch
-(unowned tasks, requests not yet taken), and a submit only new ones.
+(unowned tasks, requests not yet taken), a take of calls only calls, and a
+submit only new rows.
 
 A batch with any kind that is not phased (or whose handler a test replaced)
 runs each kind whole, as before.
@@ -36,6 +37,7 @@ from shepherd.store.ops import (
     StartStep,
     SubmitTask,
     SubmitTasks,
+    TakeCalls,
     TakeRequests,
     Write,
 )
@@ -53,6 +55,7 @@ First = Callable[[PostgresBatch, Sequence[Any]], Awaitable[Second]]
 #: The kinds that may share one round trip, in the order they are taken to run.
 ORDER: tuple[type[Write[Any]], ...] = (
     TakeRequests,
+    TakeCalls,
     ClaimTasks,
     SubmitTask,
     SubmitTasks,
