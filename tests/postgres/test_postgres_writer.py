@@ -25,6 +25,7 @@ from shepherd.store.contract import NewTask
 from shepherd.store.encoding import Encoding
 from shepherd.store.ops import SubmitTask
 from shepherd.store.postgres import PostgresStore
+from shepherd.store.postgres import inserts as pg_inserts
 from shepherd.store.postgres import tasks as pg_tasks
 from shepherd.store.postgres import writer as pg_writer
 from shepherd.store.postgres.batch import WRITES, Later, PostgresBatch
@@ -144,15 +145,15 @@ async def test_an_outcome_read_after_the_commit_that_fails_fails_its_caller_alon
 async def test_a_statement_failing_late_in_a_batch_undoes_all_of_it_and_the_session_is_replaced(
     store: PostgresStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    insert = pg_tasks._insert
+    insert = pg_inserts.insert
 
-    async def insert_then_fail(batch: Any, *args: Any) -> list[object]:
-        outcomes = await insert(batch, *args)
+    async def insert_then_fail(batch: Any, *args: Any) -> Any:
+        second = await insert(batch, *args)
         await batch.send("SELECT 1 / 0")  # refused by the server, after the insert ran
-        return outcomes
+        return second
 
     writer_pid = store._writer.pid
-    monkeypatch.setattr(pg_tasks, "_insert", insert_then_fail)
+    monkeypatch.setattr(pg_inserts, "insert", insert_then_fail)
     with pytest.raises(ShepherdError, match=r"refused a write \(22012\)"):
         # With a key: a batch (a lone submit without one is a single statement).
         await store.submit_task(NewTask(workflow="wf", input=1, key="k"))
@@ -179,16 +180,16 @@ async def test_a_deadlock_is_retried_also_in_the_batch_that_first_prepares_its_s
     # and the retry, and every write after it, failed with 26000.
     for n in range(earlier):
         await store.submit_task(NewTask(workflow="wf", input=n, key=f"before-{n}"))
-    insert = pg_tasks._insert
+    insert = pg_inserts.insert
     deadlocks = [DEADLOCK]
 
-    async def insert_then_deadlock(batch: Any, *args: Any) -> list[object]:
-        outcomes = await insert(batch, *args)
+    async def insert_then_deadlock(batch: Any, *args: Any) -> Any:
+        second = await insert(batch, *args)
         if deadlocks:
             await batch.send(deadlocks.pop())
-        return outcomes
+        return second
 
-    monkeypatch.setattr(pg_tasks, "_insert", insert_then_deadlock)
+    monkeypatch.setattr(pg_inserts, "insert", insert_then_deadlock)
     assert (await store.submit_task(NewTask(workflow="wf", input=1, key="k"))).created
     assert not deadlocks
     assert store._writer.retries == 1
@@ -305,17 +306,22 @@ async def test_a_batch_past_store_timeout_fails_once_and_its_session_is_replaced
     store = PostgresStore(postgres_url, store_timeout=SHORT_TIMEOUT)
     await store.open()
     try:
-        insert = pg_tasks._insert
+        insert = pg_inserts.insert
 
-        async def insert_then_wait(batch: Any, *args: Any) -> list[object]:
-            outcomes = await insert(batch, *args)
-            slow = await batch.send(SLOW)
-            if read_before_commit:
-                await slow.fetchone()
-            return outcomes
+        async def insert_then_wait(batch: Any, *args: Any) -> Any:
+            second = await insert(batch, *args)  # its statements sent (`phases`)
+
+            async def then_wait() -> list[object]:
+                outcomes = await second()  # its rows read
+                slow = await batch.send(SLOW)
+                if read_before_commit:
+                    await slow.fetchone()
+                return outcomes
+
+            return then_wait
 
         pid = store._writer.pid
-        monkeypatch.setattr(pg_tasks, "_insert", insert_then_wait)
+        monkeypatch.setattr(pg_inserts, "insert", insert_then_wait)
         expected = StoreUnavailableError if read_before_commit else CommitUnknownError
         with pytest.raises(expected) as caught:
             # With a key: a batch (a lone submit without one is a single statement).

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
-from psycopg.rows import tuple_row
+from psycopg import AsyncCursor
+from psycopg.rows import TupleRow, tuple_row
 
 from shepherd.errors import ShepherdError
 from shepherd.payloads import MAX_PAYLOAD_BYTES
@@ -34,6 +35,7 @@ from shepherd.store.ops import (
     StartStep,
     SubmitTask,
     SubmitTasks,
+    TakeCalls,
     TakeRequests,
     Write,
 )
@@ -43,16 +45,66 @@ from shepherd.store.sql.dialect import POSTGRES
 from shepherd.store.sql.plan import run_async
 
 if TYPE_CHECKING:
-    from psycopg import AsyncCursor
-    from psycopg.rows import TupleRow
-
     from shepherd.store.postgres.connection import Connection
     from shepherd.store.sql.dialect import Dialect
     from shepherd.store.sql.plan import Plan, Query, Rows
 
 T = TypeVar("T")
 
-__all__ = ["ALONE", "CLOCK_ON_DEMAND", "WRITES", "Alone", "Later", "PostgresBatch"]
+__all__ = [
+    "ALONE",
+    "CLOCK_ON_DEMAND",
+    "WRITES",
+    "Alone",
+    "CountedCursor",
+    "Later",
+    "PostgresBatch",
+    "Waits",
+]
+
+
+@final
+class Waits:
+    """How many times one transaction waited for the server before its commit."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@final
+class CountedCursor(AsyncCursor[TupleRow]):
+    """A pipeline cursor that counts a fetch whose results have not come back yet.
+
+    Such a fetch flushes the pipeline and waits for everything sent so far: one
+    round trip. Results that came back with an earlier one are read at once and
+    not counted, so `waits` holds the transaction's round trips before its commit.
+    """
+
+    def __init__(self, conn: Connection, waits: Waits) -> None:
+        super().__init__(conn, row_factory=tuple_row)
+        self._waits = waits
+
+    def _count(self) -> None:
+        if self.pgresult is None:
+            self._waits.count += 1
+
+    async def fetchone(self) -> TupleRow | None:
+        """The next row, counting the wait if its results are still on their way."""
+        self._count()
+        return await super().fetchone()
+
+    async def fetchall(self) -> list[TupleRow]:
+        """The remaining rows, counting the wait if their results are still on their way."""
+        self._count()
+        return await super().fetchall()
+
+    async def fetchmany(self, size: int = 0) -> list[TupleRow]:
+        """Rows, counting the wait if their results are still on their way."""
+        self._count()
+        return await super().fetchmany(size)
+
 
 #: Operations whose handlers read the batch's instant as a value only through
 #: `await PostgresBatch.clock()`, after their first read (or give it only to statements,
@@ -70,6 +122,7 @@ CLOCK_ON_DEMAND: frozenset[type[Write[Any]]] = frozenset(
         ReplyAndAck,
         RecordReplies,
         FinishTask,
+        TakeCalls,
         TakeRequests,
     }
 )
@@ -112,9 +165,12 @@ class PostgresBatch(Encoding):
         now: datetime | AsyncCursor[TupleRow],
         *,
         payload_limit: int = MAX_PAYLOAD_BYTES,
+        waits: Waits | None = None,
     ) -> None:
         super().__init__(payload_limit=payload_limit)
         self.conn = conn
+        #: The transaction's round trips before its commit (`CountedCursor`).
+        self.waits = Waits() if waits is None else waits
         self._now: datetime | None = None
         self._clock: AsyncCursor[TupleRow] | None = None
         if isinstance(now, datetime):
@@ -171,20 +227,56 @@ class PostgresBatch(Encoding):
         Rows are tuples whatever the connection's row factory (a caller's
         connection, in a transactional submit, may have its own).
         """
-        return await self.conn.cursor(row_factory=tuple_row).execute(query, params)
+        return await CountedCursor(self.conn, self.waits).execute(query, params)
 
     async def run(self, plan: Plan[T]) -> T:
         """Run a plan (`store.sql.plan`): each yield's statements sent at once, then read."""
         return await run_async(plan, self._execute)
 
+    async def begin(self, plan: Plan[T]) -> Callable[[], Awaitable[T]]:
+        """Send a plan's first statements; what reads them and runs the rest (`phases`)."""
+        try:
+            queries = next(plan)
+        except StopIteration as done:
+            value: T = done.value
+            queries = None
+        if queries is None:
+
+            async def ended() -> T:
+                return value
+
+            return ended
+        sent = await self._send_all(queries)
+
+        async def rest() -> T:
+            rows = await self._read_all(queries, sent)
+            try:
+                while True:
+                    rows = await self._execute(plan.send(rows))
+            except StopIteration as done:
+                outcome: T = done.value
+                return outcome
+
+        return rest
+
     async def _execute(self, queries: list[Query]) -> list[Rows]:
-        sent = [
+        return await self._read_all(queries, await self._send_all(queries))
+
+    async def _send_all(self, queries: list[Query]) -> list[list[AsyncCursor[TupleRow]]]:
+        return [
             [await self.send(query.sql, params) for params in query.params]
             if query.many
             else [await self.send(query.sql, query.params)]
             for query in queries
         ]
+
+    async def _read_all(
+        self, queries: list[Query], sent: list[list[AsyncCursor[TupleRow]]]
+    ) -> list[Rows]:
         out: list[Rows] = []
+        if self._clock is not None and any(query.rows for query in queries):
+            # Sent first, it comes back with these rows: the plan's next statements may read `now`.
+            await self.clock()
         for query, cursors in zip(queries, sent, strict=True):
             if not query.rows:
                 out.append([])

@@ -22,6 +22,7 @@ from shepherd.store.ops import (
     WaitingKeys,
 )
 from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.sql import calls
 from shepherd.store.sql.calls import WAITING_COLUMNS
@@ -42,8 +43,8 @@ __all__: list[str] = []
 _WAITING = (
     f"SELECT {WAITING_COLUMNS} FROM calls "
     "WHERE id = ANY(ARRAY(SELECT id FROM calls WHERE answered_at IS NULL "
-    "AND agent {list} AND owner_key IS NULL AND visible_at <= ? "
-    "AND expires_at > ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)) ORDER BY id"
+    "AND agent {list} AND owner_key IS NULL AND visible_at <= {now} "
+    "AND expires_at > {now} ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)) ORDER BY id"
 )
 
 
@@ -53,10 +54,10 @@ async def send_call(batch: PostgresBatch, ops: Sequence[SendCall]) -> list[objec
     return await batch.run(calls.send_call(batch, ops))
 
 
-@WRITES.handles(TakeCalls)
-async def take_calls(batch: PostgresBatch, ops: Sequence[TakeCalls]) -> list[object]:
+@phased(TakeCalls)
+async def take_calls(batch: PostgresBatch, ops: Sequence[TakeCalls]) -> Second:
     """Take each operation's waiting calls; give up those out of handlings."""
-    return await batch.run(calls.take_calls(batch, ops, waiting=_WAITING))
+    return await batch.begin(calls.take_calls(batch, ops, waiting=_WAITING))
 
 
 @WRITES.handles(TakeKeyCalls)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, GetLease, ReleaseLease
 from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.sql import leases
 from shepherd.store.sql.dialect import POSTGRES
@@ -24,10 +25,10 @@ if TYPE_CHECKING:
 __all__ = ["acquire", "expired_claims", "get_lease", "release", "supervise"]
 
 
-@WRITES.handles(AcquireLease)
-async def acquire(batch: PostgresBatch, ops: Sequence[AcquireLease]) -> list[object]:
+@phased(AcquireLease)
+async def acquire(batch: PostgresBatch, ops: Sequence[AcquireLease]) -> Second:
     """Take or renew leases; None where someone else holds an unexpired one."""
-    return await batch.run(leases.acquire(batch, ops))
+    return await batch.begin(leases.acquire(batch, ops))
 
 
 @WRITES.handles(ReleaseLease)

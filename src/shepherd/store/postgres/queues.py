@@ -16,6 +16,7 @@ from shepherd.store import signals as ch
 from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
 from shepherd.store.postgres import slots
 from shepherd.store.postgres.batch import INSTANT, WRITES
+from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.postgres.rows import (
     REQUEST_COLUMNS_R,
@@ -90,8 +91,8 @@ _INSERT_REPLIES = (
 )
 
 
-@WRITES.handles(TakeRequests)
-async def take(batch: PostgresBatch, ops: Sequence[TakeRequests]) -> list[object]:
+@phased(TakeRequests)
+async def take(batch: PostgresBatch, ops: Sequence[TakeRequests]) -> Second:
     """Lease visible, unexpired requests until their complete_by.
 
     At most `suspects` of each take are requests of suspect tasks, so that an
@@ -116,16 +117,20 @@ async def take(batch: PostgresBatch, ops: Sequence[TakeRequests]) -> list[object
             limit_of(limit),
         )
         cursors.append(await batch.send(_TAKE, params))
-    out: list[object] = []
-    for cursor in cursors:
-        rows = await cursor.fetchall()
-        rows.sort(key=lambda r: r[RequestCol.ID])  # RETURNING order is unspecified
-        out.append([request_from_row(r) for r in rows])
-    return out
+
+    async def second() -> list[object]:
+        out: list[object] = []
+        for cursor in cursors:
+            rows = await cursor.fetchall()
+            rows.sort(key=lambda r: r[RequestCol.ID])  # RETURNING order is unspecified
+            out.append([request_from_row(r) for r in rows])
+        return out
+
+    return second
 
 
-@WRITES.handles(ReplyAndAck)
-async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
+@phased(ReplyAndAck)
+async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
     """Remove requests and answer them: queue each reply, or record it for a local scheduler.
 
     False where the request moved on. The capacity slots the handlings held are
@@ -144,21 +149,25 @@ async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> list[object
             batch.instant,
         ),
     )
-    steps = {}
-    if owners is not None:
-        for row in await owners.fetchall():
-            steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
-    # (request id, taken_by) of the requests removed.
-    removed = set(await cursor.fetchall())
-    now = await batch.clock()  # came back with the removed requests
-    acked = [(op.request.id, op.worker) in removed for op in ops]
-    plan = plan_answers(encoded_answers(ops, batch), acked, steps)
-    await slots.release(batch, [op.slot for op in ops if op.slot is not None])
-    if plan.queued:
-        await batch.send(_INSERT_REPLIES, (now, *columns(plan.queued)))
-        batch.rings.add(ch.REPLIES)
-    await write_recorded(batch, plan.recorded)
-    return list(plan.out)
+
+    async def second() -> list[object]:
+        steps = {}
+        if owners is not None:
+            for row in await owners.fetchall():
+                steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
+        # (request id, taken_by) of the requests removed.
+        removed = set(await cursor.fetchall())
+        now = await batch.clock()  # came back with the removed requests
+        acked = [(op.request.id, op.worker) in removed for op in ops]
+        plan = plan_answers(encoded_answers(ops, batch), acked, steps)
+        await slots.release(batch, [op.slot for op in ops if op.slot is not None])
+        if plan.queued:
+            await batch.send(_INSERT_REPLIES, (now, *columns(plan.queued)))
+            batch.rings.add(ch.REPLIES)
+        await write_recorded(batch, plan.recorded)
+        return list(plan.out)
+
+    return second
 
 
 @WRITES.handles(Note)

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.store import signals as ch
 from shepherd.store.ops import RecordReplies, StartStep
-from shepherd.store.postgres.batch import WRITES, Later
+from shepherd.store.postgres.batch import Later
+from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.rows import columns, limit_of
-from shepherd.store.postgres.tasks import lock_owners
+from shepherd.store.postgres.tasks import send_lock_owners
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import Request
     from shepherd.store.contract import StepStart
     from shepherd.store.postgres.batch import PostgresBatch
+    from shepherd.store.rows import Owners
     from shepherd.store.step_writes import Replies
 
 __all__ = ["record_replies", "start_step", "write_recorded"]
@@ -95,10 +97,19 @@ _PAYLOAD = 6
 _COMPLETE_BY = 7
 
 
-@WRITES.handles(StartStep)
-async def start_step(batch: PostgresBatch, ops: Sequence[StartStep]) -> list[object]:
+@phased(StartStep)
+async def start_step(batch: PostgresBatch, ops: Sequence[StartStep]) -> Second:
     """Mark steps running and enqueue their requests; return each one's complete_by."""
-    owners = await lock_owners(batch, [op.start.task_id for op in ops])
+    locked = await send_lock_owners(batch, [op.start.task_id for op in ops])
+
+    async def second() -> list[object]:
+        return await _start(batch, ops, await locked())
+
+    return second
+
+
+async def _start(batch: PostgresBatch, ops: Sequence[StartStep], owners: Owners) -> list[object]:
+    """`start_step`'s writes, once the owners are locked and read."""
     now = await batch.clock()  # came back with the owners
     plan = plan_starts(
         (op.start for op in ops),
@@ -177,19 +188,31 @@ def _last_per_step(rows: list[tuple[str, int, str]]) -> list[tuple[str, int, str
     return list({(task_id, seq): (task_id, seq, body) for task_id, seq, body in rows}.values())
 
 
-@WRITES.handles(RecordReplies)
-async def record_replies(batch: PostgresBatch, ops: Sequence[RecordReplies]) -> list[object]:
-    """Take the owner's replies; record those for the current epoch and attempt."""
-    out: list[object] = []
-    for op in ops:
-        cursor = await batch.send(_TAKE_REPLIES, (op.locked_by, limit_of(op.limit)))
-        replies = sort_replies(await cursor.fetchall())
-        await batch.clock()  # came back with the replies
-        await write_recorded(batch, replies)
-        if replies.ids:
-            await batch.send(_DROP_REPLIES, (replies.ids,))
-        out.append(replies.taken)
-    return out
+@phased(RecordReplies)
+async def record_replies(batch: PostgresBatch, ops: Sequence[RecordReplies]) -> Second:
+    """Take the owner's replies; record those for the current epoch and attempt.
+
+    Every operation's replies are asked for at once, then read, when each has
+    its own owner; two of one owner take one after the other (the second takes
+    what the first left).
+    """
+    take = (_TAKE_REPLIES, [(op.locked_by, limit_of(op.limit)) for op in ops])
+    at_once = len({op.locked_by for op in ops}) == len(ops)
+    sent = [await batch.send(take[0], params) for params in take[1]] if at_once else []
+
+    async def second() -> list[object]:
+        out: list[object] = []
+        for i, params in enumerate(take[1]):
+            cursor = sent[i] if at_once else await batch.send(take[0], params)
+            replies = sort_replies(await cursor.fetchall())
+            await batch.clock()  # came back with the replies
+            await write_recorded(batch, replies)
+            if replies.ids:
+                await batch.send(_DROP_REPLIES, (replies.ids,))
+            out.append(replies.taken)
+        return out
+
+    return second
 
 
 async def write_recorded(batch: PostgresBatch, replies: Replies) -> None:

@@ -6,7 +6,7 @@ Statements are queued in pipeline mode and their results read afterwards, so
 each step below costs one round trip however many operations there are. The
 owner's ends of a task (`finish`, `fail`, `start_compensation`) write what
 `core.effects` makes of them (`effects.UPDATE`), fenced by `(lock_epoch,
-locked_by)`: `finish` locks its tasks and checks them first (`lock_owners`),
+locked_by)`: `finish` locks its tasks and checks them first (`send_lock_owners`),
 then writes them all in one `effects.UPDATE_EACH`; `fail` and
 `start_compensation` update `WHERE lock_epoch = %s AND locked_by = %s`,
 exactly as the SQLite store decides them.
@@ -15,33 +15,32 @@ exactly as the SQLite store decides them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from shepherd.core.events import EventKind
 from shepherd.core.records import Step, Task
 from shepherd.core.states import ProcessState
-from shepherd.errors import StaleEpochError, StoreUnavailableError
+from shepherd.errors import StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import ops
 from shepherd.store import signals as ch
-from shepherd.store.contract import NewTask, Submitted
+from shepherd.store.contract import Submitted
 from shepherd.store.effect_rows import effect_row, owner_alert, owner_effect, plan_finishes
 from shepherd.store.ids import new_task_id
-from shepherd.store.postgres import retention
+from shepherd.store.postgres import inserts
 from shepherd.store.postgres.alerts import resolve_alerts, store_alert
 from shepherd.store.postgres.batch import ALONE, INSTANT, WRITES, Alone
 from shepherd.store.postgres.effects import UPDATE, UPDATE_EACH, params, params_each, written
 from shepherd.store.postgres.listener import notifications
+from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS
 from shepherd.store.postgres.rows import (
     OWNER_COLUMNS,
-    STEP_COLUMNS,
     STEP_COLUMNS_S,
     TASK_COLUMNS,
     TASK_COLUMNS_T,
     TASK_WIDTH,
-    StepCol,
     TaskCol,
     limit_of,
     step_from_row,
@@ -64,30 +63,13 @@ __all__ = [
     "claim",
     "fail",
     "finish",
-    "lock_owners",
     "release",
+    "send_lock_owners",
     "start_compensation",
     "submit",
     "submit_many",
 ]
 
-_INSERT_NEW = (
-    "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
-    "failure_count, not_before, reply_to, created_at, updated_at, trace) "
-    f"SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, {INSTANT}, "
-    f"v.reply_to, {INSTANT}, {INSTANT}, v.trace "
-    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[], "
-    "%b::text[]) WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, "
-    "trace, n) "
-)
-_INSERT_TASKS = (
-    _INSERT_NEW
-    + "WHERE NOT EXISTS (SELECT 1 FROM tombstones d WHERE d.workflow = v.workflow AND d.key = v.key) "
-    "ORDER BY v.n ON CONFLICT DO NOTHING RETURNING id"
-)
-# Tasks without a key: each is new, so nothing is read back (an id already taken
-# fails the batch, which then runs operation by operation).
-_INSERT_KEYLESS = _INSERT_NEW + "ORDER BY v.n"
 #: What a submit rings locally (and NOTIFYs): new work, and the `received` event.
 _SUBMIT_RINGS = frozenset({ch.TASKS, ch.EVENTS})
 _SUBMIT_NOTIFY = notifications(_SUBMIT_RINGS)
@@ -102,14 +84,6 @@ _SUBMIT_ALONE = (
     f"SELECT id, NULL, %b::text, %b::text, %b::text, {INSTANT} FROM task) "
     "SELECT now()" + ", pg_notify(%b::text, %b::text)" * len(_SUBMIT_NOTIFY)
 )
-# A live task, else the tombstone of the purged one: one statement sees one or the other.
-_EXISTING = (
-    "SELECT k.workflow, k.key, coalesce(t.id, d.task_id) "
-    "FROM unnest(%b::text[], %b::text[]) AS k(workflow, key) "
-    "LEFT JOIN tasks t ON t.workflow = k.workflow AND t.key = k.key "
-    "LEFT JOIN tombstones d ON d.workflow = k.workflow AND d.key = k.key"
-)
-_UNDO_INSERT = "DELETE FROM tasks WHERE id = ANY(%b::text[])"
 # The ids are locked in an ARRAY(...) sub-select, run once (see queues._TAKE).
 # The batch's instant in SQL (`INSTANT`): a claim need not wait for the clock.
 _CLAIM = (
@@ -123,8 +97,12 @@ _CLAIM = (
     "ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED)) "
     f"RETURNING {TASK_COLUMNS_T}"
 )
-_STEPS_OF = (
-    f"SELECT {STEP_COLUMNS} FROM steps WHERE task_id = ANY(%b::text[]) ORDER BY task_id, seq"
+# The claim and the steps of the tasks it claimed, in one statement: one row per
+# step (a task without steps, as one claimed for the first time, has one row of
+# NULL step columns). The steps are read in the claim's snapshot, which no claim changes.
+_CLAIM_WITH_STEPS = (
+    f"WITH c AS ({_CLAIM}) SELECT c.*, {STEP_COLUMNS_S} FROM c "
+    "LEFT JOIN steps s ON c.lock_epoch > 1 AND s.task_id = c.id ORDER BY c.id, s.seq"
 )
 # Ordered by id so that concurrent batches lock shared tasks in the same order.
 _LOCK_OWNERS = (
@@ -148,23 +126,30 @@ _RELEASE = (
 )
 
 
-async def lock_owners(batch: PostgresBatch, task_ids: Sequence[str]) -> Owners:
-    """Lock the tasks (`FOR UPDATE`, in id order) and read their fencing columns.
+async def send_lock_owners(
+    batch: PostgresBatch, task_ids: Sequence[str]
+) -> Callable[[], Awaitable[Owners]]:
+    """Lock the tasks (`FOR UPDATE`, in id order); what reads their fencing columns later.
 
     Every operation of the kind is then checked against the same state, and
-    no other transaction can move an epoch before this one commits.
+    no other transaction can move an epoch before this one commits. The rows
+    are read in the handler's second phase (`phases`).
     """
-    found = Owners()
     cursor = await batch.send(_LOCK_OWNERS, (list(dict.fromkeys(task_ids)),))
-    found.add(await cursor.fetchall())
-    return found
+
+    async def read() -> Owners:
+        found = Owners()
+        found.add(await cursor.fetchall())
+        return found
+
+    return read
 
 
-@WRITES.handles(ops.SubmitTask)
-async def submit(batch: PostgresBatch, ops: Sequence[ops.SubmitTask]) -> list[object]:
+@phased(ops.SubmitTask)
+async def submit(batch: PostgresBatch, ops: Sequence[ops.SubmitTask]) -> Second:
     """Insert pending tasks; a key already used for the workflow returns that task."""
     tasks = [op.task for op in ops]
-    return await _insert(batch, tasks, [batch.encode(task.input) for task in tasks])
+    return await inserts.insert(batch, tasks, [batch.encode(task.input) for task in tasks])
 
 
 def submit_alone(op: ops.SubmitTask, encoding: Encoding, instant: datetime | None) -> Alone | None:
@@ -203,156 +188,77 @@ def submit_alone(op: ops.SubmitTask, encoding: Encoding, instant: datetime | Non
 ALONE[ops.SubmitTask] = submit_alone
 
 
-@WRITES.handles(ops.SubmitTasks)
-async def submit_many(batch: PostgresBatch, ops: Sequence[ops.SubmitTasks]) -> list[object]:
+@phased(ops.SubmitTasks)
+async def submit_many(batch: PostgresBatch, ops: Sequence[ops.SubmitTasks]) -> Second:
     """Insert each operation's tasks, all or none, as `submit` inserts one."""
     plan = Plan.of(batch, ops)
-    return plan.finish(await _insert(batch, plan.tasks, plan.encoded))
+    inserted = await inserts.insert(batch, plan.tasks, plan.encoded)
+
+    async def second() -> list[object]:
+        return plan.finish(await inserted())
+
+    return second
 
 
-async def _insert(
-    batch: PostgresBatch, items: Sequence[NewTask], inputs: Sequence[str | Exception]
-) -> list[object]:
-    """Insert the tasks whose input encoded, in one statement; one outcome per task.
+@phased(ops.ClaimTasks)
+async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> Second:
+    """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet.
 
-    A key already used for the workflow (earlier in this batch too) or whose
-    purged task's tombstone remains returns that task; an input that did not
-    encode is its task's outcome.
+    Each claim is one statement that also returns the steps of the tasks it
+    claimed (`_CLAIM_WITH_STEPS`): all are sent, then all are read.
     """
-    out: list[object] = [None] * len(items)
-    first: dict[tuple[str, str], int] = {}
-    copies: dict[int, int] = {}
-    fresh: list[tuple[int, str, NewTask, str]] = []
-    for i, (item, encoded) in enumerate(zip(items, inputs, strict=True)):
-        if isinstance(encoded, Exception):
-            out[i] = encoded
-            continue
-        if item.key is not None:
-            # One INSERT cannot see its own duplicates' outcome: a later
-            # operation with the same key gets the first one's task.
-            seen = first.get((item.workflow, item.key))
-            if seen is not None:
-                copies[i] = seen
-                continue
-            first[(item.workflow, item.key)] = i
-        fresh.append((i, new_task_id(), item, encoded))
-    if fresh:
-        keyless = [one for one in fresh if one[2].key is None]
-        keyed = [one for one in fresh if one[2].key is not None]
-        created: set[str] = set()
-        if keyless:  # written for sure if the batch commits: a lone submit waits only for that
-            await batch.send(_INSERT_KEYLESS, _insert_params(batch, keyless))
-            created.update(task_id for _, task_id, _, _ in keyless)
-        if keyed:
-            cursor = await batch.send(_INSERT_TASKS, _insert_params(batch, keyed))
-            # Sent before the insert's rows are read, run after it: a purge that committed
-            # while the insert waited on the purged task's key is seen here.
-            keys = [(item.workflow, str(item.key)) for _, _, item, _ in keyed]
-            purged = await retention.purged_keys(batch, keys)
-            inserted = {task_id for (task_id,) in await cursor.fetchall()}
-            tombs = {(w, k) for w, k, _ in await purged.fetchall()}
-            raced = [
-                t for _, t, item, _ in keyed if t in inserted and (item.workflow, item.key) in tombs
-            ]
-            if raced:  # the key's task was purged meanwhile: it still answers for the key
-                await batch.send(_UNDO_INSERT, (raced,))
-                inserted.difference_update(raced)
-            created |= inserted
-        taken = [item for _, task_id, item, _ in fresh if task_id not in created]
-        existing: dict[tuple[str, str], str] = {}
-        if taken:
-            cursor = await batch.send(
-                _EXISTING, ([item.workflow for item in taken], [item.key for item in taken])
-            )
-            existing = {(w, k): t for w, k, t in await cursor.fetchall() if t is not None}
-        for i, task_id, item, _ in fresh:
-            if task_id in created:
-                detail = dumps_detail({"workflow": item.workflow})
-                batch.event(task_id, item.key, item.reply_to, EventKind.RECEIVED, detail)
-                out[i] = Submitted(task_id=task_id, created=True)
-            elif (found := existing.get((item.workflow, str(item.key)))) is not None:
-                out[i] = Submitted(task_id=found, created=False)
-            else:
-                out[i] = StoreUnavailableError(
-                    f"a submit of a {item.workflow!r} task met a task of its key that is "
-                    "gone since: nothing was written; submit again"
-                )
-        if created:
-            batch.rings.add(ch.TASKS)
-    for i, seen in copies.items():
-        original = out[seen]
-        out[i] = (
-            Submitted(task_id=original.task_id, created=False)
-            if isinstance(original, Submitted)
-            else original
-        )
-    return out
-
-
-def _insert_params(
-    batch: PostgresBatch, fresh: Sequence[tuple[int, str, NewTask, str]]
-) -> tuple[object, ...]:
-    """The parameters of `_INSERT_NEW` for (index, task id, task, encoded input) rows."""
-    now = batch.instant  # in SQL only: a lone submit need not wait for the clock
-    return (
-        now,
-        now,
-        now,
-        [task_id for _, task_id, _, _ in fresh],
-        [item.workflow for _, _, item, _ in fresh],
-        [item.key for _, _, item, _ in fresh],
-        [encoded for _, _, _, encoded in fresh],
-        [item.complete_within for _, _, item, _ in fresh],
-        [item.reply_to for _, _, item, _ in fresh],
-        [item.trace for _, _, item, _ in fresh],
-    )
-
-
-@WRITES.handles(ops.ClaimTasks)
-async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
-    """Claim claimable tasks with FOR UPDATE SKIP LOCKED: concurrent claimers never meet."""
-    out: list[object] = []
     now = batch.instant
-    for op in ops:
-        owner, limit = op.locked_by, op.limit
-        cursor = await batch.send(_CLAIM, (owner, now, now, now, limit_of(limit)))
-        rows = await cursor.fetchall()
-        rows.sort(key=lambda r: r[TaskCol.NOT_BEFORE])  # RETURNING order is unspecified
-        # A task claimed for the first time (epoch 1) has no steps yet.
-        older = [r[TaskCol.ID] for r in rows if r[TaskCol.LOCK_EPOCH] > 1]
-        steps: dict[str, list[Step]] = defaultdict(list)
-        if older:
-            found = await batch.send(_STEPS_OF, (older,))
-            for s in await found.fetchall():
-                steps[s[StepCol.TASK_ID]].append(step_from_row(s))
-        for r in rows:
-            detail = dumps_detail({"owner": owner, "lock_epoch": r[TaskCol.LOCK_EPOCH]})
-            batch.event(
-                r[TaskCol.ID], r[TaskCol.KEY], r[TaskCol.REPLY_TO], EventKind.CLAIMED, detail
-            )
-        out.append([task_from_row(r, tuple(steps.get(r[TaskCol.ID], ()))) for r in rows])
-    return out
+    cursors = [
+        await batch.send(_CLAIM_WITH_STEPS, (op.locked_by, now, now, now, limit_of(op.limit)))
+        for op in ops
+    ]
+
+    async def second() -> list[object]:
+        out: list[object] = []
+        for op, cursor in zip(ops, cursors, strict=True):
+            tasks: dict[str, tuple[Any, ...]] = {}
+            steps: dict[str, list[Step]] = defaultdict(list)
+            for r in await cursor.fetchall():
+                task_id = r[TaskCol.ID]
+                tasks.setdefault(task_id, r[:TASK_WIDTH])
+                if r[TASK_WIDTH] is not None:
+                    steps[task_id].append(step_from_row(r[TASK_WIDTH:]))
+            rows = sorted(tasks.values(), key=lambda r: r[TaskCol.NOT_BEFORE])
+            for r in rows:
+                detail = dumps_detail({"owner": op.locked_by, "lock_epoch": r[TaskCol.LOCK_EPOCH]})
+                batch.event(
+                    r[TaskCol.ID], r[TaskCol.KEY], r[TaskCol.REPLY_TO], EventKind.CLAIMED, detail
+                )
+            out.append([task_from_row(r, tuple(steps.get(r[TaskCol.ID], ()))) for r in rows])
+        return out
+
+    return second
 
 
-@WRITES.handles(ops.FinishTask)
-async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
+@phased(ops.FinishTask)
+async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> Second:
     """Tasks `processed` with their results (fenced by epoch and owner).
 
     The alerts of a task that had one resolve with it (`resolve_alerts`).
     """
-    owners = await lock_owners(batch, [op.task_id for op in ops])
-    now = await batch.clock()  # came back with the owners
-    out, writes = plan_finishes(ops, owners, batch)
-    done: dict[str, tuple[EffectRow, int, str]] = {}
-    for row, epoch, owner in writes:
-        written(batch, row, *owners.meta[row.task_id])
-        done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
-    if done:
-        await batch.send(UPDATE_EACH, params_each(done.values(), now))
-    if owners.alerted:
-        alerted = owners.alerted
-        await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
-    return out
+    locked = await send_lock_owners(batch, [op.task_id for op in ops])
+
+    async def second() -> list[object]:
+        owners = await locked()
+        now = await batch.clock()  # came back with the owners
+        out, writes = plan_finishes(ops, owners, batch)
+        done: dict[str, tuple[EffectRow, int, str]] = {}
+        for row, epoch, owner in writes:
+            written(batch, row, *owners.meta[row.task_id])
+            done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
+        if done:
+            await batch.send(UPDATE_EACH, params_each(done.values(), now))
+        if owners.alerted:
+            alerted = owners.alerted
+            await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
+        return out
+
+    return second
 
 
 @WRITES.handles(ops.FailTask)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from shepherd.store.ops import BeatWorker, DeadWorkers, ListWorkers, RegisterWorker, StopWorker
 from shepherd.store.postgres.batch import WRITES
+from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.sql import workers
 from shepherd.store.sql.dialect import POSTGRES
@@ -25,10 +26,10 @@ async def register(batch: PostgresBatch, ops: Sequence[RegisterWorker]) -> list[
     return await batch.run(workers.register(batch, ops))
 
 
-@WRITES.handles(BeatWorker)
-async def beat(batch: PostgresBatch, ops: Sequence[BeatWorker]) -> list[object]:
+@phased(BeatWorker)
+async def beat(batch: PostgresBatch, ops: Sequence[BeatWorker]) -> Second:
     """Heartbeats: True for each row beaten, False where it is gone or stopped."""
-    return await batch.run(workers.beat(batch, ops))
+    return await batch.begin(workers.beat(batch, ops))
 
 
 @WRITES.handles(StopWorker)

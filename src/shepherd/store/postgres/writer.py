@@ -10,9 +10,10 @@ statement asks for the database's clock; its answer comes back with the first
 statement a handler reads (`PostgresBatch.clock`: handlers of `batch.CLOCK_ON_DEMAND`
 operations read first, then the clock, so that one round trip brings both), or
 at once for handlers that may read `PostgresBatch.now` straight away, and always before
-the Sync, so that a session found gone then has certainly rolled back. A claim,
-a finish, a reply or a step's start thus waits twice: for its read, then for
-the commit. An outcome built from rows read after the commit (`batch.Later`)
+the Sync, so that a session found gone then has certainly rolled back. When
+every kind in the batch is phased (`phases`), every kind's reads are sent
+before any is read: the batch waits once for them all, then for the commit.
+The waits before the commit are counted (`round_trips`). An outcome built from rows read after the commit (`batch.Later`)
 is read once the Sync has brought them back; if that read fails, its caller
 alone gets the error (the batch is committed and is not run again).
 
@@ -51,10 +52,19 @@ from shepherd.payloads import MAX_PAYLOAD_BYTES
 from shepherd.store.encoding import Encoding
 from shepherd.store.group_commit import GroupCommitter
 from shepherd.store.ops import Write
-from shepherd.store.postgres.batch import ALONE, CLOCK_ON_DEMAND, Alone, Later, PostgresBatch
+from shepherd.store.postgres.batch import (
+    ALONE,
+    CLOCK_ON_DEMAND,
+    Alone,
+    CountedCursor,
+    Later,
+    PostgresBatch,
+    Waits,
+)
 from shepherd.store.postgres.connection import Connection, connect, describe, reason
 from shepherd.store.postgres.deadline import Deadline, timed_out
 from shepherd.store.postgres.handlers import WRITES
+from shepherd.store.postgres.phases import phases_of
 from shepherd.store.postgres.rows import utc
 from shepherd.store.postgres.sqlstates import error_for
 from shepherd.store.signals import Signals
@@ -189,6 +199,11 @@ class Writer:
         #: The database's clock minus the local one, measured at every batch.
         self.skew = timedelta(0)
         self.commits = 0
+        #: Waits for the server before the commit, over the batches committed
+        #: (a lone statement's, which is its commit, counts none), and the most
+        #: one batch made.
+        self.round_trips = 0
+        self.most_round_trips = 0
         self.retries = 0
         #: Transactions whose deadline passed (`store_timeout`).
         self.timeouts = 0
@@ -229,9 +244,11 @@ class Writer:
         return self._committer.submit(op)
 
     def statistics(self) -> dict[str, float]:
-        """Batches, operations, ops per batch, commits, and batches retried."""
+        """Batches, operations, ops per batch, commits, round trips before them, and retries."""
         stats = self._committer.statistics()
         stats["commits"] = self.commits
+        stats["round_trips"] = self.round_trips
+        stats["most_round_trips"] = self.most_round_trips
         stats["batch_retries"] = self.retries
         stats["writer_timeouts"] = self.timeouts
         return stats
@@ -359,17 +376,32 @@ class Writer:
             # One transaction: everything up to the Sync that leaving the pipeline sends.
             with deadline:
                 async with conn.pipeline():
+                    waits = Waits()
                     if self._database_clock:
-                        clock = await conn.cursor(row_factory=tuple_row).execute(_NOW)
-                        batch = PostgresBatch(conn, clock, payload_limit=self.payload_limit)
+                        clock = await CountedCursor(conn, waits).execute(_NOW)
+                        batch = PostgresBatch(
+                            conn, clock, payload_limit=self.payload_limit, waits=waits
+                        )
                         if not CLOCK_ON_DEMAND.issuperset(grouped):
                             await batch.clock()  # a handler may read `now` at once
                     else:
-                        batch = PostgresBatch(conn, utc(local), payload_limit=self.payload_limit)
-                    for kind, indexes in grouped.items():
-                        results = await WRITES[kind](batch, [ops[i] for i in indexes])
-                        for i, result in zip(indexes, results, strict=True):
-                            outcomes[i] = result
+                        batch = PostgresBatch(
+                            conn, utc(local), payload_limit=self.payload_limit, waits=waits
+                        )
+                    phases = phases_of(list(grouped))
+                    if phases is not None:  # every read first: one round trip for all
+                        seconds = [
+                            (kind, await first(batch, [ops[i] for i in grouped[kind]]))
+                            for kind, first in phases
+                        ]
+                        for kind, second in seconds:
+                            for i, result in zip(grouped[kind], await second(), strict=True):
+                                outcomes[i] = result
+                    else:
+                        for kind, indexes in grouped.items():
+                            results = await WRITES[kind](batch, [ops[i] for i in indexes])
+                            for i, result in zip(indexes, results, strict=True):
+                                outcomes[i] = result
                     await batch.finish()
                     # The server answers before the commit is asked for (it has if a
                     # handler read anything): a session that is gone fails here, when
@@ -382,6 +414,8 @@ class Writer:
                 raise lost from exc
             raise
         self.commits += 1
+        self.round_trips += waits.count
+        self.most_round_trips = max(self.most_round_trips, waits.count)
         if self._database_clock:
             self.skew = database_now - local
         for i, outcome in enumerate(outcomes):

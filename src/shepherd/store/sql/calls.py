@@ -164,9 +164,9 @@ def take_calls(batch: Writing, ops: Sequence[TakeCalls], *, waiting: str) -> Pla
     """Take each operation's waiting calls; give up those out of handlings.
 
     `waiting` is the backend's claim, a template selecting WAITING_COLUMNS of
-    the calls to take: (agents as `{list}`, now, now, limit).
+    the calls to take: (agents as `{list}`, `{now}`, `{now}`, limit).
     """
-    d, now = batch.dialect, batch.now
+    d, now = batch.dialect, batch.instant  # `{now}`: PostgreSQL need not wait for its clock
     out: list[object] = []
     for op in ops:
         if not op.agents or op.limit <= 0:

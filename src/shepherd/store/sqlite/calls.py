@@ -39,7 +39,7 @@ __all__: list[str] = []
 # (agents, now, now, limit): the oldest visible calls of the agents, not of a key.
 _WAITING = (
     f"SELECT {WAITING_COLUMNS} FROM calls WHERE answered_at IS NULL "
-    "AND agent {list} AND owner_key IS NULL AND visible_at <= ? AND expires_at > ? "
+    "AND agent {list} AND owner_key IS NULL AND visible_at <= {now} AND expires_at > {now} "
     "ORDER BY id LIMIT ?"
 )
 
