@@ -11,7 +11,7 @@ from shepherd.core.bulk import BulkAction, Refusal
 from shepherd.core.states import ProcessState, StepState
 from shepherd.errors import ConfigError
 from shepherd.store.ops import IdempotencyKey
-from support.factories import claimed_task, new_task, step_start, taken_request
+from support.factories import claimed_task, new_task, step_start, taken_request, tasks_in_error
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -25,20 +25,7 @@ async def _in_error(
     store: Store, fake_clock: FakeClock, n: int, *, workflow: str = "wf"
 ) -> list[str]:
     """`n` new tasks failed into `error` by their owner (each stores an alert), oldest first."""
-    ids = []
-    for i in range(n):
-        ids.append((await store.submit_task(new_task(workflow, {"n": i}, key=f"k{i}"))).task_id)
-        fake_clock.advance(1)
-    claimed = {t.id: t for t in await store.claim_tasks(locked_by=_OWNER, limit=n)}
-    for task_id in ids:
-        await store.fail_task(
-            task_id,
-            locked_by=_OWNER,
-            epoch=claimed[task_id].lock_epoch,
-            state=ProcessState.ERROR,
-            error={"reason": f"declined {task_id}"},
-        )
-    return ids
+    return await tasks_in_error(store, n, workflow=workflow, locked_by=_OWNER, clock=fake_clock)
 
 
 async def test_a_count_is_exact_up_to_its_cap_then_says_more(
@@ -73,7 +60,7 @@ async def test_matching_ids_are_those_the_list_shows_on_every_page(
 
     assert await store.matching_task_ids(states=[ProcessState.ERROR]) == ids[::-1]
     assert await store.matching_task_ids(states=[ProcessState.ERROR], limit=2) == ids[:1:-1]
-    assert await store.matching_task_ids(key="k1") == [ids[1]]
+    assert await store.matching_task_ids(key="wf-1") == [ids[1]]
 
 
 async def test_retry_many_retries_each_from_its_failed_step_and_refuses_the_rest(

@@ -23,9 +23,8 @@ from pathlib import Path
 import pytest
 from doctools import DOCS, code_blocks
 
-from shepherd.core.states import ProcessState
 from shepherd.store import open_store
-from shepherd.store.contract import NewTask
+from support.factories import tasks_in_error
 from support.processes import pump_lines
 
 PAGE = DOCS / "howto" / "dashboard.md"
@@ -59,22 +58,14 @@ def _in_error(url: str, n: int) -> list[str]:
         store = open_store(url)
         await store.open()
         try:
-            ids = []
-            for i in range(n):
-                task = NewTask(workflow="orders.process", input={"n": i})
-                ids.append((await store.submit_task(task)).task_id)
-            if not ids:
-                return ids
-            claimed = {t.id: t for t in await store.claim_tasks(locked_by=_OWNER, limit=n)}
-            for task_id in ids:
-                await store.fail_task(
-                    task_id,
-                    locked_by=_OWNER,
-                    epoch=claimed[task_id].lock_epoch,
-                    state=ProcessState.ERROR,
-                    error={"reason": "card declined"},
-                )
-            return ids
+            return await tasks_in_error(
+                store,
+                n,
+                workflow="orders.process",
+                keyed=False,
+                locked_by=_OWNER,
+                reason=lambda _: "card declined",
+            )
         finally:
             await store.close()
 

@@ -15,10 +15,9 @@ from collections.abc import Callable
 
 import pytest
 
-from shepherd.core.states import ProcessState
 from shepherd.store import open_store
-from shepherd.store.contract import NewTask
 from support.cli_checks import ok, ok_json, refused
+from support.factories import tasks_in_error
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -45,20 +44,9 @@ def in_error(url: str, workflow: str, n: int) -> list[str]:
         store = open_store(url)
         await store.open()
         try:
-            ids = []
-            for i in range(n):
-                task = NewTask(workflow=workflow, input={"n": i}, key=f"{workflow}-{i}")
-                ids.append((await store.submit_task(task)).task_id)
-            claimed = {t.id: t for t in await store.claim_tasks(locked_by=_OWNER, limit=n)}
-            for task_id in ids:
-                await store.fail_task(
-                    task_id,
-                    locked_by=_OWNER,
-                    epoch=claimed[task_id].lock_epoch,
-                    state=ProcessState.ERROR,
-                    error={"reason": "declined"},
-                )
-            return ids
+            return await tasks_in_error(
+                store, n, workflow=workflow, locked_by=_OWNER, reason=lambda _: "declined"
+            )
         finally:
             await store.close()
 

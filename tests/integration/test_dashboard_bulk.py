@@ -20,6 +20,7 @@ from shepherd import ProcessState
 from shepherd.dashboard import create_dashboard
 from shepherd.store.contract import NewTask
 from support.backends import sqlite_only
+from support.factories import tasks_in_error
 
 if TYPE_CHECKING:
     from shepherd import App
@@ -32,21 +33,13 @@ _OWNER = "elsewhere:1:0000/s"
 async def _in_error(app: App, n: int, *, workflow: str = "orders.pay") -> list[str]:
     """`n` tasks failed into `error` by their owner (each stores an alert), oldest first."""
     await app.open()
-    store = app.store
-    ids = []
-    for i in range(n):
-        task = NewTask(workflow=workflow, input={"n": i}, key=f"{workflow}-{i}")
-        ids.append((await store.submit_task(task)).task_id)
-    claimed = {t.id: t for t in await store.claim_tasks(locked_by=_OWNER, limit=n)}
-    for task_id in ids:
-        await store.fail_task(
-            task_id,
-            locked_by=_OWNER,
-            epoch=claimed[task_id].lock_epoch,
-            state=ProcessState.ERROR,
-            error={"reason": f"card of {task_id} declined\nTraceback (most recent call last):"},
-        )
-    return ids
+    return await tasks_in_error(
+        app.store,
+        n,
+        workflow=workflow,
+        locked_by=_OWNER,
+        reason=lambda task_id: f"card of {task_id} declined\nTraceback (most recent call last):",
+    )
 
 
 @pytest.fixture

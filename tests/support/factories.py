@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, final
 
-from shepherd.core.states import StepKind
+from shepherd.core.states import ProcessState, StepKind
 from shepherd.core.supervision import Reset, SupervisionPolicy, on_expired
 from shepherd.store.contract import NewTask, StepStart
 
@@ -105,6 +105,41 @@ async def claimed_task(store: Store, *, locked_by: str = "s1", **fields: JsonVal
     claimed = await store.claim_tasks(locked_by=locked_by, limit=10)
     assert [t.id for t in claimed] == [submitted.id], "the store held other claimable tasks"
     return claimed[0]
+
+
+async def tasks_in_error(
+    store: Store,
+    n: int,
+    *,
+    workflow: str = "wf",
+    keyed: bool = True,
+    reason: Callable[[str], str] = lambda task_id: f"declined {task_id}",
+    locked_by: str = "s1",
+    clock: FakeClock | None = None,
+) -> list[str]:
+    """`n` new tasks failed into `error` by their owner (each stores an alert), oldest first.
+
+    Keyed `{workflow}-{i}` if `keyed`; `reason(task_id)` is each one's error
+    reason; with `clock`, a second passes between two submits.
+    """
+    ids = []
+    for i in range(n):
+        task = NewTask(workflow=workflow, input={"n": i}, key=f"{workflow}-{i}" if keyed else None)
+        ids.append((await store.submit_task(task)).task_id)
+        if clock is not None:
+            clock.advance(1)
+    if not ids:
+        return ids
+    claimed = {t.id: t for t in await store.claim_tasks(locked_by=locked_by, limit=n)}
+    for task_id in ids:
+        await store.fail_task(
+            task_id,
+            locked_by=locked_by,
+            epoch=claimed[task_id].lock_epoch,
+            state=ProcessState.ERROR,
+            error={"reason": reason(task_id)},
+        )
+    return ids
 
 
 def step_start(
