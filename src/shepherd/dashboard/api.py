@@ -37,16 +37,15 @@ from starlette.routing import Route
 from shepherd.dashboard import params
 from shepherd.dashboard.access import Endpoint, admit, check_origin
 from shepherd.dashboard.api_io import (
+    LARGEST,
     ApiError,
     error_response,
     event_json,
     json_body,
     number,
-    number_text,
     status_of,
     step_json,
     task_json,
-    text_id,
 )
 from shepherd.dashboard.listing import PAGE, Filters, page_of_tasks
 from shepherd.errors import ConfigError, ShepherdError
@@ -127,17 +126,12 @@ def _ops(request: Request) -> Operations:
     return ops
 
 
-def _task_id(request: Request) -> str:
-    return text_id(request.path_params["task_id"], "task")
-
-
 async def list_tasks(request: Request) -> Response:
     """GET /api/tasks: `state` (repeated), `workflow`, `key`, `q`, `from`, `to`, `before`, `limit`."""
     query = request.query_params
-    text = query.get("limit")
-    limit = PAGE if not text else number_text(text, "limit", high=MOST_TASKS)
+    limit = params.whole(request, query, "limit", low=1, high=MOST_TASKS) or PAGE
     try:
-        filters = Filters.parse(query)
+        filters = Filters.parse(query, request=request)
     except ConfigError as exc:
         raise ApiError(400, exc.message) from None
     tasks, cursor = await page_of_tasks(_ops(request), filters, limit=limit)
@@ -151,7 +145,7 @@ async def list_tasks(request: Request) -> Response:
 async def get_task(request: Request) -> Response:
     """GET /api/tasks/{id}: the task, its steps and its history (oldest first)."""
     ops = _ops(request)
-    task_id = _task_id(request)
+    task_id = params.task_id(request)
     task = await ops.get_task(task_id)
     history = await ops.history(task_id)
     return JSONResponse(
@@ -169,12 +163,10 @@ async def list_alerts(request: Request) -> Response:
     opened = (query.get("open") or "false").strip().lower()
     if opened not in ("true", "false", "1", "0", "yes", "no"):
         raise ApiError(400, f"open must be true or false, not {opened[:20]!r}")
-    task = query.get("task") or None
-    limit = number_text(query.get("limit") or "100", "limit", high=MOST_ALERTS)
     alerts = await _ops(request).alerts(
         open_only=opened in ("true", "1", "yes"),
-        limit=limit,
-        task_id=None if task is None else text_id(task, "task", status=400),
+        limit=params.whole(request, query, "limit", low=1, high=MOST_ALERTS) or 100,
+        task_id=params.text(request, query, "task"),
     )
     return JSONResponse({"alerts": [alert.to_json() for alert in alerts]})
 
@@ -184,7 +176,7 @@ async def retry(request: Request) -> Response:
 
     A `payload` absent or null keeps the step's own; a payload needs its `seq`.
     """
-    task_id = _task_id(request)
+    task_id = params.task_id(request)
     body = await json_body(request, fields=("seq", "payload"))
     seq = None if body.get("seq") is None else number(body["seq"], "seq", high=2**31 - 1)
     payload = body.get("payload")
@@ -197,7 +189,7 @@ async def retry(request: Request) -> Response:
 
 async def cancel(request: Request) -> Response:
     """POST /api/tasks/{id}/cancel: compensate the task, then it ends `cancelled`."""
-    task_id = _task_id(request)
+    task_id = params.task_id(request)
     await json_body(request, fields=())
     who: Identity = request.state.who
     task = await _ops(request).cancel(task_id, by=who.operator)
@@ -208,9 +200,11 @@ async def acknowledge(request: Request) -> Response:
     """POST /api/alerts/{id}/acknowledge: the alert, acknowledged by who asks (the first one stays)."""
     text = request.path_params["alert_id"]
     try:
-        alert_id = number_text(text, "the alert id")
-    except ApiError:
+        alert_id = params.whole(request, request.path_params, "alert_id", low=1, high=LARGEST)
+    except ConfigError:
         raise ApiError(404, f"no alert has the id {text[:40]!r}") from None
+    if alert_id is None:
+        raise ApiError(404, "no alert has an empty id")
     await json_body(request, fields=())
     who: Identity = request.state.who
     alert = await _ops(request).acknowledge_alert(alert_id, by=who.operator)

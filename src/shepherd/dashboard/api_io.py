@@ -41,17 +41,13 @@ __all__ = [
     "event_json",
     "json_body",
     "number",
-    "number_text",
     "status_of",
     "step_json",
     "task_json",
-    "text_id",
 ]
 
 #: The largest request body read, in bytes: a payload at the store's default limit, and room.
 BODY_LIMIT = MAX_PAYLOAD_BYTES + 64 * 1024
-#: The longest id accepted in a path or a parameter.
-ID_CHARS = 256
 #: The largest step number or alert id accepted (PostgreSQL's bigint).
 LARGEST = 2**63 - 1
 
@@ -130,34 +126,6 @@ def number(value: object, name: str, *, low: int = 1, high: int = LARGEST) -> in
             400, f"{name} must be a whole number from {low} to {high}, not {value!r:.40}"
         )
     return value
-
-
-def number_text(text: str, name: str, *, low: int = 1, high: int = LARGEST) -> int:
-    """The whole number a parameter's text writes in ASCII digits, if it is in [low, high].
-
-    Raises:
-        ApiError: 400 for any other text (a sign, a space, a superscript digit...).
-    """
-    if not (text.isascii() and text.isdigit() and len(text) <= len(str(high))):
-        raise ApiError(
-            400, f"{name} must be a whole number from {low} to {high}, not {text[:20]!r}"
-        )
-    return number(int(text), name, low=low, high=high)
-
-
-def text_id(text: str, what: str, *, status: int = 404) -> str:
-    """`text` if it may be an id (at most ID_CHARS characters, none a control or a surrogate).
-
-    Raises:
-        ApiError: `status` (404 in a path, 400 in a parameter): no such id can exist.
-    """
-    if (
-        not text
-        or len(text) > ID_CHARS
-        or any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in text)
-    ):
-        raise ApiError(status, f"no {what} has the id {text[:40]!r}")
-    return text
 
 
 def task_json(task: Task) -> dict[str, JsonValue]:
