@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from shepherd.errors import NotAStoreError as NotAStoreError
     from shepherd.errors import OutcomeUnknownError as OutcomeUnknownError
     from shepherd.errors import OwnerKeyError as OwnerKeyError
+    from shepherd.errors import PartitionMovingError as PartitionMovingError
     from shepherd.errors import PayloadError as PayloadError
     from shepherd.errors import PermanentError as PermanentError
     from shepherd.errors import ResourceError as ResourceError
@@ -117,6 +118,7 @@ _LAZY: dict[str, str] = {
     "UnknownResourceError": "shepherd.errors",
     "ResourceExistsError": "shepherd.errors",
     "ResourceInUseError": "shepherd.errors",
+    "PartitionMovingError": "shepherd.errors",
     "UnknownPartitionError": "shepherd.errors",
     "UnresolvedEntityError": "shepherd.errors",
 }
@@ -149,6 +151,7 @@ __all__ = [
     "OutcomeUnknownError",
     "OwnerKeyError",
     "Partition",
+    "PartitionMovingError",
     "PayloadError",
     "PermanentError",
     "ProcessState",

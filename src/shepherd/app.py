@@ -31,6 +31,7 @@ from shepherd.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
+    from shepherd.core.moves import PartitionMove
     from shepherd.core.records import CallRequest, Event, JsonValue, Task
     from shepherd.store.contract import Store
 
@@ -308,6 +309,25 @@ class App(Registrations):
     ) -> Task:
         """Put an `error` task back to work from its failed step, or step `seq` (`by`: who)."""
         return await self.operations.retry(task_id, seq=seq, payload=payload, by=by)
+
+    async def move_partition(
+        self,
+        partition: str,
+        resource: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - when it passes the move is made, nothing is cancelled
+        now: bool = False,
+    ) -> PartitionMove:
+        """Put `partition` on `resource` after draining it (`shepherd partitions move`).
+
+        Steps that would start for its entities meanwhile wait (neither failed
+        nor charged); once the steps in flight on its resource have ended, it
+        moves. `timeout`: seconds to wait at most, then it moves anyway; `now`:
+        move at once. Either way the report lists the steps still in flight.
+        """
+        return await self.operations.drain_and_move_partition(
+            partition, resource, timeout=timeout, now=now
+        )
 
     async def cancel(self, task_id: str, *, by: str | None = None) -> Task:
         """Undo a task that has not ended: compensated, then `cancelled` (`by`: who)."""

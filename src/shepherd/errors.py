@@ -32,6 +32,7 @@
     │   ├── ResourceExistsError     `resources add` of a name already taken
     │   ├── ResourceInUseError      a resource that partitions still live on
     │   ├── UnknownPartitionError   no partition of that name
+    │   ├── PartitionMovingError    another move of the partition is under way
     │   └── UnresolvedEntityError   an entity assigned to no partition (and no default)
     └── AgentError                  raised by agent handlers
         ├── TransientError          worth retrying (within complete_by)
@@ -463,6 +464,18 @@ class UnknownPartitionError(ResourceError):
         super().__init__(
             f"unknown partition {name!r}{where}: create it on a resource first "
             "(shepherd partitions move PARTITION RESOURCE)"
+        )
+
+
+class PartitionMovingError(ResourceError):
+    """Another move of the partition is under way (it drains): a second one waits for it."""
+
+    def __init__(self, name: str, to: str) -> None:
+        self.name = name
+        self.to = to
+        super().__init__(
+            f"partition {name!r} is being moved to resource {to!r} by another move: "
+            "let it end (or its lease pass, if its mover stopped) and move it again"
         )
 
 

@@ -19,6 +19,7 @@ from shepherd.core.overview import Operator, ThroughputBucket, bucket_starts, fi
 from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
+from shepherd.governance.moves import move_partition
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
@@ -31,10 +32,12 @@ from shepherd.supervisor.supervisor import LEASE
 if TYPE_CHECKING:
     import asyncio
 
+    from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.alerts import AlertState, StoredAlert
     from shepherd.core.breaker import Breaker, BreakerEvent
     from shepherd.core.bulk import BulkOutcome, TaskCount
+    from shepherd.core.moves import PartitionMove
     from shepherd.core.records import Event, JsonValue, Lease, Task
     from shepherd.core.resources import Partition, Resource, ResourceChange
     from shepherd.core.workers import Worker
@@ -54,9 +57,10 @@ __all__ = [
 
 
 class Host(Protocol):
-    """What operations need of an App: its store and settings, and its life cycle."""
+    """What operations need of an App: its store, settings and clock, and its life cycle."""
 
     settings: Settings
+    clock: Clock
 
     @property
     def store(self) -> Store:
@@ -443,6 +447,21 @@ class Operations:
         """Put `partition` on `resource` (creating it if new); the resource it was on before."""
         await self.open()
         return await self._host.store.move_partition(partition, resource)
+
+    async def drain_and_move_partition(
+        self,
+        partition: str,
+        resource: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - when it passes the move is made, nothing is cancelled
+        now: bool = False,
+    ) -> PartitionMove:
+        """Move `partition` to `resource` once its steps in flight have ended (`App.move_partition`)."""
+        await self.open()
+        host = self._host
+        return await move_partition(
+            host.store, host.clock, partition, resource, timeout=timeout, now=now
+        )
 
     async def assign_entity(self, entity: str, partition: str) -> str | None:
         """Put `entity` in `partition`; the partition it was in before, or None."""

@@ -26,5 +26,5 @@ def test_every_command_prints_what_the_page_shows(session: Session) -> None:
         shutil.copy(example, session.cwd)
     steps = session_steps(PAGE.read_text())
     assert all(isinstance(step, Command) for step in steps)
-    assert len(steps) == 18
+    assert len(steps) == 19
     session.play(steps)

@@ -99,7 +99,17 @@ def test_resources_and_partitions_from_the_command_line(cli: Cli) -> None:
 
     moved = ok_json(cli("partitions", "move", "p1", "db2", "--json"))
 
-    assert moved == {"partition": "p1", "resource": "db2", "previous": "db1", "entities": 2}
+    # Nothing was in flight on db1: it moved at its first look, waiting for nothing.
+    assert moved == {
+        "partition": "p1",
+        "resource": "db2",
+        "previous": "db1",
+        "entities": 2,
+        "waited_for": 0,
+        "in_flight": [],
+        "now": False,
+        "timed_out": False,
+    }
     resources, partitions = state(cli)
     assert [r["name"] for r in resources["resources"]] == ["db1", "db2"]
     assert partitions == {

@@ -20,10 +20,12 @@ from shepherd.cli.loader import parse_json_argument, run_with
 from shepherd.cli.options import Command, app_option, json_option, operations_for, store_option
 from shepherd.cli.render import compact, echo_json
 from shepherd.cli.tables import Column, echo_table, terminal_width
+from shepherd.console.exits import ExitCode
 from shepherd.core.resources import KEEP, Keep, Resource, ResourceChange
 from shepherd.errors import InvalidResourceError
 
 if TYPE_CHECKING:
+    from shepherd.core.moves import PartitionMove
     from shepherd.core.records import JsonValue
     from shepherd.operations import Operations
 
@@ -299,33 +301,75 @@ def assign(
 @partitions.command("move", cls=Command)
 @click.argument("partition")
 @click.argument("resource")
+@click.option(
+    "--timeout",
+    type=float,
+    metavar="SECONDS",
+    help="Wait at most this long for the steps in flight, then move anyway (exit code 5).",
+)
+@click.option("--now", is_flag=True, help="Move at once; say which steps were still in flight.")
 @_store_options
 def move(
-    partition: str, resource: str, app_spec: str | None, store: str | None, as_json: bool
+    partition: str,
+    resource: str,
+    timeout: float | None,
+    now: bool,
+    app_spec: str | None,
+    store: str | None,
+    as_json: bool,
 ) -> None:
-    """Put PARTITION on RESOURCE (creating the partition if it is new)."""
-    moved, before = _run(
-        app_spec, store, lambda ops: ops.move_partition(partition, resource), existing=False
+    """Put PARTITION on RESOURCE once its steps in flight have ended (creating it if new).
+
+    Steps that would start for its entities meanwhile wait (neither failed nor
+    charged), so one task's steps for one entity never run on two resources at
+    once. With --now, or after --timeout, it moves while steps still run on
+    the old resource: they are listed, and keep the resource they were sent to.
+    """
+    done = _run(
+        app_spec,
+        store,
+        lambda ops: ops.drain_and_move_partition(partition, resource, timeout=timeout, now=now),
+        existing=False,
     )
     if as_json:
-        echo_json(
-            {
-                "partition": moved.name,
-                "resource": moved.resource,
-                "previous": before,
-                "entities": moved.entities,
-            }
-        )
-    elif before is None:
-        click.echo(f"partition {moved.name!r} created on resource {moved.resource!r}")
-    elif before == moved.resource:
-        click.echo(f"partition {moved.name!r} is on resource {moved.resource!r} already")
+        echo_json(done.to_json())
     else:
-        entities = f"{moved.entities} entit{'y' if moved.entities == 1 else 'ies'}"
+        _echo_move(done)
+    if done.timed_out and done.in_flight:
+        click.get_current_context().exit(int(ExitCode.TIMEOUT))
+
+
+def _echo_move(done: PartitionMove) -> None:
+    moved, before = done.partition, done.previous
+    if before is None:
+        click.echo(f"partition {moved.name!r} created on resource {moved.resource!r}")
+        return
+    if before == moved.resource:
+        click.echo(f"partition {moved.name!r} is on resource {moved.resource!r} already")
+        return
+    entities = f"{moved.entities} entit{'y' if moved.entities == 1 else 'ies'}"
+    after = ""
+    if done.waited_for:
+        after = f", after {_steps(done.waited_for)} in flight on {before!r} ended"
+    if done.timed_out:
+        after = ", after the timeout"
+    click.echo(
+        f"partition {moved.name!r} moved from resource {before!r} to {moved.resource!r} "
+        f"({entities}{after})"
+    )
+    if done.in_flight:
         click.echo(
-            f"partition {moved.name!r} moved from resource {before!r} to {moved.resource!r} "
-            f"({entities})"
+            f"{_steps(len(done.in_flight))} still in flight on {before!r} "
+            "(they keep the resource they were sent to):"
         )
+        for step in done.in_flight:
+            click.echo(
+                f"  task {step.task_id} step {step.seq} ({step.agent}, attempt {step.attempt})"
+            )
+
+
+def _steps(count: int) -> str:
+    return f"{count} step{'' if count == 1 else 's'}"
 
 
 list_partitions = _list_command(

@@ -12,6 +12,7 @@ partition, and the resource with its details. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Collection, Sequence
@@ -93,6 +94,9 @@ class Resolution:
     entity: str
     partition: str
     resource: Resource
+    #: While the partition is being moved (it drains), until when its move's lease
+    #: runs; None otherwise. Not recorded with a step, not compared.
+    draining_until: datetime | None = dataclasses.field(default=None, compare=False)
 
     def to_json(self) -> dict[str, JsonValue]:
         """The resolution as recorded with a step (replayed as is on a retry)."""

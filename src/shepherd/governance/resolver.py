@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, final
 
 from shepherd.core.limits import NAME_BYTES, too_long
+from shepherd.core.moves import draining
 from shepherd.core.resolution import VersionedCache
 from shepherd.core.resources import Resolution, Resource, check_name
 from shepherd.errors import (
@@ -223,6 +224,7 @@ class StoreResolver(_Watched[Resolution]):
                 raise ConfigError("default_partition", problem)
         self._default = default_partition
         self._ahead: list[str] = []
+        self._drain_waits = 0
 
     @property
     def default_partition(self) -> str | None:
@@ -250,22 +252,45 @@ class StoreResolver(_Watched[Resolution]):
         self._misses += 1
         return await self._read(entity)
 
-    async def _read(self, entity: str) -> Resolution:
+    async def _read(self, entity: str, *, wait: bool = True) -> Resolution:
+        """The entity's resolution from the store, cached unless its partition drains.
+
+        While its partition is being moved (`shepherd partitions move`), a
+        resolution made to start a step waits (`wait`): until the move's
+        version wakes this process (the move ended), or its lease passes,
+        then it is read again. Nothing is sent, failed or charged meanwhile.
+        """
         host = self._bound()
         await host.open()
         default = self.default_partition
-        found, version = await host.store.resolve(entity, default_partition=default)
-        self._seen(version)
-        if found is None:
-            if default is None:
-                raise UnresolvedEntityError(entity)
-            raise UnresolvedEntityError(
-                entity,
-                f"it is assigned to no partition, and the default partition {default!r} "
-                f"does not exist (shepherd partitions move {default} RESOURCE)",
-            )
-        self._answers.put(entity, found, version)
-        return found
+        while True:
+            # Registered before the read, so that a move ending meanwhile is not missed.
+            wake = host.store.signals.event(ch.RESOLVER)
+            found, version = await host.store.resolve(entity, default_partition=default)
+            self._seen(version)
+            if found is None:
+                if default is None:
+                    raise UnresolvedEntityError(entity)
+                raise UnresolvedEntityError(
+                    entity,
+                    f"it is assigned to no partition, and the default partition {default!r} "
+                    f"does not exist (shepherd partitions move {default} RESOURCE)",
+                )
+            until, now = found.draining_until, host.clock.now()
+            if not draining(until, now):
+                self._answers.put(entity, found, version)
+                return found
+            if not wait:
+                return found
+            assert until is not None
+            self._drain_waits += 1
+            lapse = (until - now).total_seconds()
+            await host.clock.wait_event(wake, min(lapse, host.settings.resolver_refresh))
+
+    def statistics(self) -> dict[str, int]:
+        """The counters of `_Watched.statistics`, and `drain_waits`: how many times a
+        resolution waited for its partition's move to end."""
+        return {**super().statistics(), "drain_waits": self._drain_waits}
 
     def _moved(self, keys: list[str]) -> None:
         self._ahead = keys[-PREFETCH:]
@@ -274,7 +299,7 @@ class StoreResolver(_Watched[Resolution]):
         ahead, self._ahead = self._ahead, []
         for entity in ahead:
             with contextlib.suppress(UnresolvedEntityError):
-                await self._read(entity)
+                await self._read(entity, wait=False)
 
 
 #: `fn(entity) -> (partition, resource name)` of a StaticResolver.

@@ -10,6 +10,7 @@ under the transaction's lock on the resolver's version row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from shepherd.core.limits import NAME_BYTES, too_long
@@ -39,6 +40,7 @@ __all__ = [
     "checked_change",
     "checked_name",
     "checked_resource",
+    "instant",
     "partition_from_row",
     "resolution_from_row",
     "resource_from_row",
@@ -50,6 +52,13 @@ RESOLVER = "resolver"
 RESOURCE_COLUMNS = "name, kind, info, capacity, rate"
 #: A partition's columns with its entity count, as `partition_from_row` reads them.
 PARTITION_COLUMNS = "p.name, p.resource, count(e.entity)"
+
+
+def instant(value: object) -> datetime | None:
+    """A stored instant as an aware datetime: SQLite's unix seconds, PostgreSQL's timestamptz."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromtimestamp(float(value), UTC)  # type: ignore[arg-type]
 
 
 def resource_from_row(row: Sequence[object]) -> Resource:
@@ -72,12 +81,16 @@ def partition_from_row(row: Sequence[object]) -> Partition:
 
 
 def resolution_from_row(entity: str, row: Sequence[object]) -> tuple[Resolution | None, int]:
-    """A resolve's row, (version, partition, *RESOURCE_COLUMNS), as (resolution or None, version)."""
-    version, partition, *resource = row
+    """A resolve's row, (version, partition, moving_to, move_until, *RESOURCE_COLUMNS),
+    as (resolution or None, version); a partition being moved has `draining_until`."""
+    version, partition, moving_to, move_until, *resource = row
     found = None
     if partition is not None and resource[0] is not None:
         found = Resolution(
-            entity=entity, partition=str(partition), resource=resource_from_row(resource)
+            entity=entity,
+            partition=str(partition),
+            resource=resource_from_row(resource),
+            draining_until=None if moving_to is None else instant(move_until),
         )
     return found, int(version)  # type: ignore[call-overload]
 

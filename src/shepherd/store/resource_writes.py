@@ -15,7 +15,9 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, final
 
+from shepherd.core.moves import MOST_REPORTED
 from shepherd.errors import (
+    PartitionMovingError,
     ResourceExistsError,
     ResourceInUseError,
     UnknownPartitionError,
@@ -117,9 +119,23 @@ class Statements:
     assign: str
     unassign: str
     resolve: str
+    move_state: str
+    in_flight: str
+    drain: str
+    undrain: str
 
     @classmethod
-    def of(cls, param: str, *, json_param: str, text_param: str, info: str) -> Statements:
+    def of(
+        cls,
+        param: str,
+        *,
+        json_param: str,
+        text_param: str,
+        info: str,
+        later: str,
+        step_partition: str,
+        step_resource: str,
+    ) -> Statements:
         """The statements with `param` for a parameter.
 
         Args:
@@ -127,6 +143,9 @@ class Statements:
             json_param: A parameter written to a JSON column.
             text_param: A text parameter whose type the query does not tell.
             info: The info column read back as JSON text.
+            later: An instant (a parameter) plus seconds (a parameter).
+            step_partition: A step's recorded resolution's partition, as text.
+            step_resource: A step's recorded resolution's resource name, as text.
         """
         p = param
         columns = f"name, kind, {info}, capacity, rate"
@@ -152,9 +171,11 @@ class Statements:
             delete=f"DELETE FROM resources WHERE name = {p}",
             resources=f"SELECT {columns} FROM resources ORDER BY name",
             partition_of=f"SELECT resource FROM partitions WHERE name = {p}",
+            # A partition put on a resource is no longer being moved.
             put_partition=(
                 f"INSERT INTO partitions (name, resource, updated_at) VALUES ({p}, {p}, {p}) "
                 + upsert.format("name", "resource", "resource")
+                + ", moving_to = NULL, move_holder = NULL, move_until = NULL"
             ),
             partition=f"{partitions}WHERE p.name = {p} GROUP BY p.name, p.resource",
             partitions=f"{partitions}GROUP BY p.name, p.resource ORDER BY p.name",
@@ -167,12 +188,36 @@ class Statements:
             # One statement (one snapshot), so the answer and the version are read
             # together: the entity's partition (or the default one), its resource.
             resolve=(
-                f"SELECT v.version, p.name, r.name, r.kind, r.{info}, r.capacity, r.rate "
+                "SELECT v.version, p.name, p.moving_to, p.move_until, "
+                f"r.name, r.kind, r.{info}, r.capacity, r.rate "
                 "FROM store_versions v "
                 "LEFT JOIN partitions p ON p.name = coalesce("
                 f"(SELECT partition FROM entity_partitions WHERE entity = {p}), {text_param}) "
                 "LEFT JOIN resources r ON r.name = p.resource "
                 f"WHERE v.name = '{RESOLVER}'"
+            ),
+            # The partition's resource and its move (1 if its lease runs at the instant given).
+            move_state=(
+                "SELECT resource, moving_to, move_holder, "
+                f"CASE WHEN move_until > {p} THEN 1 ELSE 0 END FROM partitions WHERE name = {p}"
+            ),
+            # The steps sent, with no outcome yet, resolved to the partition on the
+            # resource: a running step of a task that has not ended.
+            in_flight=(
+                "SELECT s.task_id, s.seq, s.agent, s.attempt FROM tasks t "
+                "JOIN steps s ON s.task_id = t.id "
+                "WHERE t.process_state IN ('pending', 'processing', 'compensating') "
+                "AND s.state = 'running' AND s.resolution IS NOT NULL "
+                f"AND {step_partition} = {p} AND {step_resource} = {p} "
+                f"ORDER BY s.task_id, s.seq LIMIT {MOST_REPORTED}"
+            ),
+            drain=(
+                f"UPDATE partitions SET moving_to = {p}, move_holder = {p}, "
+                f"move_until = {later} WHERE name = {p}"
+            ),
+            undrain=(
+                "UPDATE partitions SET moving_to = NULL, move_holder = NULL, move_until = NULL "
+                f"WHERE name = {p} AND move_holder = {p} RETURNING name"
             ),
         )
 
@@ -292,10 +337,16 @@ def remove(op: RemoveResource, batch: Writing, sql: Statements) -> Plan:
 
 
 def move(op: MovePartition, batch: Writing, sql: Statements) -> Plan:
-    """Put the partition on its resource (creating it); it, and the resource it was on or None."""
+    """Put the partition on its resource (creating it); it, and the resource it was on or None.
+
+    PartitionMovingError while a move that drains it is under way.
+    """
     if (yield from _get(sql, op.resource)) is None:
         return UnknownResourceError(op.resource, partition=op.partition)
-    before = _text((yield Query(sql.partition_of, (op.partition,))))
+    state = yield Query(sql.move_state, (batch.now, op.partition))
+    if state and state[0][3]:
+        return PartitionMovingError(op.partition, str(state[0][1]))
+    before = None if not state else str(state[0][0])
     if before != op.resource:
         yield from _write(batch, sql, sql.put_partition, (op.partition, op.resource, batch.now))
     # Written above, or there before, under the lock: one row.

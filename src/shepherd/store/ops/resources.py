@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY
 
+from shepherd.core.moves import MOVE_LEASE, Moving
 from shepherd.core.records import JsonValue
 from shepherd.core.resources import (
     KEEP,
@@ -29,6 +30,8 @@ __all__ = [
     "AddResource",
     "AssignEntity",
     "DeclareResource",
+    "DrainPartition",
+    "EndPartitionDrain",
     "ListPartitions",
     "ListResources",
     "MovePartition",
@@ -92,6 +95,40 @@ class MovePartition(Write[tuple[Partition, str | None]]):
 
     partition: str
     resource: str
+
+
+@operation
+class DrainPartition(Write[Moving]):
+    """One look of a move that drains `partition` off its resource onto `resource`.
+
+    In one transaction: the steps in flight on the partition's resource are
+    read; if there are none (or `force`), the partition goes onto `resource`
+    (`moved`), else it is marked as being moved by `holder` until `lease`
+    seconds from now (resolvers then hold the steps that would start for its
+    entities). The mover calls it again until it moves; each look renews the
+    lease. A partition that does not exist is created on `resource` when
+    `create`, else UnknownPartitionError. Moving a partition onto its own
+    resource changes nothing (it ends this holder's mark, if any).
+
+    Raises UnknownResourceError, UnknownPartitionError, or PartitionMovingError
+    while another holder's lease runs.
+    """
+
+    partition: str
+    resource: str
+    _: KW_ONLY
+    holder: str
+    lease: float = MOVE_LEASE
+    create: bool = True
+    force: bool = False
+
+
+@operation
+class EndPartitionDrain(Write[bool]):
+    """End `holder`'s move of `partition` without moving it (the mover stopped); whether it held one."""
+
+    partition: str
+    holder: str
 
 
 @operation
@@ -173,6 +210,32 @@ class Resources(Runs):
         return await self.write(
             MovePartition(checked_name("partition", partition), checked_name("resource", resource))
         )
+
+    async def drain_partition(
+        self,
+        partition: str,
+        resource: str,
+        *,
+        holder: str,
+        lease: float = MOVE_LEASE,
+        create: bool = True,
+        force: bool = False,
+    ) -> Moving:
+        """`DrainPartition`."""
+        return await self.write(
+            DrainPartition(
+                checked_name("partition", partition),
+                checked_name("resource", resource),
+                holder=holder,
+                lease=lease,
+                create=create,
+                force=force,
+            )
+        )
+
+    async def end_partition_drain(self, partition: str, holder: str) -> bool:
+        """`EndPartitionDrain`."""
+        return await self.write(EndPartitionDrain(checked_name("partition", partition), holder))
 
     async def assign_entity(self, entity: str, partition: str) -> str | None:
         """`AssignEntity`."""

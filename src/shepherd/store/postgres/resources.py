@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from shepherd.store.move_writes import MOVE_PLANS
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS
 from shepherd.store.resource_rows import RESOLVER
@@ -25,7 +26,15 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 # info is read back as JSON text, as SQLite stores it.
-_SQL = Statements.of("%s", json_param="%s::jsonb", text_param="%s::text", info="info::text")
+_SQL = Statements.of(
+    "%s",
+    json_param="%s::jsonb",
+    text_param="%s::text",
+    info="info::text",
+    later="%s + make_interval(secs => %s)",
+    step_partition="(s.resolution::jsonb ->> 'partition')",
+    step_resource="(s.resolution::jsonb #>> '{resource,name}')",
+)
 _LOCK = f"SELECT version FROM store_versions WHERE name = '{RESOLVER}' FOR UPDATE"
 
 
@@ -51,7 +60,7 @@ def _reads(plan: ReadPlan) -> Callable[[Reader, Any], Awaitable[object]]:
     return handle
 
 
-for _op, _write in WRITE_PLANS.items():
+for _op, _write in {**WRITE_PLANS, **MOVE_PLANS}.items():
     WRITES.handles(_op)(_writes(_write))
 for _op, _read in READ_PLANS.items():
     READS.handles(_op)(_reads(_read))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from shepherd.store.move_writes import MOVE_PLANS
 from shepherd.store.resource_writes import READ_PLANS, WRITE_PLANS, Plans, Statements
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import tuples
@@ -21,7 +22,15 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
-_SQL = Statements.of("?", json_param="?", text_param="?", info="info")
+_SQL = Statements.of(
+    "?",
+    json_param="?",
+    text_param="?",
+    info="info",
+    later="? + ?",
+    step_partition="json_extract(s.resolution, '$.partition')",
+    step_resource="json_extract(s.resolution, '$.resource.name')",
+)
 
 
 def _writes(
@@ -45,7 +54,7 @@ def _reads(plan: ReadPlan) -> Callable[[Reading, Any], object]:
     return handle
 
 
-for _op, _write in WRITE_PLANS.items():
+for _op, _write in {**WRITE_PLANS, **MOVE_PLANS}.items():
     WRITES.handles(_op)(_writes(_write))
 for _op, _read in READ_PLANS.items():
     READS.handles(_op)(_reads(_read))
