@@ -19,7 +19,7 @@ from shepherd.core.overview import Operator, ThroughputBucket, bucket_starts, fi
 from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
-from shepherd.governance.moves import move_partition
+from shepherd.governance.moves import checked_move, move_partition
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
@@ -457,6 +457,7 @@ class Operations:
         now: bool = False,
     ) -> PartitionMove:
         """Move `partition` to `resource` once its steps in flight have ended (`App.move_partition`)."""
+        checked_move(partition, timeout=timeout, now=now)
         await self.open()
         host = self._host
         return await move_partition(

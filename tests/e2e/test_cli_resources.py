@@ -9,16 +9,21 @@ on SQLite only; what the store decides, on both backends.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shepherd import App
+from shepherd.core.resources import Resolution, Resource
 from support.backends import sqlite_only
 from support.cli_checks import ok, ok_json, refused
+from support.factories import claimed_task, step_start
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -187,6 +192,16 @@ REFUSED_BEFORE_THE_STORE = [
     (("resources", "set", "db1", "--info", '{"a": NaN}'), "NaN is not a JSON value"),
     (("resources", "set", "db1", "--capacity", "lots"), "'lots' is not a whole number"),
     (("resources", "set", "db1"), "nothing to change"),
+    (
+        ("partitions", "move", "p1", "db1", "--timeout", "0"),
+        "move of partition 'p1': timeout must be above 0 seconds and finite, not 0.0",
+    ),
+    (("partitions", "move", "p1", "db1", "--timeout", "nan"), "finite, not nan"),
+    (("partitions", "move", "p1", "db1", "--timeout", "soon"), "'soon' is not a valid float"),
+    (
+        ("partitions", "move", "p1", "db1", "--now", "--timeout", "5"),
+        "move of partition 'p1': a move made at once (now) waits for nothing",
+    ),
 ]
 #: Input refused once the store is open, by the store's operation: on both backends.
 REFUSED_BY_THE_STORE = [
@@ -199,6 +214,7 @@ REFUSED_BY_THE_STORE = [
     (("resources", "set", "nope", "--capacity", "2"), "unknown resource 'nope'"),
     (("resources", "remove", "nope"), "unknown resource 'nope'"),
     (("partitions", "move", "p1", "nope"), "unknown resource 'nope' (for partition 'p1')"),
+    (("partitions", "move", "p9", "db1", "--now"), "unknown partition 'p9'"),
     (
         ("partitions", "assign", "user-1", "nope"),
         "unknown partition 'nope' (for entity 'user-1')",
@@ -286,3 +302,57 @@ def test_an_app_creates_its_declared_resources_and_keeps_an_operators_change(
     ok(cli("resources", "add", "logs", "--kind", "http", "--app", "resapp:app"))  # declares again
     listed = ok_json(cli("resources", "list", "--app", "resapp:app", "--json"))["resources"]
     assert {r["name"]: r for r in listed}["orders-db"]["capacity"] == 10
+
+
+def running_step(store_url: str) -> str:
+    """Start a step for user-1, resolved to p1 on db1, in a task claimed by no live process: its id."""
+
+    async def start() -> str:
+        async with App(store_url, alerts=()) as app:
+            task = await claimed_task(app.store, locked_by="gone")
+            where = Resolution(
+                entity="user-1",
+                partition="p1",
+                resource=Resource(name="db1", kind="sqlite", info={}),
+            )
+            await app.store.start_step(replace(step_start(task, agent="write"), resolution=where))
+            return task.id
+
+    return asyncio.run(start())
+
+
+def test_a_move_waits_for_its_steps_in_flight_or_says_which_were(
+    cli: Cli, shared_store: str
+) -> None:
+    ok(cli("resources", "add", "db1", "--kind", "sqlite"))
+    ok(cli("resources", "add", "db2", "--kind", "sqlite"))
+    ok(cli("partitions", "move", "p1", "db1"))
+    ok(cli("partitions", "assign", "user-1", "p1"))
+    task_id = running_step(shared_store)
+
+    # The step never ends (its process is gone): the timeout passes, and it moves anyway.
+    timed_out = cli("partitions", "move", "p1", "db2", "--timeout", "0.3")
+
+    assert timed_out.returncode == 5, timed_out.stderr
+    assert timed_out.stdout == (
+        "partition 'p1' moved from resource 'db1' to 'db2' (1 entity, after the timeout)\n"
+        "1 step still in flight on 'db1' (they keep the resource they were sent to):\n"
+        f"  task {task_id} step 1 (write, attempt 1)\n"
+    )
+    # Back to db1, where nothing is in flight: at once. Then --now, with the step in flight.
+    assert ok(cli("partitions", "move", "p1", "db1")) == (
+        "partition 'p1' moved from resource 'db2' to 'db1' (1 entity)\n"
+    )
+    moved = ok_json(cli("partitions", "move", "p1", "db2", "--now", "--json"))
+    assert moved == {
+        "partition": "p1",
+        "resource": "db2",
+        "previous": "db1",
+        "entities": 1,
+        "waited_for": 0,
+        "in_flight": [{"task_id": task_id, "seq": 1, "agent": "write", "attempt": 1}],
+        "now": True,
+        "timed_out": False,
+    }
+    partitions = ok_json(cli("partitions", "list", "--json"))["partitions"]
+    assert partitions == [{"partition": "p1", "resource": "db2", "entities": 1}]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from shepherd.core.moves import InFlightStep, Moving
     from shepherd.store.ops.resources import Resources
 
-__all__ = ["move_partition"]
+__all__ = ["checked_move", "move_partition"]
 
 
 async def move_partition(
@@ -62,12 +62,7 @@ async def move_partition(
         UnknownPartitionError: No such partition (with `now` or `timeout`).
         PartitionMovingError: Another move of the partition is under way.
     """
-    checked_name("partition", partition)
-    problem = check_move_timeout(timeout)
-    if problem is None and now and timeout is not None:
-        problem = "a move made at once (now) waits for nothing: give no timeout"
-    if problem is not None:
-        raise InvalidResourceError(f"move of partition {partition!r}", "timeout", problem)
+    checked_move(partition, timeout=timeout, now=now)
     holder = f"move-{secrets.token_hex(8)}"
     create = not now and timeout is None
     look = await store.drain_partition(
@@ -94,6 +89,21 @@ async def move_partition(
             await asyncio.shield(store.end_partition_drain(partition, holder))
         raise
     return _report(look, waited=waited, now=False, timed_out=False)
+
+
+def checked_move(partition: str, *, timeout: float | None, now: bool) -> None:
+    """Refuse a move's bad input before anything is read or written.
+
+    Raises:
+        InvalidResourceError: The partition's name is bad, or `timeout` is not
+            above 0 and finite, or is given with `now`; the message names the partition.
+    """
+    checked_name("partition", partition)
+    problem = check_move_timeout(timeout)
+    if problem is None and now and timeout is not None:
+        problem = "a move made at once (now) waits for nothing: give no timeout"
+    if problem is not None:
+        raise InvalidResourceError(f"move of partition {partition!r}", "timeout", problem)
 
 
 def _report(
