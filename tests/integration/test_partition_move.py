@@ -48,6 +48,8 @@ class Log:
         self.lines: list[tuple[str, str, int, str]] = []
         #: Opened by the test: the first wave's handlings finish then.
         self.gate = asyncio.Event()
+        #: Opened by the test: a task's call beside its first one (`parallel`) starts then.
+        self.beside = asyncio.Event()
 
     def of(self, what: str, resource: str | None = None) -> list[tuple[str, str, int, str]]:
         return [
@@ -79,17 +81,25 @@ async def mapped(app: App) -> Log:
 
     @app.workflow("save")
     async def save(ctx: WorkflowContext, data: Any) -> JsonValue:
-        # Two steps for one entity, the first held while the move begins.
-        first = await ctx.call("write", {"hold": data["hold"]}, entity=data["user"])
-        second = await ctx.call("write", {"hold": False}, entity=data["user"])
-        return [first, second]
+        # Steps for one entity, the first held while the move begins; with `parallel`,
+        # another beside it (asyncio.gather), started once the test opens `beside`.
+        user = data["user"]
+
+        async def beside() -> JsonValue:
+            await log.beside.wait()
+            return await ctx.call("write", {"hold": False}, entity=user)
+
+        first = ctx.call("write", {"hold": data["hold"]}, entity=user)
+        done = list(await asyncio.gather(first, beside())) if data["parallel"] else [await first]
+        return [*done, await ctx.call("write", {"hold": False}, entity=user)]
 
     return log
 
 
-async def in_flight(app: App, log: Log) -> list[str]:
+async def in_flight(app: App, log: Log, *, parallel: bool = False) -> list[str]:
     """Submit one task per user and wait until each one's first step runs, held, on db1."""
-    ids = [await app.submit("save", {"user": user, "hold": True}) for user in USERS]
+    data = {"hold": True, "parallel": parallel}
+    ids = [await app.submit("save", {"user": user, **data}) for user in USERS]
     await wait_until(lambda: len(log.of("start")) == len(USERS), timeout=PATIENCE)
     return ids
 
@@ -104,12 +114,14 @@ async def test_a_move_waits_for_the_steps_in_flight_and_holds_the_ones_that_woul
 ) -> None:
     log = await mapped(app)
     async with app.running():
-        ids = await in_flight(app, log)
+        ids = await in_flight(app, log, parallel=True)
         mover = asyncio.create_task(app.move_partition("p1", "db2"))
         mover.add_done_callback(lambda _: log.lines.append(("moved", "", 0, "")))
         await pass_until(app, lambda: draining(app), message="the partition is not draining")
-        # A task submitted now: its first step waits for the move, as do the second steps.
-        late = await app.submit("save", {"user": "user-2", "hold": False})
+        # The calls beside the held ones, and a task submitted now: they wait for the
+        # move, as do the steps after the held ones.
+        log.beside.set()
+        late = await app.submit("save", {"user": "user-2", "hold": False, "parallel": False})
         resolver = app.resolver
         assert isinstance(resolver, StoreResolver)
         await pass_until(app, lambda: resolver.statistics()["drain_waits"] > 0)
@@ -131,12 +143,13 @@ async def test_a_move_waits_for_the_steps_in_flight_and_holds_the_ones_that_woul
     assert {line[3] for line in log.lines[:moved_at]} == {"db1"}
     assert {line[3] for line in log.lines[moved_at + 1 :]} == {"db2"}
     assert len(log.of("end", "db1")) == len(USERS)
-    assert len(log.of("start", "db2")) == len(USERS) + 2
+    assert len(log.of("start", "db2")) == 2 * len(USERS) + 2
     for task_id in ids:
-        assert await app.result(task_id, timeout=PATIENCE) == ["db1", "db2"]
+        # Its step beside the held one did not run beside it: it waited for the move.
+        assert await app.result(task_id, timeout=PATIENCE) == ["db1", "db2", "db2"]
         task = await app.get_task(task_id)
-        # The waiting step was neither failed nor charged: one attempt each.
-        assert [(s.state, s.attempt) for s in task.steps] == [(StepState.COMPLETED, 1)] * 2
+        # The waiting steps were neither failed nor charged: one attempt each.
+        assert [(s.state, s.attempt) for s in task.steps] == [(StepState.COMPLETED, 1)] * 3
         assert task.failure_count == 0
     assert await app.result(late, timeout=PATIENCE) == ["db2", "db2"]
 
