@@ -209,7 +209,7 @@ async def test_a_move_that_stops_early_leaves_the_partition_where_it_was(app: Ap
             assert await app.result(task_id, timeout=PATIENCE) == ["db1", "db1"]
 
 
-@sqlite_only("app")
+@sqlite_only()
 async def test_bad_moves_are_refused_naming_the_partition(app: App) -> None:
     await mapped(app)
     version = await app.store.resolver_version()
