@@ -111,6 +111,8 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
             for worker in running:
                 if worker is not victim:
                     assert worker.alive(), worker.stderr()
+            for worker in running[1:]:  # all at once, then each awaited
+                worker.terminate()
             for worker in running[1:]:
                 assert worker.stop() == 0, worker.stderr()
             printed = {w.name: w.printed() for w in running}

@@ -34,6 +34,7 @@ class Worker:
     _pump: threading.Thread | None = field(default=None, repr=False)
     #: The stdout lines read so far, the readiness line but.
     _printed: list[str] = field(default_factory=list, repr=False)
+    _terminated: bool = field(default=False, repr=False)
 
     @property
     def pid(self) -> int:
@@ -79,10 +80,18 @@ class Worker:
             if line is not None:
                 self._printed.append(line)
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM the worker and wait for it to exit, and for its stdout; its exit code."""
-        if self.process.poll() is None:
+    def terminate(self) -> None:
+        """SIGTERM the worker, once (a second one could cut its clean stop short)."""
+        if not self._terminated and self.process.poll() is None:
             os.kill(self.pid, signal.SIGTERM)
+        self._terminated = True
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM the worker (unless done) and wait for it to exit, and for its stdout.
+
+        Returns its exit code.
+        """
+        self.terminate()
         code = self.process.wait(timeout)
         if self._pump is not None:
             self._pump.join(timeout)  # every line it printed is read once the pipe ends
