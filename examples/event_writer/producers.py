@@ -5,13 +5,17 @@ writer (`writer.py`): this process also runs the agent role, so it is one of
 the writers. Each producer `NAME-i` sends `--events` events, the n-th of type
 `type-(n % 8)`, with `app.call`, and appends each acknowledged event to
 `acks-NAME.log` as `producer,seq,type,line` once its call has returned.
+SIGTERM or Ctrl-C stops it cleanly: its writers close their files and hand
+their types back.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -37,17 +41,28 @@ async def main() -> None:
     args = parser.parse_args()
     acks = Path(f"acks-{args.name}.log")
     ready = asyncio.Event()
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     async with app:
         roles = asyncio.create_task(app.run(["agent"], ready=ready.set))
-        await ready.wait()
-        print("ready", os.getpid(), flush=True)
-        began = time.monotonic()
-        producers = [produce(f"{args.name}-{i}", args.events, acks) for i in range(args.producers)]
-        await asyncio.gather(*producers)
-        sent = args.producers * args.events
-        print(f"done: {sent} events acknowledged in {time.monotonic() - began:.1f} s", flush=True)
-        await roles  # keep writing for the others until stopped
+        try:
+            await ready.wait()
+            print("ready", os.getpid(), flush=True)
+            began = time.monotonic()
+            producers = [
+                produce(f"{args.name}-{i}", args.events, acks) for i in range(args.producers)
+            ]
+            await asyncio.gather(*producers)
+            sent = args.producers * args.events
+            took = time.monotonic() - began
+            print(f"done: {sent} events acknowledged in {took:.1f} s", flush=True)
+            await roles  # keep writing for the others until stopped
+        finally:
+            roles.cancel()  # the writers close their files and hand their types back
+            await asyncio.gather(roles, return_exceptions=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+        asyncio.run(main())

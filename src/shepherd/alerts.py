@@ -262,6 +262,14 @@ class Deliveries:
         )
         self.firing(call.call_id, f"call:{call.agent}", None, reason, call.attempt)
 
+    def owner_failing(self, agent: str, key: str, failures: int, error: str) -> None:
+        """Send a firing alert about a key of `agent` whose `on_acquire` keeps failing."""
+        reason = (
+            f"{agent}: on_acquire of key {key!r} failed {failures} times in a row "
+            f"(last: {error}); the key's calls wait for an owner whose on_acquire succeeds"
+        )
+        self.firing(f"{agent}/{key}", f"owner:{agent}", key, reason, failures)
+
     async def resolved(self, alert: StoredAlert) -> None:
         """Tell every sink that a stored alert was resolved (`status` `resolved`)."""
         await send_all(self.sinks, resolved_alert(alert))

@@ -365,6 +365,10 @@ class App(Registrations):
         """Alert an operator of a call given up after its handlings kept failing to answer."""
         self.deliveries.call_given_up(call)
 
+    def alert_owner(self, agent: str, key: str, failures: int, error: str) -> None:
+        """Alert an operator of a key whose owners' `on_acquire` keeps failing here."""
+        self.deliveries.owner_failing(agent, key, failures, error)
+
     # -- roles -------------------------------------------------------------
     async def run(
         self,

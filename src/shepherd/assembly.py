@@ -161,6 +161,9 @@ class Parts(Protocol):
     def alert_call(self, call: CallRequest) -> None:
         """How a call given up reaches an operator."""
 
+    def alert_owner(self, agent: str, key: str, failures: int, error: str) -> None:
+        """How a key whose `on_acquire` keeps failing reaches an operator."""
+
     async def announce_resolution(self, alert: StoredAlert) -> None:
         """How a resolved alert reaches the sinks (never raises)."""
 
@@ -180,6 +183,7 @@ class Assembly:
         self.metrics = parts.metrics
         self.raise_alert: RaiseAlert = parts.raise_alert
         self.alert_call: Callable[[CallRequest], None] = parts.alert_call
+        self.alert_owner: Callable[[str, str, int, str], None] = parts.alert_owner
         self.announce: Announce = parts.announce_resolution
 
     async def run(
@@ -247,6 +251,7 @@ class Assembly:
                     settings=self.settings,
                     clock=self.clock,
                     gave_up=self.alert_call,
+                    failing=self.alert_owner,
                 )
             )
         if "supervisor" in roles:

@@ -83,6 +83,12 @@ class Settings:
         resolver_refresh: Seconds between a resolver's reads of the mapping's
             version, besides the wake-up every change sends: a change whose
             wake-up was lost is noticed within this long.
+        resolver_refresh_ahead: Seconds between the refreshes of a resolver in
+            use (one that resolved an entity since its last read): it reads the
+            mapping's version this often and, after a move, the entities it had
+            cached, ahead of the calls that will ask for them. A busy process so
+            notices a change whose wake-up was lost within this long; an idle
+            one reads nothing until `resolver_refresh`.
         slot_lease: Seconds a capacity slot lasts unrenewed: a handler's slot is
             renewed every third of it while held, and the slot of a process that
             died is free again within this long.
@@ -126,6 +132,7 @@ class Settings:
     purge_batch: int = 500
     purge_interval: float = 60.0
     resolver_refresh: float = 30.0
+    resolver_refresh_ahead: float = 5.0
     slot_lease: float = 15.0
     default_partition: str | None = None
     owner_lease: float = 10.0

@@ -28,11 +28,13 @@ from shepherd.errors import (
     TooLongError,
     UnknownAgentError,
 )
+from shepherd.governance.lifecycle import check_life_cycle
 from shepherd.scheduler import Workflow
 from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
 from shepherd.store.resource_rows import checked_resource
 
 if TYPE_CHECKING:
+    from shepherd.agents.agent import OwnerHook
     from shepherd.config import Settings
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
@@ -128,6 +130,9 @@ class Registrations:
         resource: str | None = None,
         exclusive_by: str | Callable[[JsonValue], object] | None = None,
         batch: Batch | None = None,
+        on_acquire: OwnerHook | None = None,
+        on_release: OwnerHook | None = None,
+        owner_idle: float | None = None,
     ) -> Callable[[F], F]:
         """Register `async def handler(request)` as an agent (or a plain `def`, with `threads`).
 
@@ -157,6 +162,18 @@ class Registrations:
                 handling, `Batch(max_items=..., max_delay=...)`. The handler then
                 takes a list of requests and returns a list of as many results;
                 their answers are committed in one transaction.
+            on_acquire: For an exclusive agent: `on_acquire(key, state)` runs once
+                per ownership of a key by this process, before its first
+                handling (after a takeover too), `state` being the key's stored
+                owner state (see `shepherd.governance.lifecycle`). If it raises,
+                the key is handed back and its calls wait for the next owner.
+            on_release: For an exclusive agent: `on_release(key, state)` runs once
+                per ownership that ends without the process dying (handed
+                back, idle, moved, the roles stopping), with the owner state
+                as that ownership last committed it.
+            owner_idle: For an exclusive agent: seconds without a handling after
+                which its owner hands a key back (running `on_release`); None
+                keeps keys while the process lives.
 
         Raises:
             ConfigError: An option is invalid (a name or service longer than
@@ -193,6 +210,13 @@ class Registrations:
         def register(fn: F) -> F:
             agent_name = _checked_name("agent", name or fn.__name__)
             check_handler(agent_name, fn, threads=threads)
+            idle = check_life_cycle(
+                agent_name,
+                exclusive=exclusive_by is not None,
+                on_acquire=on_acquire,
+                on_release=on_release,
+                owner_idle=owner_idle,
+            )
             self.agents[agent_name] = Agent(
                 name=agent_name,
                 fn=fn,
@@ -204,6 +228,9 @@ class Registrations:
                 resource=resource,
                 exclusive_by=exclusive_by,
                 batch=batch,
+                on_acquire=on_acquire,
+                on_release=on_release,
+                owner_idle=idle,
             )
             return fn
 

@@ -12,6 +12,13 @@ line; every acknowledged event in its type's file exactly once, on the line
 its acknowledgement gave, each producer's events of one type in send order;
 and the dead process's keys were taken over by the others with their epochs
 bumped (the store's lease rows).
+
+And the owners' life cycle: each process opens a type's file (`on_acquire`)
+and closes it (`on_release`) in turn, once per ownership: the opens of a type
+over all processes are its epochs (one per take; the dead one may have died
+between a take and its open), the survivors reopened the dead one's types
+after the kill, and once SIGTERMed every survivor had closed each file it
+opened.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "event_writer"
 AGENT = "events.write"
 PATIENCE = 180.0
 PRODUCERS, EVENTS = 50, 100
+TYPES = [f"type-{n}" for n in range(8)]
 
 
 def acks(folder: Path, name: str) -> list[tuple[str, int, str, int]]:
@@ -81,6 +89,7 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
                 keys = [lease.key for lease in leases if f":{victim.pid}:" in lease.owner]
             owner = next(lease.owner for lease in leases if lease.key == keys[0])
             before = {lease.key: lease.epoch for lease in leases}
+            before_kill = {n: len(w.printed()) for n, w in zip(names, running[1:], strict=True)}
             victim.kill()
             survivors = names
 
@@ -102,6 +111,35 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
             for worker in running:
                 if worker is not victim:
                     assert worker.alive(), worker.stderr()
+            for worker in running[1:]:  # all at once, then each awaited
+                worker.terminate()
+            for worker in running[1:]:
+                assert worker.stop() == 0, worker.stderr()
+            printed = {w.name: w.printed() for w in running}
+            # Every ownership took its key once: a take now bumps each epoch once more.
+            taken = await watcher.store.take_keys(AGENT, TYPES, owner="watcher", lease=60.0)
+            epochs = {t.lease.key: t.lease.epoch - 1 for t in taken}
+
+    assert sorted(epochs) == TYPES
+    opens = dict.fromkeys(TYPES, 0)
+    for name, lines in printed.items():
+        for kind in TYPES:
+            life = [line.split()[0] for line in lines if line.split()[1:2] == [kind]]
+            opens[kind] += life.count("opened")
+            # Opened and closed in turn: never two acquires, or two releases, in a row.
+            assert life[::2] == ["opened"] * len(life[::2]), (name, kind, life)
+            assert life[1::2] == ["closed"] * len(life[1::2]), (name, kind, life)
+            if name != "w":  # stopped cleanly: every ownership released
+                assert len(life) % 2 == 0, (name, kind, life)
+    for kind in TYPES:
+        assert epochs[kind] - 1 <= opens[kind] <= epochs[kind], (kind, opens, epochs)
+    reopened = {
+        line.split()[1]
+        for name, start in before_kill.items()
+        for line in printed[name][start:]
+        if line.startswith("opened ")
+    }
+    assert set(keys) <= reopened, (keys, reopened)
 
     files = sorted((tmp_path / "events").glob("*.csv"))
     assert [f.name for f in files] == [f"type-{n}.csv" for n in range(8)]

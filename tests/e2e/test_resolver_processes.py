@@ -37,8 +37,14 @@ from shepherd import App
 
 
 async def main(url):
-    # A refresh far longer than the test: only a wake-up can tell this process of a move.
-    app = App(url, alerts=(), resolver_refresh=3600.0, sqlite_synchronous="NORMAL")
+    # Refreshes far apart: only a wake-up can tell this process of a move.
+    app = App(
+        url,
+        alerts=(),
+        resolver_refresh=3600.0,
+        resolver_refresh_ahead=3600.0,
+        sqlite_synchronous="NORMAL",
+    )
     loop = asyncio.get_running_loop()
     async with app:
         print(json.dumps({"ready": True}), flush=True)

@@ -43,15 +43,20 @@ async def mapped(app: App) -> None:
     await app.store.assign_entity("user-1", "p1")
 
 
-def bump_behind_its_back(url: str) -> None:
-    """Move the resolver's version with no wake-up at all (as a lost NOTIFY or datagram would)."""
-    statement = "UPDATE store_versions SET version = version + 1 WHERE name = 'resolver'"
+def bump_behind_its_back(url: str, *also: str) -> None:
+    """Move the resolver's version with no wake-up at all (as a lost NOTIFY or datagram would).
+
+    `also`: statements run first, in the same transaction (a change of the mapping).
+    """
+    statements = [*also, "UPDATE store_versions SET version = version + 1 WHERE name = 'resolver'"]
     if url.startswith("sqlite"):
         with closing(sqlite3.connect(path_from_url(url))) as conn, conn:
-            conn.execute(statement)
+            for statement in statements:
+                conn.execute(statement)
     else:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(statement)
+        with psycopg.connect(url) as pg:  # one transaction, committed on leaving
+            for statement in statements:
+                pg.execute(statement)
 
 
 # -- declared resources ---------------------------------------------------------------
@@ -199,6 +204,59 @@ async def test_the_version_is_read_again_every_resolver_refresh(store_url: str) 
             clock, lambda: resolver.version == 5, step=5.0, message="no periodic version read"
         )
         assert (await resolver.resolve("user-1")).resource == DB1
+    finally:
+        await app.close()
+
+
+async def test_a_resolver_in_use_sees_a_move_without_a_wake_up_within_refresh_ahead(
+    store_url: str,
+) -> None:
+    clock = FakeClock()
+    app = App(store_url, alerts=(), clock=clock, resolver_refresh=60.0, resolver_refresh_ahead=5.0)
+    try:
+        await mapped(app)
+        resolver = app.resolver
+        assert isinstance(resolver, StoreResolver)
+        assert (await resolver.resolve("user-1")).resource == DB1
+
+        async def hit() -> bool:  # the wake-ups of the set-up's own writes have been read
+            misses = resolver.statistics()["misses"]
+            await resolver.resolve("user-1")
+            return resolver.statistics()["misses"] == misses
+
+        await wait_until(hit, message="user-1 is not cached")
+        assert resolver.version == 4
+        start = clock.monotonic()
+
+        bump_behind_its_back(store_url, "UPDATE partitions SET resource = 'db2' WHERE name = 'p1'")
+        assert (await resolver.resolve("user-1")).resource == DB1  # in use: cached until the timer
+
+        await advance_until(
+            clock, lambda: resolver.version == 5, step=1.0, message="no read ahead of time"
+        )
+        assert clock.monotonic() - start <= 5.0  # the timer's first tick, not resolver_refresh
+        assert resolver.statistics()["ahead"] == 1
+        # Refresh-ahead: user-1 is read again before anyone asks for it.
+        await wait_until(lambda: resolver.statistics()["cached"] == 1, message="no refill")
+        misses = resolver.statistics()["misses"]
+        assert (await resolver.resolve("user-1")).resource == DB2
+        assert resolver.statistics()["misses"] == misses
+
+        # Idle from now on (after the resolve just made, one more early read): nothing
+        # more is read until resolver_refresh has passed since that read.
+        await advance_until(
+            clock, lambda: resolver.statistics()["ahead"] == 2, step=1.0, message="no early read"
+        )
+        refreshes, since = resolver.statistics()["refreshes"], clock.monotonic()
+        await advance_until(clock, lambda: clock.monotonic() - since >= 55.0, step=5.0)
+        assert resolver.statistics()["refreshes"] == refreshes
+        await advance_until(
+            clock,
+            lambda: resolver.statistics()["refreshes"] == refreshes + 1,
+            step=1.0,
+            message="no read at resolver_refresh",
+        )
+        assert resolver.statistics()["ahead"] == 2
     finally:
         await app.close()
 

@@ -32,6 +32,9 @@ class Worker:
     stderr_path: Path
     _lines: queue.Queue[str | None] = field(default_factory=queue.Queue, repr=False)
     _pump: threading.Thread | None = field(default=None, repr=False)
+    #: The stdout lines read so far, the readiness line but.
+    _printed: list[str] = field(default_factory=list, repr=False)
+    _terminated: bool = field(default=False, repr=False)
 
     @property
     def pid(self) -> int:
@@ -65,6 +68,34 @@ class Worker:
             # worker_app.py prints `ready <pid>`; `shepherd run` prints `shepherd ready: ...`.
             if line.split()[:1] == ["ready"] or line.startswith("shepherd ready:"):
                 return
+            self._printed.append(line)
+
+    def printed(self) -> list[str]:
+        """Every line the worker has printed to stdout so far, but its readiness line."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return list(self._printed)
+            if line is not None:
+                self._printed.append(line)
+
+    def terminate(self) -> None:
+        """SIGTERM the worker, once (a second one could cut its clean stop short)."""
+        if not self._terminated and self.process.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+        self._terminated = True
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM the worker (unless done) and wait for it to exit, and for its stdout.
+
+        Returns its exit code.
+        """
+        self.terminate()
+        code = self.process.wait(timeout)
+        if self._pump is not None:
+            self._pump.join(timeout)  # every line it printed is read once the pipe ends
+        return code
 
     def kill(self, timeout: float = 10.0) -> None:
         """SIGKILL the worker (no clean-up runs in it) and reap it."""

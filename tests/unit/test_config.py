@@ -66,6 +66,7 @@ def test_every_field_has_an_env_variable() -> None:
         "purge_batch": ("100", 100),
         "purge_interval": ("30", 30.0),
         "resolver_refresh": ("5", 5.0),
+        "resolver_refresh_ahead": ("2", 2.0),
         "slot_lease": ("6", 6.0),
         "default_partition": (" shared ", "shared"),
         "owner_lease": ("4", 4.0),

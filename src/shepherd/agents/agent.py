@@ -15,11 +15,14 @@ if TYPE_CHECKING:
     from shepherd.core.retry import RetryPolicy
     from shepherd.governance.batch import Batch
 
-__all__ = ["Agent", "BlockingHandler", "Handler"]
+__all__ = ["Agent", "BlockingHandler", "Handler", "OwnerHook"]
 
 Handler = Callable[[AgentRequest], Awaitable[JsonValue]]
 #: The handler of a `threads=True` agent: a plain function, run in a thread.
 BlockingHandler = Callable[[AgentRequest], JsonValue]
+#: An exclusive agent's `on_acquire(key, state)` or `on_release(key, state)`: an
+#: `async def`, or a plain `def` (run in a thread); see `shepherd.governance.lifecycle`.
+OwnerHook = Callable[[str, JsonValue], Awaitable[None] | None]
 
 
 @final
@@ -46,6 +49,14 @@ class Agent:
     #: For an exclusive agent: how its owner gathers a key's calls into one
     #: handling (the handler then takes and returns lists), or None.
     batch: Batch | None = None
+    #: For an exclusive agent: run before an ownership's first handling of a key
+    #: (`shepherd.governance.lifecycle`), or None.
+    on_acquire: OwnerHook | None = None
+    #: For an exclusive agent: run when an ownership of a key ends cleanly, or None.
+    on_release: OwnerHook | None = None
+    #: For an exclusive agent: seconds without a handling after which an owner
+    #: hands its key back (None: it keeps it while its process lives).
+    owner_idle: float | None = None
 
     @property
     def service_name(self) -> str:

@@ -13,7 +13,9 @@ runs one loop per key it owns. Its leases are renewed every third of
 `owner_lease`; a key whose renewal fails (the lease expired: the store was out
 of reach, the process was paused) stops its loop, and another process takes it
 over with the epoch bumped. When the roles stop, the keys are handed back at
-once.
+once. Each ownership of a key runs the agent's `on_acquire` hook before its
+first handling and `on_release` when it ends, and a key idle for the agent's
+`owner_idle` seconds is handed back (`shepherd.governance.lifecycle`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from shepherd.core.batching import batch_due
 from shepherd.core.ownership import NO_STATE, plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
+from shepherd.governance.lifecycle import Failing, OwnerLife, Ownership
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
@@ -69,6 +72,7 @@ class OwnerServer:
         settings: `owner_lease`, `worker_ttl` and polling.
         clock: What leases' renewals, deadlines and polling run on.
         gave_up: Told of each call given up (the App alerts an operator).
+        failing: Told of a key whose `on_acquire` keeps failing (the App alerts).
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class OwnerServer:
         settings: Settings,
         clock: Clock,
         gave_up: GaveUp,
+        failing: Failing | None = None,
     ) -> None:
         self.store = store
         self.owner = owner_of(instance)
@@ -92,6 +97,10 @@ class OwnerServer:
         self.answered = 0
         #: Handlings answered (a batch counts once).
         self.flushes = 0
+        #: Runs each ownership's hooks.
+        self.life = OwnerLife(
+            store, owner=self.owner, clock=clock, settings=settings, failing=failing
+        )
         #: The loop of each key owned, by (agent, key).
         self._loops: dict[tuple[str, str], asyncio.Task[None]] = {}
         #: The keys whose loop is handling a call now.
@@ -110,6 +119,7 @@ class OwnerServer:
             "keys_owned": len(self._loops),
             "owned_answered": self.answered,
             "owned_flushes": self.flushes,
+            **self.life.statistics(),
         }
 
     def owned(self) -> list[tuple[str, str]]:
@@ -159,10 +169,9 @@ class OwnerServer:
             plan = plan_ownership(
                 me=self.owner, now=now, processes=processes, leases=leases, keys=keys
             )
-            if plan.take:
-                taken = await self.store.take_keys(
-                    agent, plan.take, owner=self.owner, lease=self.lease
-                )
+            take = self.life.takeable(agent, plan.take)
+            if take:
+                taken = await self.store.take_keys(agent, take, owner=self.owner, lease=self.lease)
                 for got in taken:
                     self._start(agent, got.lease.key, got.lease.epoch, got.state)
                     moved = True
@@ -183,9 +192,10 @@ class OwnerServer:
         if old is not None:
             old.cancel()
         log.info("%s: owns key %r (epoch %d)", agent, key, epoch)
-        task = asyncio.create_task(
-            self._serve(agent, key, epoch, state), name=f"shepherd key {key}"
+        own = Ownership(
+            agent=agent, key=key, epoch=epoch, state=state, active_at=self.clock.monotonic()
         )
+        task = asyncio.create_task(self._own(own, old), name=f"shepherd key {key}")
         self._loops[(agent, key)] = task
         task.add_done_callback(functools.partial(self._ended, (agent, key)))
 
@@ -230,14 +240,43 @@ class OwnerServer:
                 log.warning("lost keys %s (their leases expired); another process takes them", lost)
                 await self._stop(lost)
 
-    async def _serve(self, agent: str, key: str, epoch: int, state: JsonValue) -> None:
+    async def _own(self, own: Ownership, before: asyncio.Task[None] | None) -> None:
+        """One ownership of a key: `on_acquire`, its calls, `on_release`; hand it back if idle."""
+        if before is not None:  # this process's previous ownership of the key ends first
+            await asyncio.gather(before, return_exceptions=True)
+        spec = self.agents[own.agent]
+        idle = False
+        try:
+            if not await self.life.acquire(spec, own):
+                return
+            idle = await self._serve(spec, own)
+        finally:
+            if own.acquired:
+                await self.life.release(spec, own)
+        if idle:
+            log.info("%s: hands key %r back (idle %g s)", own.agent, own.key, spec.owner_idle)
+            with contextlib.suppress(StoreUnavailableError):  # its lease expires anyway
+                await self.store.release_keys(own.agent, [own.key], owner=self.owner)
+
+    async def _rest(
+        self, own: Ownership, idle: float | None, wake: asyncio.Event, seconds: float
+    ) -> bool:
+        """Wait for a call up to `seconds`; True, without waiting, once the key is idle."""
+        left = own.idle_left(idle, self.clock.monotonic())
+        if left is not None and left <= 0:
+            return True
+        await self.clock.wait_event(wake, seconds if left is None else min(seconds, left))
+        return False
+
+    async def _serve(self, spec: Agent, own: Ownership) -> bool:
         """Take the key's calls one at a time (or a batch at a time), in order; answer
         each handling's calls with the owner state, in one transaction.
 
         A batch's answers also take the key's next batch when it is due (one
-        commit per flush while the key is busy).
+        commit per flush while the key is busy). Returns True once the key
+        has had no call for `owner_idle` seconds, False once it has moved.
         """
-        spec = self.agents[agent]
+        agent, key, epoch, idle = own.agent, own.key, own.epoch, spec.owner_idle
         batch = spec.batch
         limit = 1 if batch is None else batch.max_items
         backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
@@ -259,9 +298,12 @@ class OwnerServer:
                         else:
                             due = await self._due(agent, key, batch, wake, fresh=fresh)
                         fresh, flushed = False, None
-                        if due is None or due > 0:
-                            idle = backoff.next(found=False) if due is None else due
-                            await self.clock.wait_event(wake, idle)
+                        if due is None:
+                            if await self._rest(own, idle, wake, backoff.next(found=False)):
+                                return True
+                            continue
+                        if due > 0:
+                            await self.clock.wait_event(wake, due)
                             continue
                     taken, given_up = await self.store.take_key_calls(
                         agent, key, owner=self.owner, epoch=epoch, limit=limit
@@ -271,19 +313,22 @@ class OwnerServer:
                     continue
                 self._gave_up(agent, given_up)
                 if not taken:
-                    if not given_up:
-                        await self.clock.wait_event(wake, backoff.next(found=False))
+                    if not given_up and await self._rest(
+                        own, idle, wake, backoff.next(found=False)
+                    ):
+                        return True
                     continue
             backoff.next(found=True)
             fresh = True
             self._busy.add((agent, key))
             wake = self.store.signals.event(ch.CALLS)
             try:
-                owned, state, taken, backlog = await self._handle(spec, taken, epoch, state)
+                owned, own.state, taken, backlog = await self._handle(spec, taken, epoch, own.state)
             finally:
                 self._busy.discard((agent, key))
+                own.active_at = self.clock.monotonic()
             if not owned:
-                return
+                return False
             flushed = None if backlog is None else (wake, backlog)
 
     def _gave_up(self, agent: str, calls: list[CallRequest]) -> None:

@@ -7,9 +7,13 @@ resource's details still read from the store. Both cache per process and
 drop the whole cache when the store's resolver version moves
 (`shepherd.core.resolution`). A process learns of a move from the RESOLVER
 wake-up (rung by a write in this process, NOTIFY on PostgreSQL, a datagram on
-SQLite) and, as a safety net, by reading the version every `resolver_refresh`
-seconds on the App's clock; after a move it reads ahead what it had cached
-(refresh-ahead), so the next calls find it.
+SQLite) and, as a safety net, by reading the version on a timer of the App's
+clock: every `resolver_refresh_ahead` seconds while the resolver is in use (it
+resolved since its last read), every `resolver_refresh` seconds while not.
+After a move it reads ahead what it had cached (refresh-ahead), so the next
+calls find it: the seed's resolver, which "refreshes its data ahead of time
+with a timer". The version covers every change of the mapping, so a timer
+that finds it unchanged has nothing to read again.
 """
 
 from __future__ import annotations
@@ -94,9 +98,9 @@ class _Watched(Generic[V]):
     """A per-process cache invalidated by the store's resolver version, and its watch.
 
     The watch starts with the first `resolve` and stops when the App closes:
-    it reads the version, then waits for the RESOLVER wake-up or
-    `resolver_refresh` seconds, and again. While a wake-up has arrived that
-    the watch has not yet read the version for, the cache is not trusted.
+    it reads the version, then waits for the RESOLVER wake-up or its timer
+    (`_rest`), and again. While a wake-up has arrived that the watch has not
+    yet read the version for, the cache is not trusted.
     """
 
     def __init__(self) -> None:
@@ -108,6 +112,10 @@ class _Watched(Generic[V]):
         self._misses = 0
         self._refreshes = 0
         self._invalidations = 0
+        #: Version reads made early by the timer because the resolver was in use.
+        self._ahead_reads = 0
+        #: Whether the resolver resolved since the watch last read the version.
+        self._used = False
 
     def bind(self, host: ResolverHost) -> None:
         """Use `host`'s store, settings and clock (the App does this when it is given one).
@@ -126,7 +134,8 @@ class _Watched(Generic[V]):
 
     def statistics(self) -> dict[str, int]:
         """This process's counters: the version seen, answers cached, hits, misses,
-        version reads (`refreshes`) and caches dropped for a newer version (`invalidations`).
+        version reads (`refreshes`; `ahead`: those the timer made early because the
+        resolver was in use) and caches dropped for a newer version (`invalidations`).
         """
         return {
             "version": self.version,
@@ -134,6 +143,7 @@ class _Watched(Generic[V]):
             "hits": self._hits,
             "misses": self._misses,
             "refreshes": self._refreshes,
+            "ahead": self._ahead_reads,
             "invalidations": self._invalidations,
         }
 
@@ -172,6 +182,7 @@ class _Watched(Generic[V]):
         """Read ahead what was cached before the last move."""
 
     def _start(self) -> None:
+        self._used = True
         watch = self._watch
         if watch is not None and not watch.done():
             return
@@ -186,6 +197,7 @@ class _Watched(Generic[V]):
         failing = False
         while True:
             wake = store.signals.event(ch.RESOLVER)
+            self._used = False  # what resolves from now on asks the timer for an early read
             try:
                 await host.open()
                 version = await store.resolver_version()
@@ -204,7 +216,25 @@ class _Watched(Generic[V]):
                     await self._refill()
                 except ShepherdError as exc:
                     log.warning("cannot read ahead the resolutions cached before a move: %s", exc)
-            await clock.wait_event(wake, host.settings.resolver_refresh)
+            await self._rest(clock, wake, host.settings)
+
+    async def _rest(self, clock: Clock, wake: asyncio.Event, settings: Settings) -> None:
+        """Wait for the next version read: a wake-up, or the timer.
+
+        The timer goes off every `resolver_refresh_ahead` seconds: if the
+        resolver resolved meanwhile, the version is read now, ahead of the
+        next calls; if not, the wait goes on, up to `resolver_refresh` in all.
+        """
+        left = settings.resolver_refresh
+        ahead = min(settings.resolver_refresh_ahead, left)
+        while left > 0:
+            step = min(ahead, left)
+            if await clock.wait_event(wake, step):
+                return
+            left -= step
+            if self._used and left > 0:
+                self._ahead_reads += 1
+                return
 
 
 @final
