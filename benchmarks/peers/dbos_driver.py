@@ -113,27 +113,38 @@ def worker(db: str) -> None:
 # --- the client: W1 ---------------------------------------------------------------------
 
 
-def _ended(db: str) -> tuple[int, int]:
-    """(workflows that succeeded, that ended otherwise) in the system database.
+class Ended:
+    """Counts the workflows that ended in the system database, on one connection of its own.
 
     The harness's own poll, one count, as shepherd's bench counts its tasks' states: a
-    `list_workflows` of every row each 20 ms would load the database far more.
+    `list_workflows` of every row each 20 ms would load the database far more. The
+    connection stays open across polls, as shepherd's store keeps its own.
     """
-    query = (
+
+    QUERY = (
         "SELECT count(*) FILTER (WHERE status = 'SUCCESS'),"
         " count(*) FILTER (WHERE status IN ('ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'))"
         " FROM {table}"
     )
-    if db.startswith("sqlite"):
-        with sqlite3.connect(db.removeprefix("sqlite:///")) as conn:
-            row = conn.execute(query.format(table="workflow_status")).fetchone()
-    else:
-        import psycopg
 
-        with psycopg.connect(db, autocommit=True) as conn:
-            row = conn.execute(query.format(table="dbos.workflow_status")).fetchone()
-    assert row is not None
-    return int(row[0] or 0), int(row[1] or 0)
+    def __init__(self, db: str) -> None:
+        self.conn: Any
+        if db.startswith("sqlite"):
+            self.conn = sqlite3.connect(db.removeprefix("sqlite:///"), isolation_level=None)
+            self.query = self.QUERY.format(table="workflow_status")
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(db, autocommit=True)
+            self.query = self.QUERY.format(table="dbos.workflow_status")
+
+    def __call__(self) -> tuple[int, int]:
+        """(workflows that succeeded, that ended otherwise)."""
+        row = self.conn.execute(self.query).fetchone()
+        return int(row[0] or 0), int(row[1] or 0)
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 async def _enqueue_all(client: DBOSClient, n: int) -> None:
@@ -165,17 +176,19 @@ def w1(db: str, n: int, budget: float) -> dict[str, Any]:
         if line.strip() != "ready":
             raise SystemExit(f"dbos_driver: the worker did not start (it said {line!r})")
         client = DBOSClient(system_database_url=db, application_name=APP)
+        ended = Ended(db)
         try:
             began = time.perf_counter()
             asyncio.run(_enqueue_all(client, n))
             submit_s = time.perf_counter() - began
             deadline = time.monotonic() + budget
-            ok, failed = _ended(db)
+            ok, failed = ended()
             while ok + failed < n and time.monotonic() < deadline:
                 time.sleep(POLL)
-                ok, failed = _ended(db)
+                ok, failed = ended()
             total_s = time.perf_counter() - began
         finally:
+            ended.close()
             client.destroy()
         proc.stdin.close()
         proc.wait(timeout=60)
