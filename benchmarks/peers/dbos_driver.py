@@ -6,13 +6,15 @@ own (`.peer-venv/`, with `dbos` installed there and nowhere else) beside
 hour. shepherd never imports this file, nor do its tests.
 
     python dbos_driver.py run --db URL [--n 2000] [--lone-n 200] [--queue-lone-n 20]
+                              [--enqueue loop|gather]
     python dbos_driver.py worker --db URL        # started by `run`
 
 `run` prints one JSON document on stdout:
 
 - `W1`: a worker process (`worker`: `DBOS.launch()` and a queue) is started
   and ready; then this process, a `DBOSClient`, enqueues N workflows of three
-  no-op steps and polls until all have ended. workflows/s is N over the
+  no-op steps (one after the other, or `--enqueue gather`: a thousand gathered
+  at a time, as shepherd's client submits) and polls until all have ended. workflows/s is N over the
   client's clock from the first enqueue to the poll that saw the last one end,
   as shepherd's W1apart times it.
 - `lone`: in this process, `DBOS.start_workflow` + `get_result` of the same
@@ -49,7 +51,8 @@ QUEUE = "bench"
 #: The workflow's registered name, which the client enqueues by.
 WORKFLOW = "bench"
 STEPS = 3
-#: Enqueues in flight at once: shepherd's W1apart submits a thousand at a time too.
+#: Enqueues in flight at once with `--enqueue gather`: shepherd's W1apart submits a thousand
+#: at a time.
 CHUNK = 1000
 #: Seconds between two polls of the workflows' states (shepherd's W1apart: 20 ms).
 POLL = 0.02
@@ -147,21 +150,33 @@ class Ended:
         self.conn.close()
 
 
-async def _enqueue_all(client: DBOSClient, n: int) -> None:
-    """Enqueue `n` workflows, `CHUNK` at a time.
+OPTIONS: EnqueueOptions = {"queue_name": QUEUE, "workflow_name": WORKFLOW}
 
-    `enqueue_async` is the client's asynchronous enqueue; gathered, the enqueues share the
-    client's connection pool (DBOS's default size) as shepherd's gathered submits share
-    its group commit. DBOS has no call that enqueues many workflows at once.
+
+def _loop_all(client: DBOSClient, n: int) -> None:
+    """Enqueue `n` workflows one after the other (the default, `--enqueue loop`).
+
+    The form DBOS's documentation shows for many workflows, a loop of `enqueue`; each is
+    its own transaction, since DBOS has no call that enqueues many at once.
     """
-    options: EnqueueOptions = {"queue_name": QUEUE, "workflow_name": WORKFLOW}
+    for i in range(n):
+        client.enqueue(OPTIONS, {"i": i})
+
+
+async def _gather_all(client: DBOSClient, n: int) -> None:
+    """Enqueue `n` workflows `CHUNK` at a time, gathered (`--enqueue gather`).
+
+    As shepherd's client submits: here the client's `enqueue_async` calls run on threads
+    and share its connection pool (DBOS's default size). On SQLite this is the slower of
+    the two (the enqueues contend for the one file lock with each other and the worker).
+    """
     for start in range(0, n, CHUNK):
         await asyncio.gather(
-            *(client.enqueue_async(options, {"i": i}) for i in range(start, min(n, start + CHUNK)))
+            *(client.enqueue_async(OPTIONS, {"i": i}) for i in range(start, min(n, start + CHUNK)))
         )
 
 
-def w1(db: str, n: int, budget: float) -> dict[str, Any]:
+def w1(db: str, n: int, budget: float, enqueue: str) -> dict[str, Any]:
     """W1 queued: a worker process apart, this process enqueues `n` and polls until all ended."""
     proc = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "worker", "--db", db],
@@ -179,7 +194,10 @@ def w1(db: str, n: int, budget: float) -> dict[str, Any]:
         ended = Ended(db)
         try:
             began = time.perf_counter()
-            asyncio.run(_enqueue_all(client, n))
+            if enqueue == "gather":
+                asyncio.run(_gather_all(client, n))
+            else:
+                _loop_all(client, n)
             submit_s = time.perf_counter() - began
             deadline = time.monotonic() + budget
             ok, failed = ended()
@@ -198,6 +216,7 @@ def w1(db: str, n: int, budget: float) -> dict[str, Any]:
             proc.wait()
     return {
         "n": n,
+        "enqueue": enqueue,
         "submit_s": submit_s,
         "total_s": total_s,
         "workflows_per_s": ok / total_s if total_s > 0 else math.nan,
@@ -266,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--n", type=int, default=2000, help="W1's workflows")
     r.add_argument("--lone-n", type=int, default=200, help="lone rounds started directly")
     r.add_argument("--queue-lone-n", type=int, default=20, help="lone rounds through the queue")
+    r.add_argument(
+        "--enqueue",
+        choices=("loop", "gather"),
+        default="loop",
+        help="W1's enqueues: one after the other, or a thousand gathered at a time",
+    )
     r.add_argument("--budget", type=float, default=600.0, help="W1's seconds at most")
     args = parser.parse_args(argv)
     if args.command == "worker":
@@ -277,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "backend": "sqlite" if args.db.startswith("sqlite") else "postgresql",
         "load_average": os.getloadavg(),
-        "W1": w1(args.db, args.n, args.budget),
+        "W1": w1(args.db, args.n, args.budget, args.enqueue),
         "lone": lone(args.db, args.lone_n, args.queue_lone_n),
     }
     json.dump(figures, sys.stdout, indent=2)

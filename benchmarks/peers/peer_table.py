@@ -129,10 +129,13 @@ def render(documents: Iterable[Mapping[str, Any]]) -> str:
                 _cell("{:.2f}x", ratio(mine, peer, higher_is_better=higher)),
             ]
         lines.append("| " + " | ".join(cells) + " |")
-    version = found["dbos", backends[0]].get("version", "?")
+    peer = found["dbos", backends[0]]
+    version = peer.get("version", "?")
+    enqueue = peer.get("W1", {}).get("enqueue", "?")
     lines.append("")
     lines.append(
-        f"ratio = how many times shepherd's figure is better (DBOS {version}); "
+        f"ratio = how many times shepherd's figure is better (DBOS {version}, W1's enqueues: "
+        f"{enqueue}); "
         "load average (1 min) at each start: "
         + ", ".join(
             f"{side} {TITLES[b]} {_load(found[side, b]):.2f}"

@@ -56,7 +56,7 @@ def dbos_doc(backend: str, *, w1: float, p50: float, queued_p50: float) -> dict[
         "version": "3.4.0",
         "backend": backend,
         "load_average": [0.5, 0.4, 0.3],
-        "W1": {"workflows_per_s": w1},
+        "W1": {"workflows_per_s": w1, "enqueue": "loop"},
         "lone": {"direct": _latency(p50, 3 * p50), "queued": _latency(queued_p50, queued_p50)},
     }
 
@@ -101,7 +101,7 @@ def test_ratios_read_as_times_better_on_each_backend() -> None:
     assert (
         _row(table, "lone p50 ms: shepherd client apart / DBOS through its queue")[2] == "250.00x"
     )
-    assert "DBOS 3.4.0" in table
+    assert "DBOS 3.4.0, W1's enqueues: loop" in table
     assert "shepherd SQLite 0.25, dbos SQLite 0.50" in table
 
 
