@@ -129,9 +129,9 @@ def render(documents: Iterable[Mapping[str, Any]]) -> str:
                 _cell("{:.2f}x", ratio(mine, peer, higher_is_better=higher)),
             ]
         lines.append("| " + " | ".join(cells) + " |")
-    peer = found["dbos", backends[0]]
-    version = peer.get("version", "?")
-    enqueue = peer.get("W1", {}).get("enqueue", "?")
+    first = found["dbos", backends[0]]
+    version = first.get("version", "?")
+    enqueue = first.get("W1", {}).get("enqueue", "?")
     lines.append("")
     lines.append(
         f"ratio = how many times shepherd's figure is better (DBOS {version}, W1's enqueues: "
