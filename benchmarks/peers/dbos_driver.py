@@ -84,23 +84,25 @@ def configure(db: str) -> None:
     DBOS(config={"name": APP, "system_database_url": db, "log_level": "WARNING"})
 
 
-def register_queue() -> Any:
-    """The queue, with DBOS's defaults: no concurrency limit, a poll every second.
+def register_queue(worker_concurrency: int | None = None) -> Any:
+    """The queue, with DBOS's defaults: a poll every second, no concurrency limit unless given.
 
     In DBOS 3.4 a queue is declared with `DBOS.register_queue` once DBOS is launched
-    (its configuration lives in the system database).
+    (its configuration lives in the system database). Without a limit, each poll starts
+    every workflow waiting, each on a thread of its own that needs a connection of the
+    pool (20 by default); `--worker-concurrency` caps how many run at once in the worker.
     """
-    return DBOS.register_queue(QUEUE)
+    return DBOS.register_queue(QUEUE, worker_concurrency=worker_concurrency)
 
 
 # --- the worker process -----------------------------------------------------------------
 
 
-def worker(db: str) -> None:
+def worker(db: str, worker_concurrency: int | None) -> None:
     """Launch DBOS with the queue, say `ready`, and run until stdin closes."""
     configure(db)
     DBOS.launch()
-    register_queue()
+    register_queue(worker_concurrency)
     # DBOS starts a queue's worker thread within a second of the queue's registration; the
     # client starts once it runs, as shepherd's client starts once its worker is ready.
     deadline = time.monotonic() + 30
@@ -176,10 +178,13 @@ async def _gather_all(client: DBOSClient, n: int) -> None:
         )
 
 
-def w1(db: str, n: int, budget: float, enqueue: str) -> dict[str, Any]:
+def w1(
+    db: str, n: int, budget: float, enqueue: str, worker_concurrency: int | None
+) -> dict[str, Any]:
     """W1 queued: a worker process apart, this process enqueues `n` and polls until all ended."""
     proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "worker", "--db", db],
+        [sys.executable, os.path.abspath(__file__), "worker", "--db", db]
+        + ([] if worker_concurrency is None else ["--worker-concurrency", str(worker_concurrency)]),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -217,6 +222,7 @@ def w1(db: str, n: int, budget: float, enqueue: str) -> dict[str, Any]:
     return {
         "n": n,
         "enqueue": enqueue,
+        "worker_concurrency": worker_concurrency,
         "submit_s": submit_s,
         "total_s": total_s,
         "workflows_per_s": ok / total_s if total_s > 0 else math.nan,
@@ -278,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     w = sub.add_parser("worker", help="a DBOS worker process (started by `run`)")
     w.add_argument("--db", required=True)
+    w.add_argument("--worker-concurrency", type=int, default=None)
     r = sub.add_parser("run", help="W1 queued and lone; one JSON document on stdout")
     r.add_argument(
         "--db", required=True, help="system database: postgresql://... or sqlite:///PATH"
@@ -291,10 +298,16 @@ def main(argv: list[str] | None = None) -> int:
         default="loop",
         help="W1's enqueues: one after the other, or a thousand gathered at a time",
     )
+    r.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=None,
+        help="the queue's worker_concurrency in W1's worker (default: none, DBOS's default)",
+    )
     r.add_argument("--budget", type=float, default=600.0, help="W1's seconds at most")
     args = parser.parse_args(argv)
     if args.command == "worker":
-        worker(args.db)
+        worker(args.db, args.worker_concurrency)
         return 0
     figures: dict[str, Any] = {
         "peer": "dbos",
@@ -302,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "backend": "sqlite" if args.db.startswith("sqlite") else "postgresql",
         "load_average": os.getloadavg(),
-        "W1": w1(args.db, args.n, args.budget, args.enqueue),
+        "W1": w1(args.db, args.n, args.budget, args.enqueue, args.worker_concurrency),
         "lone": lone(args.db, args.lone_n, args.queue_lone_n),
     }
     json.dump(figures, sys.stdout, indent=2)
