@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 from shepherd import tracing
-from shepherd.errors import CommitUnknownError, PayloadError, UnknownWorkflowError
+from shepherd.core import timing
+from shepherd.errors import CommitUnknownError, ConfigError, PayloadError, UnknownWorkflowError
 from shepherd.payloads import check_text
 from shepherd.store.contract import NewTask
 from shepherd.store.submits import at_index
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.records import JsonValue
     from shepherd.scheduler import Workflow
     from shepherd.store.contract import Store
@@ -37,6 +40,9 @@ class Submission:
         data: Its input (JSON).
         key: An idempotency key, as in `App.submit`.
         reply_to: A tag for the task's events, as in `App.submit`.
+        delay: Seconds before it may start, as in `App.submit`.
+        not_before: The instant before which it may not start, as in `App.submit`.
+        deadline: Seconds it has to end once due, as in `App.submit`.
     """
 
     workflow: str
@@ -44,6 +50,9 @@ class Submission:
     _: KW_ONLY
     key: str | None = None
     reply_to: str | None = None
+    delay: float | None = None
+    not_before: datetime | None = None
+    deadline: float | None = None
 
 
 def new_task(
@@ -53,12 +62,19 @@ def new_task(
     *,
     key: str | None,
     reply_to: str | None,
+    delay: float | None = None,
+    not_before: datetime | None = None,
+    deadline: float | None = None,
 ) -> NewTask:
     """The task one submit inserts, its arguments checked.
+
+    Without a `deadline`, the workflow's own (`@app.workflow(deadline=...)`) applies.
 
     Raises:
         UnknownWorkflowError: No workflow of that name is registered.
         PayloadError: `key` or `reply_to` is not a str a store can keep.
+        ConfigError: `delay`, `not_before` or `deadline` is refused (`core.timing`),
+            or `delay` and `not_before` are both given; the field is named.
     """
     spec = workflows.get(workflow)
     if spec is None:
@@ -71,7 +87,36 @@ def new_task(
         key=key,
         reply_to=reply_to,
         complete_within=spec.complete_within,
+        **_timing(delay, not_before, spec.deadline if deadline is None else deadline),
     )
+
+
+def _timing(
+    delay: float | None, not_before: datetime | None, deadline: float | None
+) -> dict[str, Any]:
+    """The checked `delay`, `not_before` and `deadline` of a `NewTask`.
+
+    Raises:
+        ConfigError: One is refused (`core.timing`), or both `delay` and
+            `not_before` are given; the field is named.
+    """
+    if delay is not None and not_before is not None:
+        raise ConfigError(
+            "delay", "give delay (seconds from now) or not_before (an instant), not both"
+        )
+    out: dict[str, Any] = {}
+    for field, value, check in (
+        ("delay", delay, timing.checked_delay),
+        ("not_before", not_before, timing.checked_not_before),
+        ("deadline", deadline, timing.checked_deadline),
+    ):
+        if value is None:
+            continue
+        try:
+            out[field] = check(value)
+        except ValueError as exc:
+            raise ConfigError(field, str(exc)) from None
+    return out
 
 
 def new_tasks(
@@ -82,6 +127,7 @@ def new_tasks(
     Raises:
         PayloadError: An item is not a `Submission`, or its `key` or `reply_to`
             is not a str a store can keep; the message starts `submissions[i]:`.
+        ConfigError: An item's `delay`, `not_before` or `deadline` is refused (same prefix).
         UnknownWorkflowError: An item names no registered workflow (same prefix).
     """
     tasks = []
@@ -92,9 +138,18 @@ def new_tasks(
             )
         try:
             tasks.append(
-                new_task(workflows, item.workflow, item.data, key=item.key, reply_to=item.reply_to)
+                new_task(
+                    workflows,
+                    item.workflow,
+                    item.data,
+                    key=item.key,
+                    reply_to=item.reply_to,
+                    delay=item.delay,
+                    not_before=item.not_before,
+                    deadline=item.deadline,
+                )
             )
-        except (UnknownWorkflowError, PayloadError) as exc:
+        except (UnknownWorkflowError, PayloadError, ConfigError) as exc:
             raise at_index(index, exc) from None
     return tasks
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, GetLease, ReleaseLease
+from shepherd.store.ops import (
+    AcquireLease,
+    ApplySupervision,
+    CancelOverdue,
+    ExpiredClaims,
+    GetLease,
+    ReleaseLease,
+)
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
@@ -22,7 +29,7 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["acquire", "expired_claims", "get_lease", "release", "supervise"]
+__all__ = ["acquire", "cancel_overdue", "expired_claims", "get_lease", "release", "supervise"]
 
 
 @phased(AcquireLease)
@@ -41,6 +48,12 @@ async def release(batch: PostgresBatch, ops: Sequence[ReleaseLease]) -> list[obj
 async def supervise(batch: PostgresBatch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions, fenced by task epoch and leadership."""
     return await batch.run(leases.supervise(batch, ops))
+
+
+@WRITES.handles(CancelOverdue)
+async def cancel_overdue(batch: PostgresBatch, ops: Sequence[CancelOverdue]) -> list[object]:
+    """Cancel the tasks whose deadline passed, while their leader leads."""
+    return await batch.run(leases.cancel_overdue(batch, ops))
 
 
 # -- reads ---------------------------------------------------------------------

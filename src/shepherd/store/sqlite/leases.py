@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, GetLease, ReleaseLease
+from shepherd.store.ops import (
+    AcquireLease,
+    ApplySupervision,
+    CancelOverdue,
+    ExpiredClaims,
+    GetLease,
+    ReleaseLease,
+)
 from shepherd.store.sql import leases
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
@@ -18,7 +25,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import Lease, Task
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["acquire", "expired_claims", "get_lease", "release", "supervise"]
+__all__ = ["acquire", "cancel_overdue", "expired_claims", "get_lease", "release", "supervise"]
 
 
 @WRITES.handles(AcquireLease)
@@ -37,6 +44,12 @@ def release(batch: SqliteBatch, ops: Sequence[ReleaseLease]) -> list[object]:
 def supervise(batch: SqliteBatch, ops: Sequence[ApplySupervision]) -> list[object]:
     """Apply supervisor decisions on expired claims: True where the task was changed."""
     return batch.run(leases.supervise(batch, ops))
+
+
+@WRITES.handles(CancelOverdue)
+def cancel_overdue(batch: SqliteBatch, ops: Sequence[CancelOverdue]) -> list[object]:
+    """Cancel the tasks whose deadline passed, while their leader leads."""
+    return batch.run(leases.cancel_overdue(batch, ops))
 
 
 # -- reads ---------------------------------------------------------------------
