@@ -30,11 +30,10 @@ from shepherd.waiting import follow_events, wait_result
 from shepherd.watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from shepherd.core.alerts import StoredAlert
     from shepherd.core.records import CallRequest, Event, JsonValue, Task
     from shepherd.store.contract import Store
+    from shepherd.submission import Timing
 
 log = logging.getLogger("shepherd")
 
@@ -160,9 +159,7 @@ class App(Registrations):
         key: str | None = None,
         reply_to: str | None = None,
         connection: object | None = None,
-        delay: float | None = None,
-        not_before: datetime | None = None,
-        deadline: float | None = None,
+        **timing: Unpack[Timing],
     ) -> str:
         """Submit a task; return its id. A repeated `key` returns the existing task's id.
 
@@ -178,13 +175,8 @@ class App(Registrations):
                 task is written in YOUR transaction: it exists if and only if you
                 commit (docs/howto/transactional-submit.md); until then, no role
                 sees it and event readers (`events`) see no newer event.
-            delay: Seconds from now (the store's clock) before the task may start;
-                it is stored at once (docs/howto/delayed-tasks.md).
-            not_before: Or the instant before which it may not start: an aware
-                datetime (one already past: at once).
-            deadline: Seconds the task has to end once due (default: the
-                workflow's `deadline`): the supervisor then cancels it with the
-                reason `deadline passed` (docs/howto/deadlines.md).
+            timing: `delay`, `not_before`, `deadline`: when it may start, by when it must
+                end (`submission.Timing`; docs/howto/delayed-tasks.md, deadlines.md).
 
         Raises:
             UnknownWorkflowError: No workflow of that name is registered.
@@ -192,24 +184,12 @@ class App(Registrations):
                 a str a store can keep (not valid UTF-8, or holding a NUL); raised
                 before the store (or, with `connection`, your transaction) is touched.
             ConfigError: `connection` was given but the store is not PostgreSQL,
-                or the connection has no usable transaction; or `delay`,
-                `not_before` or `deadline` is refused (negative, not finite, over
-                100 years, a naive datetime, `delay` and `not_before` both):
-                nothing is written.
+                or the connection has no usable transaction; or `timing` is refused.
             CommitUnknownError: The store was lost while the submit committed: the
                 task may or may not exist (the message says whether a retry is safe).
             StoreUnavailableError: The store cannot be reached; nothing was written.
         """
-        task = new_task(
-            self.workflows,
-            workflow,
-            data,
-            key=key,
-            reply_to=reply_to,
-            delay=delay,
-            not_before=not_before,
-            deadline=deadline,
-        )
+        task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to, **timing)
         await self.open()
         return await submit_one(self.store, task, connection)
 
@@ -219,8 +199,8 @@ class App(Registrations):
         """Submit many tasks in ONE transaction; return their ids, in order.
 
         One commit and one wake-up of the schedulers, not one per task. Each
-        `Submission(workflow, data, key=..., reply_to=..., delay=..., not_before=...,
-        deadline=...)` means what the arguments of `submit` mean, and so does `connection`. The tasks are written
+        `Submission(workflow, data, key=..., reply_to=..., delay=..., ...)` means what
+        the arguments of `submit` mean, and so does `connection`. The tasks are written
         all or none. A key used already returns the existing task's id; a key
         repeated within `submissions` gives one task's id at each of its places.
 
@@ -229,8 +209,7 @@ class App(Registrations):
             PayloadError: A submission is not a `Submission`, or `submit` would refuse
                 its data, key or reply_to; nothing is sent; the message starts
                 `submissions[3]: ...`.
-            ConfigError: As `submit`, for `connection`; or a submission's delay,
-                not_before or deadline is refused (the same prefix; nothing is sent).
+            ConfigError: As `submit`, for `connection` and for timing (prefixed).
             CommitUnknownError: The store was lost while the transaction committed:
                 all the tasks or none exist (the message says whether a retry is
                 safe: it is when every submission has a key).

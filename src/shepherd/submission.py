@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, final
 
 from shepherd import tracing
-from shepherd.core import timing
+from shepherd.core.timing import checked_deadline, checked_delay, checked_not_before
 from shepherd.errors import CommitUnknownError, ConfigError, PayloadError, UnknownWorkflowError
 from shepherd.payloads import check_text
 from shepherd.store.contract import NewTask
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from shepherd.scheduler import Workflow
     from shepherd.store.contract import Store
 
-__all__ = ["Submission", "commit_unknown", "new_task", "new_tasks", "submit_all", "submit_one"]
+__all__ = ["Submission", "Timing", "commit_unknown", "new_task", "new_tasks", "submit_all", "submit_one"]
 
 
 @final
@@ -55,6 +55,24 @@ class Submission:
     deadline: float | None = None
 
 
+class Timing(TypedDict, total=False):
+    """When a submitted task may start and by when it must end (`App.submit(..., **timing)`).
+
+    Attributes:
+        delay: Seconds from the submit, on the store's clock, before it may start
+            (>= 0, finite, at most 100 years).
+        not_before: Or the instant before which it may not start: an aware
+            datetime (one already past: at once). Not with `delay`.
+        deadline: Seconds it has to end once due (> 0, finite, at most 100
+            years), else the supervisor cancels it with the reason `deadline
+            passed`; default: the workflow's `deadline`.
+    """
+
+    delay: float | None
+    not_before: datetime | None
+    deadline: float | None
+
+
 def new_task(
     workflows: Mapping[str, Workflow],
     workflow: str,
@@ -62,9 +80,7 @@ def new_task(
     *,
     key: str | None,
     reply_to: str | None,
-    delay: float | None = None,
-    not_before: datetime | None = None,
-    deadline: float | None = None,
+    **timing: Unpack[Timing],
 ) -> NewTask:
     """The task one submit inserts, its arguments checked.
 
@@ -76,6 +92,9 @@ def new_task(
         ConfigError: `delay`, `not_before` or `deadline` is refused (`core.timing`),
             or `delay` and `not_before` are both given; the field is named.
     """
+    unknown = sorted(set(timing) - set(Timing.__annotations__))
+    if unknown:  # as Python says it of any other keyword
+        raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
     spec = workflows.get(workflow)
     if spec is None:
         raise UnknownWorkflowError(workflow, list(workflows))
@@ -87,7 +106,11 @@ def new_task(
         key=key,
         reply_to=reply_to,
         complete_within=spec.complete_within,
-        **_timing(delay, not_before, spec.deadline if deadline is None else deadline),
+        **_timing(
+            timing.get("delay"),
+            timing.get("not_before"),
+            spec.deadline if timing.get("deadline") is None else timing.get("deadline"),
+        ),
     )
 
 
@@ -106,9 +129,9 @@ def _timing(
         )
     out: dict[str, Any] = {}
     for field, value, check in (
-        ("delay", delay, timing.checked_delay),
-        ("not_before", not_before, timing.checked_not_before),
-        ("deadline", deadline, timing.checked_deadline),
+        ("delay", delay, checked_delay),
+        ("not_before", not_before, checked_not_before),
+        ("deadline", deadline, checked_deadline),
     ):
         if value is None:
             continue

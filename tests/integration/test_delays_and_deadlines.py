@@ -10,13 +10,15 @@ starts. Each test runs on SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+import math
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from shepherd import AgentRequest, App, ProcessState, WorkflowContext
+from shepherd import AgentRequest, App, ConfigError, ProcessState, Submission, WorkflowContext
 from shepherd.core.timing import DEADLINE_PASSED
+from support.backends import sqlite_only
 from support.fake_time import PATIENCE, PERIODS, clock_of, ended, pass_until, task_is
 
 if TYPE_CHECKING:
@@ -99,3 +101,65 @@ async def test_a_hanging_task_is_cancelled_at_its_deadline_with_no_worker_runnin
     assert task.process_state is ProcessState.CANCELLED
     assert task.error["reason"] == DEADLINE_PASSED
     assert len(undone) == 1
+
+
+AWARE = datetime(2030, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("timing", "field", "says"),
+    [
+        ({"delay": -1}, "delay", "delay must be >= 0 seconds, not -1"),
+        ({"delay": math.nan}, "delay", "delay must be a finite number of seconds, not nan"),
+        ({"delay": math.inf}, "delay", "delay must be a finite number of seconds, not inf"),
+        ({"delay": 10**400}, "delay", "delay must be at most"),
+        ({"delay": 1e300}, "delay", "delay must be at most"),
+        ({"delay": "30"}, "delay", "delay must be a number of seconds, not str"),
+        ({"deadline": -5}, "deadline", "deadline must be > 0 seconds, not -5"),
+        ({"deadline": 0}, "deadline", "deadline must be > 0 seconds, not 0"),
+        ({"deadline": math.nan}, "deadline", "deadline must be a finite number"),
+        ({"deadline": -math.inf}, "deadline", "deadline must be a finite number"),
+        ({"deadline": 1e20}, "deadline", "deadline must be at most"),
+        ({"delay": 5, "not_before": AWARE}, "delay", "delay (seconds from now) or not_before"),
+        ({"not_before": datetime(2030, 1, 1)}, "not_before", "must be an aware datetime"),
+        ({"not_before": "2030-01-01T00:00Z"}, "not_before", "must be a datetime, not str"),
+        ({"not_before": datetime(9999, 1, 1, tzinfo=UTC)}, "not_before", "before 9000"),
+    ],
+)
+@sqlite_only()
+async def test_bad_timing_is_refused_by_name_and_nothing_is_stored(
+    app: App, timing: dict[str, Any], field: str, says: str
+) -> None:
+    @app.workflow("wf")
+    async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return data
+
+    with pytest.raises(ConfigError) as refused:
+        await app.submit("wf", 1, **timing)
+    assert refused.value.field == field
+    assert says in refused.value.message
+    with pytest.raises(ConfigError) as refused_many:
+        await app.submit_many([Submission("wf", 1), Submission("wf", 2, **timing)])
+    assert refused_many.value.message.startswith("submissions[1]: ")
+    assert says in refused_many.value.message
+    assert await app.list_tasks() == []
+
+
+@sqlite_only()
+async def test_a_workflow_deadline_is_checked_at_registration_and_applies_by_default(
+    app: App,
+) -> None:
+    with pytest.raises(ConfigError, match="deadline must be > 0 seconds"):
+        app.workflow("bad", deadline=-1)
+
+    @app.workflow("timed", deadline=30)
+    async def timed(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return data
+
+    default = await app.get_task(await app.submit("timed", 1))
+    own = await app.get_task(await app.submit("timed", 2, deadline=5, delay=10))
+    assert default.deadline == default.not_before + timedelta(seconds=30)
+    assert own.not_before == own.created_at + timedelta(seconds=10)
+    assert own.deadline == own.not_before + timedelta(seconds=5)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dealy'"):
+        await app.submit("timed", 3, dealy=5)  # type: ignore[call-arg]

@@ -38,6 +38,7 @@ from shepherd.store.contract import HeldRequest, StepStart
 from shepherd.store.ops import (
     AcquireLease,
     ApplySupervision,
+    CancelOverdue,
     ClaimTasks,
     DeadWorkers,
     ExpiredClaims,
@@ -379,6 +380,7 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
             AcquireLease: self.acquire,
             ReleaseLease: self.release,
             ExpiredClaims: self.expired_claims_op,
+            CancelOverdue: self.overdue,
             ApplySupervision: self.apply,
             TaskEvents: self.events,
             DeadWorkers: self.dead,
@@ -399,6 +401,9 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
 
     async def expired_claims_op(self, op: ExpiredClaims) -> list[Task]:
         return [t for t in self.expired if t.id not in self.applied][: op.limit]
+
+    async def overdue(self, op: CancelOverdue) -> list[Task]:
+        return []
 
     async def apply(self, op: ApplySupervision) -> bool:
         self.applied[op.task.id] = op.decision
