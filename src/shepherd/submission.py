@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from shepherd.scheduler import Workflow
     from shepherd.store.contract import Store
 
-__all__ = ["Submission", "Timing", "commit_unknown", "new_task", "new_tasks", "submit_all", "submit_one"]
+__all__ = [
+    "Submission",
+    "Timing",
+    "commit_unknown",
+    "new_task",
+    "new_tasks",
+    "submit_all",
+    "submit_one",
+]
 
 
 @final
