@@ -14,10 +14,12 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from shepherd import AgentRequest, App, ConfigError, ProcessState, Submission, WorkflowContext
 from shepherd.core.timing import DEADLINE_PASSED
+from shepherd.dashboard import create_dashboard
 from support.backends import sqlite_only
 from support.fake_time import PATIENCE, PERIODS, clock_of, ended, pass_until, task_is
 
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
 
 pytestmark = pytest.mark.fake_time
+
+TOKEN = "the-shared-dashboard-token"
 
 
 async def test_a_delayed_task_is_claimed_at_its_time_not_before(app: App) -> None:
@@ -163,3 +167,24 @@ async def test_a_workflow_deadline_is_checked_at_registration_and_applies_by_def
     assert own.deadline == own.not_before + timedelta(seconds=5)
     with pytest.raises(TypeError, match="unexpected keyword argument 'dealy'"):
         await app.submit("timed", 3, dealy=5)  # type: ignore[call-arg]
+
+
+@sqlite_only()
+async def test_the_dashboard_shows_when_a_waiting_task_is_due_and_its_deadline(app: App) -> None:
+    @app.workflow("wf")
+    async def flow(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return data
+
+    waiting = await app.submit("wf", 1, not_before=AWARE + timedelta(days=3), deadline=60)
+    due = "2030-01-04 12:00:00"
+    transport = httpx.ASGITransport(app=create_dashboard(app, token=TOKEN))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        assert (await http.post("/login", data={"token": TOKEN, "next": "/"})).status_code == 303
+        listing = (await http.get("/tasks")).text
+        page = (await http.get(f"/tasks/{waiting}")).text
+        clock_of(app).set(AWARE + timedelta(days=3))
+        listing_after = (await http.get("/tasks")).text
+    assert f"due {due}" in listing
+    assert f'<dd id="due">{due}' in page
+    assert '<dd id="deadline">2030-01-04 12:01:00' in page
+    assert "due " not in listing_after  # due now: it says nothing more
