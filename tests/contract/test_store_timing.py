@@ -77,6 +77,7 @@ async def test_an_overdue_task_is_cancelled_pending_or_processing_and_only_then(
     waiting_id = (await store.submit_task(replace(new_task(key="w"), deadline=10.0))).task_id
     late_id = (await store.submit_task(replace(new_task(key="l"), deadline=11.0))).task_id
 
+    assert await store.next_deadline() == fake_clock.now() + timedelta(seconds=10)
     fake_clock.advance(9.5)
     assert await store.cancel_overdue(leader=lease, limit=100) == []
     fake_clock.advance(0.5)
@@ -101,8 +102,10 @@ async def test_an_overdue_task_is_cancelled_pending_or_processing_and_only_then(
     assert errored.process_state is ProcessState.ERROR
     # Cancelled once: the next scans find nothing more until the later deadline.
     assert await store.cancel_overdue(leader=lease, limit=100) == []
+    assert await store.next_deadline() == fake_clock.now() + timedelta(seconds=1)
     fake_clock.advance(1.0)
     assert [t.id for t in await store.cancel_overdue(leader=lease, limit=100)] == [late_id]
+    assert await store.next_deadline() is None  # none left to cancel
 
 
 async def test_cancel_overdue_is_fenced_by_leadership(store: Store, fake_clock: FakeClock) -> None:

@@ -38,13 +38,13 @@ from shepherd.store.contract import HeldRequest, StepStart
 from shepherd.store.ops import (
     AcquireLease,
     ApplySupervision,
-    CancelOverdue,
     ClaimTasks,
     DeadWorkers,
     ExpiredClaims,
     FailTask,
     FinishTask,
     HeldRequests,
+    NextDeadline,
     NextDue,
     PurgeCalls,
     PurgeTasks,
@@ -380,7 +380,7 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
             AcquireLease: self.acquire,
             ReleaseLease: self.release,
             ExpiredClaims: self.expired_claims_op,
-            CancelOverdue: self.overdue,
+            NextDeadline: self.no_deadline,
             ApplySupervision: self.apply,
             TaskEvents: self.events,
             DeadWorkers: self.dead,
@@ -402,8 +402,8 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
     async def expired_claims_op(self, op: ExpiredClaims) -> list[Task]:
         return [t for t in self.expired if t.id not in self.applied][: op.limit]
 
-    async def overdue(self, op: CancelOverdue) -> list[Task]:
-        return []
+    async def no_deadline(self, op: NextDeadline) -> datetime | None:
+        return None
 
     async def apply(self, op: ApplySupervision) -> bool:
         self.applied[op.task.id] = op.decision

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import KW_ONLY
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shepherd.core.records import Lease, Task
@@ -11,7 +12,7 @@ from shepherd.store.ops.base import Read, Runs, Write, method, operation
 if TYPE_CHECKING:
     from shepherd.core.supervision import Decision
 
-__all__ = ["ApplySupervision", "CancelOverdue", "ExpiredClaims", "Supervision"]
+__all__ = ["ApplySupervision", "CancelOverdue", "ExpiredClaims", "NextDeadline", "Supervision"]
 
 
 @operation
@@ -55,9 +56,18 @@ class CancelOverdue(Write[list[Task]]):
     limit: int
 
 
+@operation
+class NextDeadline(Read[datetime | None]):
+    """The earliest deadline of the tasks `CancelOverdue` would cancel at it, or None.
+
+    One index-only read: an idle supervisor's scan writes nothing for deadlines.
+    """
+
+
 class Supervision(Runs):
     """The store's methods for a claim's supervision, and for deadlines."""
 
     expired_claims = method(ExpiredClaims)
     apply_supervision = method(ApplySupervision)
     cancel_overdue = method(CancelOverdue)
+    next_deadline = method(NextDeadline)

@@ -16,6 +16,7 @@ from shepherd.store.ops import (
     CancelOverdue,
     ExpiredClaims,
     GetLease,
+    NextDeadline,
     ReleaseLease,
 )
 from shepherd.store.postgres.batch import WRITES
@@ -25,6 +26,8 @@ from shepherd.store.sql import leases
 from shepherd.store.sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.records import Lease, Task
     from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
@@ -67,3 +70,9 @@ async def expired_claims(reader: Reader, op: ExpiredClaims) -> list[Task]:
 async def get_lease(reader: Reader, op: GetLease) -> Lease | None:
     """The named lease as stored, or None."""
     return await read(reader, leases.get_lease(POSTGRES, op))
+
+
+@READS.handles(NextDeadline)
+async def next_deadline(reader: Reader, op: NextDeadline) -> datetime | None:
+    """The earliest deadline of the tasks a supervisor would cancel at it, or None."""
+    return await read(reader, leases.next_deadline(POSTGRES))

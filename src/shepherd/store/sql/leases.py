@@ -30,6 +30,8 @@ from shepherd.store.sql.alerts import store_alert
 from shepherd.store.sql.plan import Query, each, first, one
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.alerts import Raised
     from shepherd.core.effects import TaskEffect
     from shepherd.core.records import Lease
@@ -51,6 +53,7 @@ __all__ = [
     "cancel_overdue",
     "expired_claims",
     "get_lease",
+    "next_deadline",
     "release",
     "supervise",
 ]
@@ -100,6 +103,10 @@ _CANCEL_OVERDUE = (
     "failure_count = 0, locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
     "not_before = {now}, updated_at = {now} "
     f"WHERE id = ? AND process_state IN ('pending', 'processing') RETURNING {TASK_COLUMNS}"
+)
+_NEXT_DEADLINE = (
+    "SELECT min(deadline) FROM tasks WHERE deadline IS NOT NULL "
+    "AND process_state IN ('pending', 'processing')"
 )
 _EXPIRED = (
     f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
@@ -227,6 +234,12 @@ def expired_claims(d: Dialect, now: object, op: ExpiredClaims) -> Plan[list[Task
     """Claimed tasks whose complete_by has passed, earliest first."""
     rows = yield from one(d.sql(_EXPIRED), (now, d.limit(op.limit)))
     return [d.records.task(row) for row in rows]
+
+
+def next_deadline(d: Dialect) -> Plan[datetime | None]:
+    """The earliest deadline of the tasks `cancel_overdue` would cancel, or None."""
+    row = yield from first(d.sql(_NEXT_DEADLINE))
+    return None if row is None or row[0] is None else d.instant(row[0])
 
 
 def get_lease(d: Dialect, op: GetLease) -> Plan[Lease | None]:

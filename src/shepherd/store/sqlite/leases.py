@@ -15,6 +15,7 @@ from shepherd.store.ops import (
     CancelOverdue,
     ExpiredClaims,
     GetLease,
+    NextDeadline,
     ReleaseLease,
 )
 from shepherd.store.sql import leases
@@ -22,6 +23,8 @@ from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.records import Lease, Task
     from shepherd.store.sqlite.batch import SqliteBatch
 
@@ -63,3 +66,9 @@ def expired_claims(at: Reading, op: ExpiredClaims) -> list[Task]:
 def get_lease(at: Reading, op: GetLease) -> Lease | None:
     """The named lease as stored, or None."""
     return at.run(leases.get_lease(SQLITE, op))
+
+
+@READS.handles(NextDeadline)
+def next_deadline(at: Reading, op: NextDeadline) -> datetime | None:
+    """The earliest deadline of the tasks a supervisor would cancel at it, or None."""
+    return at.run(leases.next_deadline(SQLITE))
