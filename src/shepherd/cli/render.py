@@ -132,7 +132,7 @@ def print_task(task: Task, history: Sequence[Event], *, now: datetime | None = N
         ("lock_epoch", str(task.lock_epoch)),
         ("complete_by", when(task.complete_by)),
         ("not_before", when(task.not_before)),
-        ("deadline", when(task.deadline)),
+        *(() if task.deadline is None else (("deadline", when(task.deadline)),)),
         ("reply_to", task.reply_to or ""),
         ("created_at", when(task.created_at)),
         ("updated_at", when(task.updated_at)),
