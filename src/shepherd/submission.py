@@ -2,7 +2,7 @@
 
 A `Submission` is one task for `submit_many`: the arguments `submit` takes.
 Each is checked (a registered workflow, a `key` and a `reply_to` a store can
-keep) before anything is written; a refusal names the submission's index.
+keep, its `Timing`: `core.timing`) before anything is written; a refusal names the submission's index.
 `submit_one` and `submit_all` then write the tasks in one transaction, in a
 `shepherd.submit` span when tracing is on.
 """
