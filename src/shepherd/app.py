@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from shepherd.core.moves import PartitionMove
     from shepherd.core.records import CallRequest, Event, JsonValue, Task
     from shepherd.store.contract import Store
+    from shepherd.submission import Timing
 
 log = logging.getLogger("shepherd")
 
@@ -159,6 +160,7 @@ class App(Registrations):
         key: str | None = None,
         reply_to: str | None = None,
         connection: object | None = None,
+        **timing: Unpack[Timing],
     ) -> str:
         """Submit a task; return its id. A repeated `key` returns the existing task's id.
 
@@ -174,6 +176,8 @@ class App(Registrations):
                 task is written in YOUR transaction: it exists if and only if you
                 commit (docs/howto/transactional-submit.md); until then, no role
                 sees it and event readers (`events`) see no newer event.
+            timing: `delay`, `not_before`, `deadline`: when it may start, by when it must
+                end (`submission.Timing`; docs/howto/delayed-tasks.md, deadlines.md).
 
         Raises:
             UnknownWorkflowError: No workflow of that name is registered.
@@ -181,12 +185,12 @@ class App(Registrations):
                 a str a store can keep (not valid UTF-8, or holding a NUL); raised
                 before the store (or, with `connection`, your transaction) is touched.
             ConfigError: `connection` was given but the store is not PostgreSQL,
-                or the connection has no usable transaction.
+                or the connection has no usable transaction; or `timing` is refused.
             CommitUnknownError: The store was lost while the submit committed: the
                 task may or may not exist (the message says whether a retry is safe).
             StoreUnavailableError: The store cannot be reached; nothing was written.
         """
-        task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to)
+        task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to, **timing)
         await self.open()
         return await submit_one(self.store, task, connection)
 
@@ -196,8 +200,8 @@ class App(Registrations):
         """Submit many tasks in ONE transaction; return their ids, in order.
 
         One commit and one wake-up of the schedulers, not one per task. Each
-        `Submission(workflow, data, key=..., reply_to=...)` means what the
-        arguments of `submit` mean, and so does `connection`. The tasks are written
+        `Submission(workflow, data, key=..., reply_to=..., delay=..., ...)` means what
+        the arguments of `submit` mean, and so does `connection`. The tasks are written
         all or none. A key used already returns the existing task's id; a key
         repeated within `submissions` gives one task's id at each of its places.
 
@@ -206,7 +210,7 @@ class App(Registrations):
             PayloadError: A submission is not a `Submission`, or `submit` would refuse
                 its data, key or reply_to; nothing is sent; the message starts
                 `submissions[3]: ...`.
-            ConfigError: As `submit`, for `connection`.
+            ConfigError: As `submit`, for `connection` and for timing (prefixed).
             CommitUnknownError: The store was lost while the transaction committed:
                 all the tasks or none exist (the message says whether a retry is
                 safe: it is when every submission has a key).

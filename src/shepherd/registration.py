@@ -20,6 +20,7 @@ from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
+from shepherd.core.timing import checked_deadline
 from shepherd.errors import (
     ConfigError,
     IncompleteAppError,
@@ -68,6 +69,7 @@ class Registrations:
         on_exhausted: Literal["error", "compensate"] = "error",
         backoff: BackoffPolicy | None = None,
         agents: Iterable[str] = (),
+        deadline: float | None = None,
     ) -> Callable[[F], F]:
         """Register `async def flow(ctx, data)` as a workflow.
 
@@ -81,6 +83,9 @@ class Registrations:
             agents: Agents the workflow calls under names computed at run time
                 (`ctx.call(name, ...)`); like those it names as literals, they must
                 be registered before a scheduler starts (see `check`).
+            deadline: Seconds each task has to end once due, unless its submit
+                gives its own: the supervisor then cancels it with the reason
+                `deadline passed` (docs/howto/deadlines.md). None: no deadline.
 
         Raises:
             ConfigError: An option is invalid, or the name is longer than
@@ -104,6 +109,10 @@ class Registrations:
         )
         if within <= 0:
             raise ConfigError("complete_within", "must be a positive number of seconds")
+        try:
+            default_deadline = None if deadline is None else checked_deadline(deadline)
+        except ValueError as exc:
+            raise ConfigError("deadline", str(exc)) from None
 
         def register(fn: F) -> F:
             wf_name = _checked_name("workflow", name or fn.__name__)
@@ -113,6 +122,7 @@ class Registrations:
                 complete_within=float(within),
                 policy=policy,
                 agents=declared,
+                deadline=default_deadline,
             )
             return fn
 

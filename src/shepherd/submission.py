@@ -2,7 +2,7 @@
 
 A `Submission` is one task for `submit_many`: the arguments `submit` takes.
 Each is checked (a registered workflow, a `key` and a `reply_to` a store can
-keep) before anything is written; a refusal names the submission's index.
+keep, its `Timing`: `core.timing`) before anything is written; a refusal names the submission's index.
 `submit_one` and `submit_all` then write the tasks in one transaction, in a
 `shepherd.submit` span when tracing is on.
 """
@@ -11,20 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, final
 
 from shepherd import tracing
-from shepherd.errors import CommitUnknownError, PayloadError, UnknownWorkflowError
+from shepherd.core.timing import checked_deadline, checked_delay, checked_not_before
+from shepherd.errors import CommitUnknownError, ConfigError, PayloadError, UnknownWorkflowError
 from shepherd.payloads import check_text
 from shepherd.store.contract import NewTask
 from shepherd.store.submits import at_index
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.records import JsonValue
     from shepherd.scheduler import Workflow
     from shepherd.store.contract import Store
 
-__all__ = ["Submission", "commit_unknown", "new_task", "new_tasks", "submit_all", "submit_one"]
+__all__ = [
+    "Submission",
+    "Timing",
+    "commit_unknown",
+    "new_task",
+    "new_tasks",
+    "submit_all",
+    "submit_one",
+]
 
 
 @final
@@ -37,6 +48,9 @@ class Submission:
         data: Its input (JSON).
         key: An idempotency key, as in `App.submit`.
         reply_to: A tag for the task's events, as in `App.submit`.
+        delay: Seconds before it may start, as in `App.submit`.
+        not_before: The instant before which it may not start, as in `App.submit`.
+        deadline: Seconds it has to end once due, as in `App.submit`.
     """
 
     workflow: str
@@ -44,6 +58,27 @@ class Submission:
     _: KW_ONLY
     key: str | None = None
     reply_to: str | None = None
+    delay: float | None = None
+    not_before: datetime | None = None
+    deadline: float | None = None
+
+
+class Timing(TypedDict, total=False):
+    """When a submitted task may start and by when it must end (`App.submit(..., **timing)`).
+
+    Attributes:
+        delay: Seconds from the submit, on the store's clock, before it may start
+            (>= 0, finite, at most 100 years).
+        not_before: Or the instant before which it may not start: an aware
+            datetime (one already past: at once). Not with `delay`.
+        deadline: Seconds it has to end once due (> 0, finite, at most 100
+            years), else the supervisor cancels it with the reason `deadline
+            passed`; default: the workflow's `deadline`.
+    """
+
+    delay: float | None
+    not_before: datetime | None
+    deadline: float | None
 
 
 def new_task(
@@ -53,13 +88,21 @@ def new_task(
     *,
     key: str | None,
     reply_to: str | None,
+    **timing: Unpack[Timing],
 ) -> NewTask:
     """The task one submit inserts, its arguments checked.
+
+    Without a `deadline`, the workflow's own (`@app.workflow(deadline=...)`) applies.
 
     Raises:
         UnknownWorkflowError: No workflow of that name is registered.
         PayloadError: `key` or `reply_to` is not a str a store can keep.
+        ConfigError: `delay`, `not_before` or `deadline` is refused (`core.timing`),
+            or `delay` and `not_before` are both given; the field is named.
     """
+    unknown = sorted(set(timing) - set(Timing.__annotations__))
+    if unknown:  # as Python says it of any other keyword
+        raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
     spec = workflows.get(workflow)
     if spec is None:
         raise UnknownWorkflowError(workflow, list(workflows))
@@ -71,7 +114,40 @@ def new_task(
         key=key,
         reply_to=reply_to,
         complete_within=spec.complete_within,
+        **_timing(
+            timing.get("delay"),
+            timing.get("not_before"),
+            spec.deadline if timing.get("deadline") is None else timing.get("deadline"),
+        ),
     )
+
+
+def _timing(
+    delay: float | None, not_before: datetime | None, deadline: float | None
+) -> dict[str, Any]:
+    """The checked `delay`, `not_before` and `deadline` of a `NewTask`.
+
+    Raises:
+        ConfigError: One is refused (`core.timing`), or both `delay` and
+            `not_before` are given; the field is named.
+    """
+    if delay is not None and not_before is not None:
+        raise ConfigError(
+            "delay", "give delay (seconds from now) or not_before (an instant), not both"
+        )
+    out: dict[str, Any] = {}
+    for field, value, check in (
+        ("delay", delay, checked_delay),
+        ("not_before", not_before, checked_not_before),
+        ("deadline", deadline, checked_deadline),
+    ):
+        if value is None:
+            continue
+        try:
+            out[field] = check(value)
+        except ValueError as exc:
+            raise ConfigError(field, str(exc)) from None
+    return out
 
 
 def new_tasks(
@@ -82,6 +158,7 @@ def new_tasks(
     Raises:
         PayloadError: An item is not a `Submission`, or its `key` or `reply_to`
             is not a str a store can keep; the message starts `submissions[i]:`.
+        ConfigError: An item's `delay`, `not_before` or `deadline` is refused (same prefix).
         UnknownWorkflowError: An item names no registered workflow (same prefix).
     """
     tasks = []
@@ -92,9 +169,18 @@ def new_tasks(
             )
         try:
             tasks.append(
-                new_task(workflows, item.workflow, item.data, key=item.key, reply_to=item.reply_to)
+                new_task(
+                    workflows,
+                    item.workflow,
+                    item.data,
+                    key=item.key,
+                    reply_to=item.reply_to,
+                    delay=item.delay,
+                    not_before=item.not_before,
+                    deadline=item.deadline,
+                )
             )
-        except (UnknownWorkflowError, PayloadError) as exc:
+        except (UnknownWorkflowError, PayloadError, ConfigError) as exc:
             raise at_index(index, exc) from None
     return tasks
 

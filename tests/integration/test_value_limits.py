@@ -68,8 +68,9 @@ async def test_a_key_or_reply_to_one_byte_over_is_refused_and_nothing_is_stored(
     async def flow(ctx: WorkflowContext, data: Any) -> Any:
         return data
 
+    text: Any = over(widest(KEY_BYTES, 4))
     with pytest.raises(PayloadError) as refused:
-        await app.submit("wf", 1, **{field: over(widest(KEY_BYTES, 4))})
+        await app.submit("wf", 1, **{field: text})
 
     assert refused.value.message.startswith(
         f"{field} is {KEY_BYTES + 1} bytes of UTF-8, over its limit of {KEY_BYTES} bytes"

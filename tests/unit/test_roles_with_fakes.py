@@ -44,6 +44,7 @@ from shepherd.store.ops import (
     FailTask,
     FinishTask,
     HeldRequests,
+    NextDeadline,
     NextDue,
     PurgeCalls,
     PurgeTasks,
@@ -379,6 +380,7 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
             AcquireLease: self.acquire,
             ReleaseLease: self.release,
             ExpiredClaims: self.expired_claims_op,
+            NextDeadline: self.no_deadline,
             ApplySupervision: self.apply,
             TaskEvents: self.events,
             DeadWorkers: self.dead,
@@ -399,6 +401,9 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
 
     async def expired_claims_op(self, op: ExpiredClaims) -> list[Task]:
         return [t for t in self.expired if t.id not in self.applied][: op.limit]
+
+    async def no_deadline(self, op: NextDeadline) -> datetime | None:
+        return None
 
     async def apply(self, op: ApplySupervision) -> bool:
         self.applied[op.task.id] = op.decision

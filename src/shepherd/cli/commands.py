@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import click
 
@@ -32,6 +32,8 @@ from shepherd.cli.options import (
     APP_REQUIRED,
     Command,
     app_option,
+    duration_option,
+    instant_option,
     json_option,
     looks_like_app,
     open_for,
@@ -216,6 +218,24 @@ def _serve(
     help="Wait this long for the result (workers must be running): exit 4 if the task "
     "ends badly, 5 if it has not ended by then.",
 )
+@click.option(
+    "--delay",
+    callback=duration_option,
+    metavar="DURATION",
+    help="Start it no earlier than this long from now (30s, 15m, 1h, 2d).",
+)
+@click.option(
+    "--at",
+    callback=instant_option,
+    metavar="TIME",
+    help="Start it no earlier than this ISO 8601 time, with its zone (2030-01-31T09:00Z).",
+)
+@click.option(
+    "--deadline",
+    callback=duration_option,
+    metavar="DURATION",
+    help="Cancel it if it has not ended this long after it is due (default: the workflow's).",
+)
 @store_option
 @json_option
 def submit(
@@ -225,6 +245,9 @@ def submit(
     key: str | None,
     reply_to: str | None,
     wait: float | None,
+    delay: timedelta | None,
+    at: datetime | None,
+    deadline: timedelta | None,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -232,7 +255,10 @@ def submit(
 
     JSON is required: '{}' or 'null' for a workflow that needs no input.
     With --wait, the result is printed once workers elsewhere have run it.
+    With --delay or --at it is stored at once and started no earlier than then.
     """
+    if delay is not None and at is not None:
+        raise click.UsageError("--delay and --at cannot be combined: give one of them")
     if app_spec is None and looks_like_app(workflow):
         raise click.UsageError(
             f"{APP_REQUIRED}: pass the app as --app MODULE:ATTR (--app {workflow}), "
@@ -254,7 +280,15 @@ def submit(
         )
 
     async def work() -> None:
-        task_id = await app.submit(workflow, payload, key=key, reply_to=reply_to)
+        task_id = await app.submit(
+            workflow,
+            payload,
+            key=key,
+            reply_to=reply_to,
+            delay=None if delay is None else delay.total_seconds(),
+            not_before=at,
+            deadline=None if deadline is None else deadline.total_seconds(),
+        )
         if wait is None:
             if as_json:
                 render.echo_json({"id": task_id})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
@@ -29,6 +29,7 @@ __all__ = [
     "Command",
     "app_option",
     "duration_option",
+    "instant_option",
     "json_option",
     "looks_like_app",
     "open_for",
@@ -196,3 +197,22 @@ def duration_option(
         return timedelta(seconds=float(found[1]) * _UNITS[found[2]])
     except OverflowError:
         raise click.BadParameter(f"{value!r} is too long a duration") from None
+
+
+def instant_option(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> datetime | None:
+    """An ISO 8601 instant with its time zone (`2030-01-31T09:00Z`, `...+02:00`); None stays None."""
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 time: 2030-01-31T09:00Z or 2030-01-31T09:00+02:00"
+        ) from None
+    if at.utcoffset() is None:
+        raise click.BadParameter(
+            f"{value!r} has no time zone: add Z (UTC) or an offset such as +02:00"
+        )
+    return at

@@ -18,6 +18,7 @@ from shepherd.cli.tables import Column, echo_table, terminal_width
 from shepherd.console.runner import reason
 from shepherd.core.records import Event, JsonValue, Step, Task
 from shepherd.core.resources import Resolution
+from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent
@@ -32,6 +33,7 @@ __all__ = [
     "print_tasks",
     "reason",
     "resolution_rows",
+    "state_of",
     "task_json",
     "tasks_json",
     "tracebacks",
@@ -100,7 +102,7 @@ def print_tasks(tasks: Sequence[Task], *, now: datetime, more: bool) -> None:
             task.id,
             task.workflow,
             task.key or "",
-            str(task.process_state),
+            state_of(task, now=now),
             str(task.failure_count),
             task.locked_by or "",
             age(now - task.updated_at),
@@ -130,6 +132,7 @@ def print_task(task: Task, history: Sequence[Event], *, now: datetime | None = N
         ("lock_epoch", str(task.lock_epoch)),
         ("complete_by", when(task.complete_by)),
         ("not_before", when(task.not_before)),
+        *(() if task.deadline is None else (("deadline", when(task.deadline)),)),
         ("reply_to", task.reply_to or ""),
         ("created_at", when(task.created_at)),
         ("updated_at", when(task.updated_at)),
@@ -218,6 +221,14 @@ def _step_row(step: Step, now: datetime | None) -> tuple[str, ...]:
 def _section(title: str) -> None:
     click.echo()
     click.echo(click.style(title, bold=True))
+
+
+def state_of(task: Task, *, now: datetime) -> str:
+    """A task's state; a pending task not due yet says when: `pending, due 12:30:00Z`."""
+    state = str(task.process_state)
+    if task.process_state is ProcessState.PENDING and task.not_before > now:
+        return f"{state}, due {when(task.not_before, today=now)}"
+    return state
 
 
 def age(elapsed: timedelta) -> str:

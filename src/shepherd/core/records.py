@@ -74,6 +74,8 @@ class Task:
     owner_deaths: int = 0
     #: The submitter's trace context (`shepherd.tracing`), or None when not traced.
     trace: str | None = None
+    #: When the supervisor cancels the task if it has not ended (`core.timing`), or None.
+    deadline: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

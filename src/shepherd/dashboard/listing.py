@@ -186,6 +186,7 @@ async def task_list(request: Request) -> Response:
     context: dict[str, Any] = {
         "states": [s.value for s in ProcessState],
         "query": request.query_params,
+        "now": ops.now(),  # a pending task not due yet says when it is
     }
     try:
         filters = Filters.parse(request.query_params, request=request)

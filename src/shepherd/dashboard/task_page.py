@@ -144,6 +144,7 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
         "prefill": payloads.get(failed, "") if failed is not None else "",
         "undo": undo,
         "kept": kept,
+        "now": ops.now(),
     }
 
 

@@ -33,3 +33,6 @@ class Workflow:
     policy: SupervisionPolicy
     #: Agents it may call that a scan of its source cannot see (checked at start).
     agents: tuple[str, ...] = ()
+    #: Seconds each of its tasks has to end once due, unless its submit gives its own
+    #: (`core.timing`); None for no deadline.
+    deadline: float | None = None

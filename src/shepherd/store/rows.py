@@ -109,6 +109,7 @@ class TaskCol(Columns):
     CRASHES: ClassVar[int]
     OWNER_DEATHS: ClassVar[int]
     TRACE: ClassVar[int]
+    DEADLINE: ClassVar[int]
 
 
 class StepCol(Columns):
@@ -260,6 +261,7 @@ class Records:
         """A Task from a row of TASK_COLUMNS, with its steps."""
         instant = self.instant
         complete_by = row[TaskCol.COMPLETE_BY]
+        deadline = row[TaskCol.DEADLINE]
         return Task(
             id=row[TaskCol.ID],
             workflow=row[TaskCol.WORKFLOW],
@@ -281,6 +283,7 @@ class Records:
             crashes=tuple(load_stored(row[TaskCol.CRASHES])),
             owner_deaths=row[TaskCol.OWNER_DEATHS],
             trace=row[TaskCol.TRACE],
+            deadline=None if deadline is None else instant(deadline),
         )
 
     def step(self, row: Row) -> Step:

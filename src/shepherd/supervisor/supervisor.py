@@ -34,6 +34,7 @@ from shepherd.metrics import Metrics
 from shepherd.outage import Outage
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.supervisor.crashes import CrashAttribution, event_kind
+from shepherd.supervisor.deadlines import cancel_overdue
 from shepherd.supervisor.resolutions import Resolutions
 from shepherd.supervisor.retention import purge
 from shepherd.tasklog import task_event
@@ -111,6 +112,8 @@ class Supervisor(CrashAttribution):
         self.resets = 0
         self.escalations = 0
         self.compensations = 0
+        #: Tasks cancelled because their deadline passed (`supervisor.deadlines`).
+        self.deadlines = 0
         self._became_leader = asyncio.Event()
         self.scan_outage = Outage("supervisor scans", log=log, clock=clock, watch=store.watch)
         self.lease_outage = Outage("supervisor lease", log=log, clock=clock, watch=store.watch)
@@ -139,6 +142,7 @@ class Supervisor(CrashAttribution):
             "resets": self.resets,
             "escalations": self.escalations,
             "compensations": self.compensations,
+            "deadlines": self.deadlines,
             "forgiven": self.forgiven,
             "crashes": self.crashes,
         }
@@ -315,7 +319,8 @@ class Supervisor(CrashAttribution):
         return await self.store.dead_workers(owners, ttl=self.settings.worker_ttl)
 
     async def scan_once(self) -> int:
-        """One scan: renew leadership, attribute crashes, then handle every expired claim.
+        """One scan: renew leadership, cancel tasks past their deadline (`deadlines`),
+        attribute crashes, then handle every expired claim.
 
         An expired claim is charged to its task only when nothing else explains
         it: one held by a silent process waits for the registry's verdict
@@ -327,6 +332,7 @@ class Supervisor(CrashAttribution):
         if lease is None:
             return 0
         self.scans += 1
+        self.deadlines += await cancel_overdue(self.store, lease)
         expired, held = await self._expired()
         workers = await self.store.unreaped_workers()
         stalled = {i for t in expired for i in _holders(t, held)}

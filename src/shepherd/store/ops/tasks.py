@@ -49,6 +49,18 @@ class NewTask:
     complete_within: float = 30.0
     #: The submitter's trace context (`shepherd.tracing`), or None when not traced.
     trace: str | None = None
+    #: Claimable no earlier than this instant (checked: `core.timing`), or None for
+    #: the submit's instant plus `delay`.
+    not_before: datetime | None = None
+    #: Seconds after the submit (on the store's clock) before it may be claimed.
+    delay: float = 0.0
+    #: Seconds after its `not_before` by which it must have ended, or None for no deadline.
+    deadline: float | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether it is put off or has a deadline (not a plain submit)."""
+        return self.not_before is not None or self.delay != 0 or self.deadline is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,14 +25,18 @@ if TYPE_CHECKING:
 
 __all__ = ["insert"]
 
+# A task is due at its given `not_before`, else at the batch's instant plus its
+# delay; its deadline (if any) counts from then (`core.timing`).
+_DUE = f"coalesce(v.not_before, {INSTANT} + v.delay * interval '1 second')"
 _INSERT_NEW = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, complete_within, "
-    "failure_count, not_before, reply_to, created_at, updated_at, trace) "
-    f"SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, {INSTANT}, "
-    f"v.reply_to, {INSTANT}, {INSTANT}, v.trace "
+    "failure_count, not_before, reply_to, created_at, updated_at, trace, deadline) "
+    f"SELECT v.id, v.workflow, v.key, v.input, 'pending', 0, v.complete_within, 0, {_DUE}, "
+    f"v.reply_to, {INSTANT}, {INSTANT}, v.trace, {_DUE} + v.deadline * interval '1 second' "
     "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::text[], "
-    "%b::text[]) WITH ORDINALITY AS v(id, workflow, key, input, complete_within, reply_to, "
-    "trace, n) "
+    "%b::text[], %b::timestamptz[], %b::float8[], %b::float8[]) WITH ORDINALITY "
+    "AS v(id, workflow, key, input, complete_within, reply_to, trace, not_before, delay, "
+    "deadline, n) "
 )
 _INSERT_TASKS = (
     _INSERT_NEW
@@ -147,6 +151,7 @@ def _insert_params(
         now,
         now,
         now,
+        now,
         [task_id for _, task_id, _, _ in fresh],
         [item.workflow for _, _, item, _ in fresh],
         [item.key for _, _, item, _ in fresh],
@@ -154,4 +159,7 @@ def _insert_params(
         [item.complete_within for _, _, item, _ in fresh],
         [item.reply_to for _, _, item, _ in fresh],
         [item.trace for _, _, item, _ in fresh],
+        [item.not_before for _, _, item, _ in fresh],
+        [item.delay for _, _, item, _ in fresh],
+        [item.deadline for _, _, item, _ in fresh],
     )

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, GetLease, ReleaseLease
+from shepherd.store.ops import (
+    AcquireLease,
+    ApplySupervision,
+    CancelOverdue,
+    ExpiredClaims,
+    GetLease,
+    NextDeadline,
+    ReleaseLease,
+)
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
@@ -18,11 +26,13 @@ from shepherd.store.sql import leases
 from shepherd.store.sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.records import Lease, Task
     from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
-__all__ = ["acquire", "expired_claims", "get_lease", "release", "supervise"]
+__all__ = ["acquire", "cancel_overdue", "expired_claims", "get_lease", "release", "supervise"]
 
 
 @phased(AcquireLease)
@@ -43,6 +53,12 @@ async def supervise(batch: PostgresBatch, ops: Sequence[ApplySupervision]) -> li
     return await batch.run(leases.supervise(batch, ops))
 
 
+@WRITES.handles(CancelOverdue)
+async def cancel_overdue(batch: PostgresBatch, ops: Sequence[CancelOverdue]) -> list[object]:
+    """Cancel the tasks whose deadline passed, while their leader leads."""
+    return await batch.run(leases.cancel_overdue(batch, ops))
+
+
 # -- reads ---------------------------------------------------------------------
 @READS.handles(ExpiredClaims)
 async def expired_claims(reader: Reader, op: ExpiredClaims) -> list[Task]:
@@ -54,3 +70,9 @@ async def expired_claims(reader: Reader, op: ExpiredClaims) -> list[Task]:
 async def get_lease(reader: Reader, op: GetLease) -> Lease | None:
     """The named lease as stored, or None."""
     return await read(reader, leases.get_lease(POSTGRES, op))
+
+
+@READS.handles(NextDeadline)
+async def next_deadline(reader: Reader, op: NextDeadline) -> datetime | None:
+    """The earliest deadline of the tasks a supervisor would cancel at it, or None."""
+    return await read(reader, leases.next_deadline(POSTGRES))

@@ -153,13 +153,13 @@ async def submit(batch: PostgresBatch, ops: Sequence[ops.SubmitTask]) -> Second:
 
 
 def submit_alone(op: ops.SubmitTask, encoding: Encoding, instant: datetime | None) -> Alone | None:
-    """A lone keyless submit as one statement (`ALONE`); None for one with a key.
+    """A lone keyless submit as one statement (`ALONE`); None for one with a key, a delay or a deadline.
 
     A key needs the batch's reads (the task the key already names, a purged
     key's tombstone); an input that does not encode fails in the batch as usual.
     """
     task = op.task
-    if task.key is not None:
+    if task.key is not None or task.timed:  # a delay or a deadline: the batch's insert
         return None
     encoded = encoding.encode(task.input)
     if isinstance(encoded, Exception):

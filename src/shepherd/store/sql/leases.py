@@ -20,19 +20,26 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.alerts import on_decision
 from shepherd.core.effects import on_supervision
+from shepherd.core.records import Task
+from shepherd.core.timing import on_deadline
+from shepherd.payloads import dumps_detail
+from shepherd.store import signals as ch
 from shepherd.store.effect_rows import UPDATE, effect_row, update_params
 from shepherd.store.rows import LEASE_COLUMNS, TASK_COLUMNS
 from shepherd.store.sql.alerts import store_alert
 from shepherd.store.sql.plan import Query, each, first, one
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.alerts import Raised
     from shepherd.core.effects import TaskEffect
-    from shepherd.core.records import Lease, Task
+    from shepherd.core.records import Lease
     from shepherd.store.effect_rows import EffectRow
     from shepherd.store.ops import (
         AcquireLease,
         ApplySupervision,
+        CancelOverdue,
         ExpiredClaims,
         GetLease,
         ReleaseLease,
@@ -40,7 +47,16 @@ if TYPE_CHECKING:
     from shepherd.store.sql.dialect import Dialect
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["acquire", "apply_effects", "expired_claims", "get_lease", "release", "supervise"]
+__all__ = [
+    "acquire",
+    "apply_effects",
+    "cancel_overdue",
+    "expired_claims",
+    "get_lease",
+    "next_deadline",
+    "release",
+    "supervise",
+]
 
 # (name, holder, now, ttl, now)
 _ACQUIRE = (
@@ -68,6 +84,30 @@ _DROP_REQUESTS = {
     "postgres": "DELETE FROM requests WHERE id = ANY(ARRAY(SELECT id FROM requests "
     "WHERE task_id {list} FOR UPDATE SKIP LOCKED))",
 }
+# The leadership a write of the supervisor's needs, held while it writes.
+_LEADS = (
+    "SELECT 1 FROM leases WHERE name = ? AND holder = ? AND epoch = ? "
+    "AND expires_at > {now}{for_share}"
+)
+# Tasks whose deadline passed while pending or processing (the partial index
+# `tasks_deadline`), earliest first; on PostgreSQL a row another session holds
+# (its owner mid-write) waits for the next scan.
+_OVERDUE = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE deadline IS NOT NULL AND deadline <= {{now}} "
+    "AND process_state IN ('pending', 'processing') ORDER BY deadline LIMIT ?{skip_locked}"
+)
+# A passed deadline's effect (`core.timing.on_deadline`): cancelled as an operator
+# cancels, released, claimable now, the old owner fenced off by the new epoch.
+_CANCEL_OVERDUE = (
+    "UPDATE tasks SET process_state = ?, cancel_requested = ?, error = coalesce(error, ?), "
+    "failure_count = 0, locked_by = NULL, lock_epoch = lock_epoch + 1, complete_by = NULL, "
+    "not_before = {now}, updated_at = {now} "
+    f"WHERE id = ? AND process_state IN ('pending', 'processing') RETURNING {TASK_COLUMNS}"
+)
+_NEXT_DEADLINE = (
+    "SELECT min(deadline) FROM tasks WHERE deadline IS NOT NULL "
+    "AND process_state IN ('pending', 'processing')"
+)
 _EXPIRED = (
     f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NOT NULL "
     "AND complete_by < {now} ORDER BY complete_by LIMIT ?"
@@ -143,11 +183,63 @@ def apply_effects(
     return out
 
 
+def cancel_overdue(batch: Writing, ops: Sequence[CancelOverdue]) -> Plan[list[object]]:
+    """Cancel the tasks whose deadline passed, while the op's leader still leads.
+
+    Each task found is held (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite: the
+    write lock) and written as `core.timing.on_deadline` decides, with its
+    `cancel_requested` event; its queued requests go. Returns, per operation,
+    the tasks cancelled (none if its leader no longer leads).
+    """
+    d, now = batch.dialect, batch.instant
+    out: list[object] = []
+    for op in ops:
+        leader = op.leader
+        leads, found = yield [
+            Query(d.sql(_LEADS), (leader.name, leader.holder, leader.epoch, now)),
+            Query(d.sql(_OVERDUE), (now, d.limit(op.limit))),
+        ]
+        if not leads or not found:
+            out.append([])
+            continue
+        cancelled: list[Task] = []
+        for row in found:
+            task = d.records.task(row)
+            assert task.deadline is not None  # selected by it
+            effect = on_deadline(task.deadline)
+            params = (
+                str(effect.process_state),
+                True,
+                batch.dumps(effect.error),
+                now,
+                now,
+                task.id,
+            )
+            updated = yield from first(d.sql(_CANCEL_OVERDUE), params)
+            if updated is None:  # ended meanwhile (SQLite: not possible under the lock)
+                continue
+            batch.event(task.id, task.key, task.reply_to, effect.event, dumps_detail(effect.detail))
+            cancelled.append(d.records.task(updated))
+        for chunk in d.chunks([t.id for t in cancelled]):
+            sql, listed = d.listed(_DROP_REQUESTS[d.name], chunk)
+            yield [Query(sql, listed, rows=False)]
+        if cancelled:
+            batch.rings.add(ch.TASKS)
+        out.append(cancelled)
+    return out
+
+
 # -- reads ---------------------------------------------------------------------
 def expired_claims(d: Dialect, now: object, op: ExpiredClaims) -> Plan[list[Task]]:
     """Claimed tasks whose complete_by has passed, earliest first."""
     rows = yield from one(d.sql(_EXPIRED), (now, d.limit(op.limit)))
     return [d.records.task(row) for row in rows]
+
+
+def next_deadline(d: Dialect) -> Plan[datetime | None]:
+    """The earliest deadline of the tasks `cancel_overdue` would cancel, or None."""
+    row = yield from first(d.sql(_NEXT_DEADLINE))
+    return None if row is None or row[0] is None else d.instant(row[0])
 
 
 def get_lease(d: Dialect, op: GetLease) -> Plan[Lease | None]:

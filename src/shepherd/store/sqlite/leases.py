@@ -9,16 +9,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import AcquireLease, ApplySupervision, ExpiredClaims, GetLease, ReleaseLease
+from shepherd.store.ops import (
+    AcquireLease,
+    ApplySupervision,
+    CancelOverdue,
+    ExpiredClaims,
+    GetLease,
+    NextDeadline,
+    ReleaseLease,
+)
 from shepherd.store.sql import leases
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.records import Lease, Task
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["acquire", "expired_claims", "get_lease", "release", "supervise"]
+__all__ = ["acquire", "cancel_overdue", "expired_claims", "get_lease", "release", "supervise"]
 
 
 @WRITES.handles(AcquireLease)
@@ -39,6 +49,12 @@ def supervise(batch: SqliteBatch, ops: Sequence[ApplySupervision]) -> list[objec
     return batch.run(leases.supervise(batch, ops))
 
 
+@WRITES.handles(CancelOverdue)
+def cancel_overdue(batch: SqliteBatch, ops: Sequence[CancelOverdue]) -> list[object]:
+    """Cancel the tasks whose deadline passed, while their leader leads."""
+    return batch.run(leases.cancel_overdue(batch, ops))
+
+
 # -- reads ---------------------------------------------------------------------
 @READS.handles(ExpiredClaims)
 def expired_claims(at: Reading, op: ExpiredClaims) -> list[Task]:
@@ -50,3 +66,9 @@ def expired_claims(at: Reading, op: ExpiredClaims) -> list[Task]:
 def get_lease(at: Reading, op: GetLease) -> Lease | None:
     """The named lease as stored, or None."""
     return at.run(leases.get_lease(SQLITE, op))
+
+
+@READS.handles(NextDeadline)
+def next_deadline(at: Reading, op: NextDeadline) -> datetime | None:
+    """The earliest deadline of the tasks a supervisor would cancel at it, or None."""
+    return at.run(leases.next_deadline(SQLITE))

@@ -67,8 +67,8 @@ __all__ = [
 
 _INSERT = (
     "INSERT INTO tasks (id, workflow, key, input, process_state, lock_epoch, "
-    "complete_within, failure_count, not_before, reply_to, created_at, updated_at, trace) "
-    "VALUES (?, ?, ?, ?, 'pending', 0, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "complete_within, failure_count, not_before, reply_to, created_at, updated_at, trace, "
+    "deadline) VALUES (?, ?, ?, ?, 'pending', 0, ?, 0, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _BY_KEY = "SELECT id FROM tasks WHERE workflow = ? AND key = ?"
 _CLAIM = (
@@ -132,6 +132,8 @@ def _insert(
                 out.append(Submitted(task_id=purged, created=False))
                 continue
         task_id = new_task_id()
+        # Due at the batch's instant plus the delay (the store's clock), or when given.
+        due = now + item.delay if item.not_before is None else item.not_before.timestamp()
         cursor = conn.execute(
             _INSERT,
             (
@@ -140,11 +142,12 @@ def _insert(
                 item.key,
                 text,
                 item.complete_within,
-                now,
+                due,
                 item.reply_to,
                 now,
                 now,
                 item.trace,
+                None if item.deadline is None else due + item.deadline,
             ),
         )
         if cursor.rowcount == 0:
