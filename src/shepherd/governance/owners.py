@@ -5,6 +5,9 @@ At any moment at most one process owns a key, through a lease with an epoch in
 the store (`OwnerStore`), and only the owner takes the key's calls: one at a
 time, in the order they were sent, each answered together with the key's
 durable owner state in one transaction that the store fences on the epoch.
+A step that calls an exclusive agent (`ctx.call`) is one of its key's calls
+too: the owner takes a key's steps before its calls, and handles them under
+the steps' rules (`governance.owned_steps`).
 
 This process looks at the keys with waiting calls, the leases, and the live
 processes serving the agent (the worker registry), asks `core.ownership` which
@@ -33,6 +36,7 @@ from shepherd.core.batching import batch_due
 from shepherd.core.ownership import NO_STATE, plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
+from shepherd.governance.owned_steps import OwnedSteps
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
@@ -69,6 +73,9 @@ class OwnerServer:
         settings: `owner_lease`, `worker_ttl` and polling.
         clock: What leases' renewals, deadlines and polling run on.
         gave_up: Told of each call given up (the App alerts an operator).
+        worker: The name its takes of steps lease their requests to: the agent
+            worker name of this process (default `<instance>/a`), so that a
+            crash is attributed to the steps it held, as for any request.
     """
 
     def __init__(
@@ -80,6 +87,7 @@ class OwnerServer:
         settings: Settings,
         clock: Clock,
         gave_up: GaveUp,
+        worker: str | None = None,
     ) -> None:
         self.store = store
         self.owner = owner_of(instance)
@@ -102,6 +110,14 @@ class OwnerServer:
             str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
         ] = {}
         self.outage = Outage("exclusive owners", log=log, clock=clock, watch=store.watch)
+        #: The steps of the keys owned (`ctx.call` to an exclusive agent).
+        self.steps = OwnedSteps(
+            store,
+            owner=self.owner,
+            worker=worker or f"{instance}/a",
+            clock=clock,
+            outage=self.outage,
+        )
         #: Whether this process may take keys (its heartbeats reach the store); None: always.
         self.standing: Standing | None = None
 
@@ -110,6 +126,7 @@ class OwnerServer:
             "keys_owned": len(self._loops),
             "owned_answered": self.answered,
             "owned_flushes": self.flushes,
+            "owned_steps_replied": self.steps.replied,
         }
 
     def owned(self) -> list[tuple[str, str]]:
@@ -263,11 +280,27 @@ class OwnerServer:
                             idle = backoff.next(found=False) if due is None else due
                             await self.clock.wait_event(wake, idle)
                             continue
-                    taken, given_up = await self.store.take_key_calls(
-                        agent, key, owner=self.owner, epoch=epoch, limit=limit
+                    steps, taken, given_up = await self.store.take_key_work(
+                        agent,
+                        key,
+                        owner=self.owner,
+                        epoch=epoch,
+                        worker=self.steps.worker,
+                        limit=limit,
                     )
                 except StoreUnavailableError as exc:
                     await self.outage.pause(exc)
+                    continue
+                if steps:  # a key's steps come before its calls
+                    backoff.next(found=True)
+                    fresh = True
+                    self._busy.add((agent, key))
+                    try:
+                        owned, state = await self.steps.serve(spec, key, epoch, state, steps)
+                    finally:
+                        self._busy.discard((agent, key))
+                    if not owned:
+                        return
                     continue
                 self._gave_up(agent, given_up)
                 if not taken:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
+from shepherd.core.ownership import owner_key_of
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
@@ -18,6 +19,7 @@ from shepherd.errors import (
     ConfigError,
     NonDeterminismError,
     OutcomeUnknownError,
+    OwnerKeyError,
     PermanentError,
     ResourceError,
     StaleEpochError,
@@ -236,8 +238,14 @@ class WorkflowContext:
         retry: JsonValue = None,
         resolution: Resolution | None = None,
     ) -> JsonValue:
-        """Record the step running, send its request, and wait for the reply."""
+        """Record the step running, send its request, and wait for the reply.
+
+        A step to an exclusive agent carries its owning key (its key's owner
+        alone takes it); a payload that gives none fails the step at once,
+        permanently, and sends nothing.
+        """
         parts = self._parts
+        owner_key = self._owner_key(seq, agent, payload, attempt, compensates)
         mailbox = parts.mailbox
         step_within = within if within is not None else parts.step_within(agent)
         suspect = suspected(self.task.crashes, seq)
@@ -260,6 +268,7 @@ class WorkflowContext:
             resolution=resolution,
             # Untraced here, the run passes its submitter's context on unchanged.
             trace=self.task.trace if self.traced is None else self.traced.context,
+            owner_key=owner_key,
         )
         try:
             try:
@@ -324,6 +333,31 @@ class WorkflowContext:
             raise failure
         self._step_event(seq, agent, attempt, "completed", compensates)
         return body
+
+    def _owner_key(
+        self, seq: int, agent: str, payload: JsonValue, attempt: int, compensates: int | None
+    ) -> str | None:
+        """The owning key of a step to an exclusive agent (None for another agent).
+
+        Raises:
+            PermanentError: The payload gives no owning key (the message names the
+                agent and why; the detail's type is `OwnerKeyError`).
+        """
+        spec = self._parts.agents.get(agent)
+        if spec is None or spec.exclusive_by is None:
+            return None
+        found = owner_key_of(spec.exclusive_by, payload)
+        if isinstance(found, str):
+            return found
+        problem = OwnerKeyError(agent, str(found))
+        failure = PermanentError(
+            str(problem),
+            agent=agent,
+            seq=seq,
+            detail={"type": "OwnerKeyError", "message": str(problem)},
+        )
+        self._step_event(seq, agent, attempt, "failed", compensates, _describe(failure))
+        raise failure from problem
 
     async def _send(self, start: StepStart) -> datetime:
         """Start the step: its request goes to this process's agent worker when it has

@@ -52,6 +52,9 @@ class StepStart:
     #: is queued (`start_step_taken`): leased to it until complete_by, as
     #: `take_requests` would lease it, and never seen by other workers. None queues it.
     taken_by: str | None = None
+    #: The owning key of a step that calls an exclusive agent: its request is taken
+    #: only by that key's owner (`take_key_work`), never by an agent worker.
+    owner_key: str | None = None
 
 
 @operation

@@ -76,25 +76,28 @@ _UPSERT_STEPS = (
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, trace, visible_at, created_at) "
-    "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, v.within, v.retry, v.suspect, v.resolution, v.trace, %b, %b "
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, visible_at, "
+    "created_at) SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, "
+    "v.payload, v.complete_by, v.within, v.retry, v.suspect, v.resolution, v.trace, "
+    "v.owner_key, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
     "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[], %b::text[], "
-    "%b::text[]) WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, "
-    "payload, complete_by, within, retry, suspect, resolution, trace, n) ORDER BY v.n"
+    "%b::text[], %b::text[]) WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, "
+    "kind, payload, complete_by, within, retry, suspect, resolution, trace, owner_key, n) "
+    "ORDER BY v.n"
 )
 
 
 # A request taken as it is queued: leased to its worker and hidden until complete_by.
 _INSERT_TAKEN = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, trace, taken_by, visible_at, "
-    "created_at) VALUES (%b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b) "
-    "RETURNING id"
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, taken_by, "
+    "visible_at, created_at) VALUES (%b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, "
+    "%b, %b, %b, %b) RETURNING id"
 )
 _PAYLOAD = 6
 _COMPLETE_BY = 7
+_OWNER_KEY = 13
 
 
 @phased(StartStep)
@@ -132,6 +135,8 @@ async def _start(batch: PostgresBatch, ops: Sequence[StartStep], owners: Owners)
     if plan.requests:
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
+        if any(row[_OWNER_KEY] is not None for row in plan.requests):
+            batch.rings.add(ch.CALLS)  # a key's owner looks at its key's calls and steps
     out: list[object] = [*plan.out]
     for index, row, start in plan.handed:
         taken = (*row, start.taken_by, row[_COMPLETE_BY], now)

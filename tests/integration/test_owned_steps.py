@@ -1,0 +1,124 @@
+"""Steps through an exclusive agent (`ctx.call`): their key's owner handles them, one at a time
+per key in the order queued, batched when the agent batches; a step keeps its own rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from shepherd import App, PermanentError, RetryPolicy, Submission, TransientError
+from shepherd.agents.helpers import source_of
+from shepherd.core.states import ProcessState
+from shepherd.governance.batch import Batch
+
+if TYPE_CHECKING:
+    from shepherd.agents import AgentRequest
+    from shepherd.core.records import JsonValue
+
+PATIENCE = 30.0
+USERS = [f"user-{n}" for n in range(3)]
+
+
+async def test_steps_of_one_key_run_one_at_a_time_in_order_with_the_owner_state(
+    app: App,
+) -> None:
+    handled: dict[str, list[int]] = defaultdict(list)
+    in_flight: dict[str, int] = defaultdict(int)
+    most = 0
+
+    @app.agent("ledger", exclusive_by="user")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        nonlocal most
+        key = str(request.owner_key)
+        in_flight[key] += 1
+        most = max(most, in_flight[key])
+        await asyncio.sleep(0)  # let another handling of the key run now, if one could
+        handled[key].append(source_of(request).id)
+        count = request.owner_state["count"] if isinstance(request.owner_state, dict) else 0
+        request.owner_state = {"count": count + 1}
+        in_flight[key] -= 1
+        return {"count": count + 1, "key": request.idempotency_key}
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data)
+
+    async with app, app.running(["scheduler", "agent", "supervisor"]):
+        ids = [await app.submit("order", {"user": u, "n": n}) for n in range(6) for u in USERS]
+        results = [await app.result(i, timeout=PATIENCE) for i in ids]
+        tasks = [await app.store.get_task(i) for i in ids]
+        (lease, *_) = await app.store.list_key_leases("ledger")
+        taken = await app.store.take_keys("ledger", USERS, owner=lease.owner, lease=10.0)
+
+    assert most == 1
+    assert all(ids == sorted(ids) for ids in handled.values()), handled
+    assert sorted(handled) == USERS
+    assert all(len(v) == 6 for v in handled.values())
+    for u in USERS:  # each step of a user counted once, in the key's one owner state
+        assert sorted(r["count"] for r in results[USERS.index(u) :: 3]) == list(range(1, 7))
+    assert {t.state["count"] for t in taken if t.lease.key in USERS} == {6}
+    assert all(t is not None and t.process_state is ProcessState.PROCESSED for t in tasks)
+    assert all(t is not None and t.failure_count == 0 for t in tasks)
+    assert results[0]["key"] == f"{ids[0]}/1"
+
+
+async def test_a_batching_agent_gets_lists_and_each_step_its_own_result(app: App) -> None:
+    sizes: list[int] = []
+
+    @app.agent("ledger", exclusive_by="user", batch=Batch(max_items=50, max_delay=0.05))
+    async def ledger(requests: list[AgentRequest]) -> list[JsonValue]:
+        assert isinstance(requests, list)
+        sizes.append(len(requests))
+        return [{"n": r.payload["n"], "task": r.task_id} for r in requests]
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data)
+
+    async with app, app.running(["scheduler", "agent", "supervisor"]):
+        ids = await app.submit_many(
+            [Submission("order", {"user": USERS[n % 3], "n": n}) for n in range(30)]
+        )
+        results = [await app.result(i, timeout=PATIENCE) for i in ids]
+
+    assert [r["n"] for r in results] == list(range(30))
+    assert [r["task"] for r in results] == ids
+    assert sum(sizes) == 30
+
+
+async def test_a_step_keeps_its_retry_policy_and_fails_permanently_without_a_key(
+    app: App,
+) -> None:
+    tries: dict[str, int] = defaultdict(int)
+
+    @app.agent(
+        "ledger",
+        exclusive_by="user",
+        retry=RetryPolicy(max_attempts=3, initial_delay=0.01, max_delay=0.01),
+    )
+    async def ledger(request: AgentRequest) -> JsonValue:
+        tries[request.task_id] += 1
+        if request.retry < 2:
+            raise TransientError("the ledger is busy")
+        return {"tries": request.retry + 1}
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        try:
+            return await ctx.call("ledger", data)
+        except PermanentError as exc:
+            return {"refused": str(exc)}
+
+    async with app, app.running(["scheduler", "agent", "supervisor"]):
+        good = await app.submit("order", {"user": "u"})
+        bad = await app.submit("order", {"nobody": "u"})
+        assert await app.result(good, timeout=PATIENCE) == {"tries": 3}
+        refused = await app.result(bad, timeout=PATIENCE)
+
+    assert refused == {
+        "refused": "call to exclusive agent 'ledger': the payload has no 'user' field; "
+        "nothing was sent"
+    }
+    assert tries == {good: 3}
