@@ -21,7 +21,9 @@ AGENT = "ledger"
 LEASE = 10.0
 
 
-async def started(store: Store, task: Task, key: str, *, seq: int = 1, within: float = 10.0) -> None:
+async def started(
+    store: Store, task: Task, key: str, *, seq: int = 1, within: float = 10.0
+) -> None:
     start = step_start(task, seq=seq, agent=AGENT, within=within, payload={"user": key})
     await store.start_step(replace(start, owner_key=key))
 

@@ -8,10 +8,14 @@ import asyncio
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from shepherd import App, PermanentError, RetryPolicy, Submission, TransientError
+import pytest
+
+from shepherd import App, BreakerPolicy, PermanentError, RetryPolicy, Submission, TransientError
 from shepherd.agents.helpers import source_of
 from shepherd.core.states import ProcessState
+from shepherd.errors import ConfigError
 from shepherd.governance.batch import Batch
+from support.backends import sqlite_only
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
@@ -122,3 +126,50 @@ async def test_a_step_keeps_its_retry_policy_and_fails_permanently_without_a_key
         "nothing was sent"
     }
     assert tries == {good: 3}
+
+
+@sqlite_only()  # refused before the store is touched
+async def test_what_an_owner_does_not_apply_yet_is_refused_naming_the_agent(app: App) -> None:
+    async def handler(request: AgentRequest) -> JsonValue:
+        return None
+
+    with pytest.raises(ConfigError, match=r"agent 'ledger' is exclusive .*resource 'db'"):
+        app.agent("ledger", exclusive_by="user", resource="db")(handler)
+    with pytest.raises(ConfigError, match=r"agent 'ledger' is exclusive .*circuit breaker"):
+        app.agent("ledger", exclusive_by="user", breaker=BreakerPolicy())(handler)
+    assert "ledger" not in app.agents
+
+    app.agent("ledger", exclusive_by="user")(handler)
+    app.agent("refund")(handler)
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("refund", data, undo="ledger")
+
+    with pytest.raises(ConfigError) as refused:
+        app.check()
+    assert "workflow 'order' names exclusive agent 'ledger' as an undo" in str(refused.value)
+    assert "an exclusive agent cannot undo a step yet" in str(refused.value)
+
+
+@sqlite_only()  # the refusal is the scheduler's, whatever the store
+async def test_a_step_to_an_exclusive_agent_with_an_entity_is_refused_not_ignored(
+    app: App,
+) -> None:
+    @app.agent("ledger", exclusive_by="user")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        return None
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        try:
+            return await ctx.call("ledger", data, entity="user-1")
+        except ConfigError as exc:
+            return {"refused": str(exc)}
+
+    async with app, app.running(["scheduler"]):
+        task_id = await app.submit("order", {"user": "user-1"})
+        result = await app.result(task_id, timeout=PATIENCE)
+
+    assert "agent 'ledger' is exclusive" in result["refused"]
+    assert "entity= is refused rather than ignored" in result["refused"]

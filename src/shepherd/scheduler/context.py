@@ -28,10 +28,14 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
+from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from shepherd.agents import Agent
     from shepherd.core.resources import Resolution
     from shepherd.scheduler.parts import SchedulerParts
     from shepherd.tracing import TaskTrace
@@ -116,6 +120,9 @@ class WorkflowContext:
             StepBugError: The agent's handler kept raising an unexpected
                 exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
+            ConfigError: `undo` names an exclusive agent, or `entity` is given for
+                an exclusive agent (neither is supported yet: the message names the
+                agent and why).
             TypeError: `entity` is not a str.
             ConfigError: `entity` is given and the scheduler has no resolver.
         """
@@ -126,6 +133,7 @@ class WorkflowContext:
             raise UnknownAgentError(agent)
         if undo is not None and undo not in agents:
             raise UnknownAgentError(undo)
+        _refuse_exclusive(agents, agent, undo, entity)
         if entity is not None and not isinstance(entity, str):
             raise TypeError(f"entity must be a str, not {type(entity).__name__}")
         recorded = self.steps.get(seq)
@@ -459,3 +467,22 @@ def _describe(failure: AgentError) -> str:
         told = failure.detail.get("message") if isinstance(failure.detail, dict) else None
         return f"{failure.error_type}: {told} (a bug, {failure.tries} tries)"
     return f"{type(failure).__name__}: {failure.message}"
+
+
+def _refuse_exclusive(
+    agents: Mapping[str, Agent], agent: str, undo: str | None, entity: str | None
+) -> None:
+    """Refuse what a step through an exclusive agent does not support yet, naming the agent.
+
+    Raises:
+        ConfigError: `undo` is exclusive, or `entity` is given for an exclusive `agent`.
+    """
+    if undo is not None and agents[undo].exclusive_by is not None:
+        raise ConfigError("undo", f"agent {undo!r}: {EXCLUSIVE_UNDO}")
+    if entity is not None and agents[agent].exclusive_by is not None:
+        raise ConfigError(
+            "entity",
+            f"ctx.call({agent!r}, ..., entity={entity!r}): agent {agent!r} is exclusive "
+            "(exclusive_by=...): its key's owner does not hold the resolved resource's slots "
+            "nor obey its rate yet, so entity= is refused rather than ignored",
+        )
