@@ -7,15 +7,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import psycopg
+import pytest
+
 from shepherd.core.records import Reply
 from shepherd.core.states import StepState
 from shepherd.store.ops import ReplyAndAck
+from shepherd.store.sql.owned_steps import key_lock
 from support.factories import claimed_task, step_start, submitted_task
 
 if TYPE_CHECKING:
     from shepherd.core.records import Request, Task
     from shepherd.store.contract import Store
     from shepherd.testing import FakeClock
+    from support.factories import Backend, Stores
 
 AGENT = "ledger"
 LEASE = 10.0
@@ -34,10 +39,17 @@ async def own(store: Store, key: str, owner: str) -> int:
 
 
 async def work(
-    store: Store, key: str, owner: str, epoch: int, *, worker: str = "p1/a", limit: int = 10
+    store: Store,
+    key: str,
+    owner: str,
+    epoch: int,
+    *,
+    worker: str = "p1/a",
+    limit: int = 10,
+    skip: tuple[int, ...] = (),
 ) -> list[Request]:
     steps, calls, given_up = await store.take_key_work(
-        AGENT, key, owner=owner, epoch=epoch, worker=worker, limit=limit
+        AGENT, key, owner=owner, epoch=epoch, worker=worker, limit=limit, skip=skip
     )
     assert (calls, given_up) == ([], [])
     return steps
@@ -65,10 +77,13 @@ async def test_a_keys_steps_are_taken_by_its_owner_alone_in_the_order_queued(
     assert await work(store, "u1", "p1", epoch + 1) == []  # not that epoch
     taken = await work(store, "u1", "p1", epoch, limit=1)
     assert [(r.task_id, r.seq, r.payload) for r in taken] == [(first.id, 1, {"user": "u1"})]
-    taken = await work(store, "u1", "p1", epoch)
-    # The one taken already is not taken again by the same worker; the next is.
-    assert [r.task_id for r in taken] == [second.id]
-    assert await work(store, "u1", "p1", epoch) == []
+    # Taken again until answered (its reply may have been fenced off), but when skipped.
+    assert [r.task_id for r in await work(store, "u1", "p1", epoch)] == [first.id, second.id]
+    head = taken[0].id
+    (after,) = await work(store, "u1", "p1", epoch, skip=(head,))
+    assert after.task_id == second.id
+    assert await work(store, "u1", "p1", epoch, skip=(head, after.id)) == []
+    # A taken step no longer waits in its key's backlog.
     assert {k: n for k, (n, _) in (await store.key_backlogs(AGENT)).items()} == {"u2": 1}
 
 
@@ -127,3 +142,20 @@ async def test_a_reply_for_a_superseded_attempt_or_a_queued_one_is_written_as_re
         True,
         [False],
     )
+
+
+async def test_no_step_is_taken_while_a_transaction_queues_requests_of_its_key(
+    backend: Backend, stores: Stores, store: Store
+) -> None:
+    if backend.name == "sqlite":
+        pytest.skip("SQLite has one writer at a time: no request is being queued meanwhile")
+    task = await claimed_task(store, locked_by="s1")
+    await started(store, task, "u1")
+    epoch = await own(store, "u1", "p1")
+    lock = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
+    async with await psycopg.AsyncConnection.connect(stores.url) as queueing:
+        # Another transaction draws ids for the key's requests: a lower one may yet commit.
+        await queueing.execute(lock, (key_lock(AGENT, "u1"),))
+        assert await work(store, "u1", "p1", epoch) == []
+        await queueing.execute("SELECT pg_advisory_unlock_all()")
+    assert [r.task_id for r in await work(store, "u1", "p1", epoch)] == [task.id]

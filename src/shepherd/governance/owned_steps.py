@@ -90,14 +90,18 @@ class OwnedSteps:
 
     async def serve(
         self, spec: Agent, key: str, epoch: int, state: JsonValue, requests: list[Request]
-    ) -> tuple[bool, JsonValue]:
-        """Handle `requests` of `key` (one, or a batch) and reply; whether the key is still
-        owned, and its owner state now."""
+    ) -> tuple[bool, JsonValue, bool]:
+        """Handle `requests` of `key` (one, or a batch) and reply.
+
+        Returns whether the key is still owned, its owner state now, and
+        whether the handling ended without a reply (the owner does not take
+        these requests again: the supervisor sees their complete_by pass).
+        """
         shared = copy.deepcopy(state)
         calls = [_agent_request(r, key, epoch, shared) for r in requests]
         outcome = await self._handle(spec, requests, calls)
         if outcome is None:
-            return True, state
+            return True, state, True
         new_state = next(
             (c.owner_state for c in reversed(calls) if c.owner_state is not shared), shared
         )
@@ -114,13 +118,13 @@ class OwnedSteps:
         kept = new_state if new_state != state else NO_STATE
         owned = await self._reply(spec, key, epoch, replies, kept)
         if owned is None:
-            return True, state
+            return True, state, True
         if not owned:
             log.warning(
                 "%s: key %r moved to another owner; its replies were refused", spec.name, key
             )
-            return False, state
-        return True, new_state
+            return False, state, True
+        return True, new_state, False
 
     async def _reply(
         self,

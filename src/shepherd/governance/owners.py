@@ -57,6 +57,10 @@ log = logging.getLogger("shepherd.agents.owners")
 GaveUp = Callable[["CallRequest"], None]
 
 
+#: The most step requests a key's loop remembers it handled without a reply.
+MAX_UNANSWERED = 1000
+
+
 def owner_of(instance: str) -> str:
     """The owner name of the process `instance` in key leases."""
     return f"{instance}/o"
@@ -265,6 +269,8 @@ class OwnerServer:
         #: The key's backlog as the last answers read it, and the wake-up event
         #: taken before them: while no call has rung it, that backlog is current.
         flushed: tuple[asyncio.Event, tuple[int, datetime | None]] | None = None
+        #: The key's step requests this loop handled without a reply: not taken again.
+        unanswered: set[int] = set()
         while True:
             given_up: list[CallRequest] = []
             if not taken:
@@ -287,6 +293,7 @@ class OwnerServer:
                         epoch=epoch,
                         worker=self.steps.worker,
                         limit=limit,
+                        skip=sorted(unanswered),
                     )
                 except StoreUnavailableError as exc:
                     await self.outage.pause(exc)
@@ -296,11 +303,15 @@ class OwnerServer:
                     fresh = True
                     self._busy.add((agent, key))
                     try:
-                        owned, state = await self.steps.serve(spec, key, epoch, state, steps)
+                        owned, state, left = await self.steps.serve(spec, key, epoch, state, steps)
                     finally:
                         self._busy.discard((agent, key))
                     if not owned:
                         return
+                    if left:
+                        unanswered.update(r.id for r in steps)
+                        if len(unanswered) > MAX_UNANSWERED:  # the oldest have expired by now
+                            unanswered = set(sorted(unanswered)[-MAX_UNANSWERED:])
                     continue
                 self._gave_up(agent, given_up)
                 if not taken:

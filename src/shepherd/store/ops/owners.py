@@ -172,12 +172,15 @@ class TakeKeyWork(Write[tuple[list[Request], list[CallRequest], list[CallRequest
 
     Fenced: ([], [], []) unless `owner` holds the key's live lease at `epoch`.
     Steps: up to `limit` unexpired requests of steps queued for the key, in the
-    order they were queued, leased to `worker` (the owner process's agent
-    worker name) until their complete_by; a request taken by another worker
-    before (an earlier owner) is taken again, one `worker` took already is not
-    (its handling ended without a reply: the supervisor sees its complete_by
-    pass). Only when no step is taken, the key's calls, as `TakeKeyCalls`
-    takes them. Returns (steps, calls taken, calls given up).
+    order they were queued, but those in `skip` (the owner's handlings of them
+    ended without a reply: the supervisor sees their complete_by pass), leased
+    to `worker` (the owner process's agent worker name) until their
+    complete_by; a request taken before (by an earlier owner, or by this one
+    before its reply was fenced off) is taken again. A step is never taken
+    before one queued earlier: while another transaction is queueing requests
+    of the key (PostgreSQL), none is taken (the queueing rings `signals.CALLS`
+    as it commits). Only when no step is taken, the key's calls, as
+    `TakeKeyCalls` takes them. Returns (steps, calls taken, calls given up).
     """
 
     agent: str
@@ -187,6 +190,8 @@ class TakeKeyWork(Write[tuple[list[Request], list[CallRequest], list[CallRequest
     epoch: int
     worker: str
     limit: int
+    #: Queue ids of the key's requests not to take.
+    skip: Sequence[int] = ()
 
 
 @operation

@@ -21,6 +21,7 @@ from shepherd.store.postgres.batch import Later
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.rows import columns, limit_of
 from shepherd.store.postgres.tasks import send_lock_owners
+from shepherd.store.sql.owned_steps import key_lock
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
@@ -98,6 +99,14 @@ _INSERT_TAKEN = (
 _PAYLOAD = 6
 _COMPLETE_BY = 7
 _OWNER_KEY = 13
+_AGENT = 0
+# Each key's transaction-long lock, in the (sorted) order given: see `key_lock`.
+_LOCK_KEYS = "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%b::text[]) AS k"
+
+
+def key_locks(rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """The lock names of the owner keys of request `rows`, sorted (none for unkeyed ones)."""
+    return sorted({key_lock(r[_AGENT], r[_OWNER_KEY]) for r in rows if r[_OWNER_KEY] is not None})
 
 
 @phased(StartStep)
@@ -133,9 +142,14 @@ async def _start(batch: PostgresBatch, ops: Sequence[StartStep], owners: Owners)
             params = [(*row, now) for row in plan.steps]
             await batch.conn.cursor().executemany(_UPSERT_STEP, params)
     if plan.requests:
+        keys = key_locks(plan.requests)
+        if keys:
+            # A key's requests are queued one transaction at a time, so that their ids
+            # rise in the order they commit: its owner never sees a later one first.
+            await batch.send(_LOCK_KEYS, (keys,))
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
-        if any(row[_OWNER_KEY] is not None for row in plan.requests):
+        if keys:
             batch.rings.add(ch.CALLS)  # a key's owner looks at its key's calls and steps
     out: list[object] = [*plan.out]
     for index, row, start in plan.handed:

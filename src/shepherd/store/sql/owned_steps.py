@@ -22,14 +22,29 @@ if TYPE_CHECKING:
     from shepherd.store.ops import TakeKeyWork
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["key_calls_after", "take_key_steps", "work_taken"]
+__all__ = ["key_calls_after", "key_lock", "take_key_steps", "work_taken"]
 
-# (agent, key, now, worker, limit): a key's unexpired step requests, in the order
-# queued, but those this worker took already (their handling ended unanswered).
-# coalesce(): see UNINDEXED_OWNER in postgres/rows.py.
+
+def key_lock(agent: str, key: str) -> str:
+    """The name of the lock a key's queueing of requests holds (PostgreSQL)."""
+    return f"shepherd.requests/{agent}/{key}"
+
+
+# PostgreSQL: whether no other transaction is queueing requests of the key now (each
+# holds the key's lock from before its ids are drawn until it commits, see
+# postgres/steps.py; the lock is let go at once). Then every request of the key
+# with a lower id than one seen next has committed: none can appear later before
+# it. Never waits: a take that waited here in a batch holding another key's lock
+# could deadlock with a queueing of that key waiting for this one's.
+_NONE_QUEUEING = (
+    "WITH held AS MATERIALIZED (SELECT h, pg_try_advisory_lock_shared(h) AS got FROM "
+    "(SELECT hashtextextended(?, 0) AS h) AS k) "
+    "SELECT got, CASE WHEN got THEN pg_advisory_unlock_shared(h) END FROM held"
+)
+# (agent, key, now, limit): a key's unexpired step requests, in the order queued.
 _OF_KEY = (
     "SELECT id FROM requests WHERE agent = ? AND owner_key = ? AND complete_by > ? "
-    "AND coalesce(taken_by, '') <> ? ORDER BY id LIMIT ?{for_update}"
+    "ORDER BY id LIMIT ?{for_update}"
 )
 # (worker, ids): leased to the owner's worker until their complete_by.
 _TAKE = (
@@ -46,11 +61,19 @@ def take_key_steps(batch: Writing, ops: Sequence[TakeKeyWork]) -> Plan[list[list
         if op.limit <= 0 or not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
             out.append([])
             continue
-        found = yield from one(d.sql(_OF_KEY), (op.agent, op.key, batch.now, op.worker, op.limit))
-        if not found:
+        if d.name == "postgres":
+            ((free, _),) = yield from one(d.sql(_NONE_QUEUEING), (key_lock(op.agent, op.key),))
+            if not free:  # its commit rings CALLS: the owner looks again then
+                out.append([])
+                continue
+        skip = set(op.skip)
+        # Enough rows that `limit` of them are not skipped.
+        params = (op.agent, op.key, batch.now, op.limit + len(skip))
+        ids = [row[0] for row in (yield from one(d.sql(_OF_KEY), params)) if row[0] not in skip]
+        if not ids:
             out.append([])
             continue
-        sql, listed = d.listed(_TAKE, [row[0] for row in found], "bigint")
+        sql, listed = d.listed(_TAKE, ids[: op.limit], "bigint")
         rows = yield from one(sql, (op.worker, *listed))
         requests = [d.records.request(row) for row in rows]
         requests.sort(key=lambda r: r.id)  # RETURNING's order is not promised
