@@ -4,6 +4,7 @@ queued, and replied as every step is, fenced by the owner's lease, with its owne
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from shepherd.core.records import Reply
 from shepherd.core.states import StepState
 from shepherd.store.ops import ReplyAndAck
 from shepherd.store.sql.owned_steps import key_lock
+from shepherd.testing import wait_until
 from support.factories import claimed_task, step_start, submitted_task
 
 if TYPE_CHECKING:
@@ -144,18 +146,28 @@ async def test_a_reply_for_a_superseded_attempt_or_a_queued_one_is_written_as_re
     )
 
 
-async def test_no_step_is_taken_while_a_transaction_queues_requests_of_its_key(
+async def test_a_keys_requests_are_queued_one_transaction_at_a_time(
     backend: Backend, stores: Stores, store: Store
 ) -> None:
     if backend.name == "sqlite":
-        pytest.skip("SQLite has one writer at a time: no request is being queued meanwhile")
+        pytest.skip("SQLite has one writer at a time: its transactions queue one at a time")
     task = await claimed_task(store, locked_by="s1")
-    await started(store, task, "u1")
-    epoch = await own(store, "u1", "p1")
-    lock = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
+    lock = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+    waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
     async with await psycopg.AsyncConnection.connect(stores.url) as queueing:
-        # Another transaction draws ids for the key's requests: a lower one may yet commit.
+        # Another transaction queueing requests of the key holds its lock until it ends:
+        # a queueing of the key waits, so that its ids cannot commit out of order.
         await queueing.execute(lock, (key_lock(AGENT, "u1"),))
-        assert await work(store, "u1", "p1", epoch) == []
-        await queueing.execute("SELECT pg_advisory_unlock_all()")
+        start = asyncio.create_task(started(store, task, "u1"))
+
+        async def blocked() -> bool:
+            async with await psycopg.AsyncConnection.connect(stores.url) as look:
+                (n,) = await (await look.execute(waiting)).fetchone() or (0,)
+                return bool(n)
+
+        await wait_until(blocked, timeout=10.0, message="the queueing did not wait")
+        assert not start.done()
+        await queueing.commit()
+        await start
+    epoch = await own(store, "u1", "p1")
     assert [r.task_id for r in await work(store, "u1", "p1", epoch)] == [task.id]

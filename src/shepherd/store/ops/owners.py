@@ -177,10 +177,9 @@ class TakeKeyWork(Write[tuple[list[Request], list[CallRequest], list[CallRequest
     to `worker` (the owner process's agent worker name) until their
     complete_by; a request taken before (by an earlier owner, or by this one
     before its reply was fenced off) is taken again. A step is never taken
-    before one queued earlier: while another transaction is queueing requests
-    of the key (PostgreSQL), none is taken (the queueing rings `signals.CALLS`
-    as it commits). Only when no step is taken, the key's calls, as
-    `TakeKeyCalls` takes them. Returns (steps, calls taken, calls given up).
+    before one of its key queued earlier (`start_step` queues a key's requests
+    one transaction at a time). Only when no step is taken, the key's calls,
+    as `TakeKeyCalls` takes them. Returns (steps, calls taken, calls given up).
     """
 
     agent: str

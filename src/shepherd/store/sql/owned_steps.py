@@ -3,7 +3,8 @@
 A step that calls an exclusive agent queues its request with its owning key
 (`requests.owner_key`); only the key's owner takes it, fenced by its lease at
 its epoch as a take of the key's calls is, and in the order the key's requests
-were queued. Its reply is written by `ReplyAndAck`'s own handler, inside the
+were queued (PostgreSQL queues a key's requests one transaction at a time:
+`key_lock`). Its reply is written by `ReplyAndAck`'s own handler, inside the
 owner's fenced transaction (each backend's `owned_steps` module).
 """
 
@@ -26,21 +27,16 @@ __all__ = ["key_calls_after", "key_lock", "take_key_steps", "work_taken"]
 
 
 def key_lock(agent: str, key: str) -> str:
-    """The name of the lock a key's queueing of requests holds (PostgreSQL)."""
+    """The name of the lock a transaction queueing requests of a key holds (PostgreSQL).
+
+    Held from before the requests' ids are drawn until the commit, it queues a
+    key's requests one transaction at a time: their ids rise in the order they
+    commit, so any snapshot sees a key's requests as a prefix in id order, and
+    its owner never takes a later one before an earlier one.
+    """
     return f"shepherd.requests/{agent}/{key}"
 
 
-# PostgreSQL: whether no other transaction is queueing requests of the key now (each
-# holds the key's lock from before its ids are drawn until it commits, see
-# postgres/steps.py; the lock is let go at once). Then every request of the key
-# with a lower id than one seen next has committed: none can appear later before
-# it. Never waits: a take that waited here in a batch holding another key's lock
-# could deadlock with a queueing of that key waiting for this one's.
-_NONE_QUEUEING = (
-    "WITH held AS MATERIALIZED (SELECT h, pg_try_advisory_lock_shared(h) AS got FROM "
-    "(SELECT hashtextextended(?, 0) AS h) AS k) "
-    "SELECT got, CASE WHEN got THEN pg_advisory_unlock_shared(h) END FROM held"
-)
 # (agent, key, now, limit): a key's unexpired step requests, in the order queued.
 _OF_KEY = (
     "SELECT id FROM requests WHERE agent = ? AND owner_key = ? AND complete_by > ? "
@@ -61,11 +57,6 @@ def take_key_steps(batch: Writing, ops: Sequence[TakeKeyWork]) -> Plan[list[list
         if op.limit <= 0 or not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
             out.append([])
             continue
-        if d.name == "postgres":
-            ((free, _),) = yield from one(d.sql(_NONE_QUEUEING), (key_lock(op.agent, op.key),))
-            if not free:  # its commit rings CALLS: the owner looks again then
-                out.append([])
-                continue
         skip = set(op.skip)
         # Enough rows that `limit` of them are not skipped.
         params = (op.agent, op.key, batch.now, op.limit + len(skip))
