@@ -48,10 +48,16 @@ async def work(
     *,
     worker: str = "p1/a",
     limit: int = 10,
-    skip: tuple[int, ...] = (),
+    skip: tuple[Request, ...] = (),
 ) -> list[Request]:
     steps, calls, given_up = await store.take_key_work(
-        AGENT, key, owner=owner, epoch=epoch, worker=worker, limit=limit, skip=skip
+        AGENT,
+        key,
+        owner=owner,
+        epoch=epoch,
+        worker=worker,
+        limit=limit,
+        skip=[(r.id, r.task_id, r.seq, r.attempt) for r in skip],
     )
     assert (calls, given_up) == ([], [])
     return steps
@@ -81,10 +87,12 @@ async def test_a_keys_steps_are_taken_by_its_owner_alone_in_the_order_queued(
     assert [(r.task_id, r.seq, r.payload) for r in taken] == [(first.id, 1, {"user": "u1"})]
     # Taken again until answered (its reply may have been fenced off), but when skipped.
     assert [r.task_id for r in await work(store, "u1", "p1", epoch)] == [first.id, second.id]
-    head = taken[0].id
+    head = taken[0]
     (after,) = await work(store, "u1", "p1", epoch, skip=(head,))
     assert after.task_id == second.id
-    assert await work(store, "u1", "p1", epoch, skip=(head, after.id)) == []
+    assert await work(store, "u1", "p1", epoch, skip=(head, after)) == []
+    # A request with a skipped one's id but another step or attempt is another request.
+    assert await work(store, "u1", "p1", epoch, skip=(replace(head, attempt=2), after)) == [head]
     # A taken step no longer waits in its key's backlog.
     assert {k: n for k, (n, _) in (await store.key_backlogs(AGENT)).items()} == {"u2": 1}
 

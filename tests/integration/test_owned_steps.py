@@ -173,3 +173,32 @@ async def test_a_step_to_an_exclusive_agent_with_an_entity_is_refused_not_ignore
 
     assert "agent 'ledger' is exclusive" in result["refused"]
     assert "entity= is refused rather than ignored" in result["refused"]
+
+
+async def test_a_step_through_an_owner_keeps_its_window_and_is_retried_by_the_supervisor(
+    app: App,
+) -> None:
+    attempts: list[int] = []
+
+    @app.agent("ledger", exclusive_by="user")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        attempts.append(request.attempt)
+        if request.attempt == 1:
+            await asyncio.Event().wait()  # hangs past the step's window
+        return {"attempt": request.attempt}
+
+    @app.workflow("order", max_failures=3)
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data, within=0.5)
+
+    async with app, app.running(["scheduler", "agent", "supervisor"]):
+        task_id = await app.submit("order", {"user": "u"})
+        result = await app.result(task_id, timeout=PATIENCE)
+        task = await app.store.get_task(task_id)
+        kinds = [e.kind for e in await app.store.task_events(task_id)]
+
+    assert result == {"attempt": 2}
+    assert attempts == [1, 2]
+    assert task is not None
+    assert task.failure_count == 1  # the step's window passed: the step's rule, not a call's
+    assert "step_timed_out" in kinds

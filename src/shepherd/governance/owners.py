@@ -270,7 +270,7 @@ class OwnerServer:
         #: taken before them: while no call has rung it, that backlog is current.
         flushed: tuple[asyncio.Event, tuple[int, datetime | None]] | None = None
         #: The key's step requests this loop handled without a reply: not taken again.
-        unanswered: set[int] = set()
+        unanswered: set[tuple[int, str, int, int]] = set()
         while True:
             given_up: list[CallRequest] = []
             if not taken:
@@ -309,7 +309,7 @@ class OwnerServer:
                     if not owned:
                         return
                     if left:
-                        unanswered.update(r.id for r in steps)
+                        unanswered.update((r.id, r.task_id, r.seq, r.attempt) for r in steps)
                         if len(unanswered) > MAX_UNANSWERED:  # the oldest have expired by now
                             unanswered = set(sorted(unanswered)[-MAX_UNANSWERED:])
                     continue

@@ -189,8 +189,9 @@ class TakeKeyWork(Write[tuple[list[Request], list[CallRequest], list[CallRequest
     epoch: int
     worker: str
     limit: int
-    #: Queue ids of the key's requests not to take.
-    skip: Sequence[int] = ()
+    #: The key's requests not to take, each as (id, task_id, seq, attempt): SQLite
+    #: gives a deleted request's id to the next one queued.
+    skip: Sequence[tuple[int, str, int, int]] = ()
 
 
 @operation

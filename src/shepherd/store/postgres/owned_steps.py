@@ -25,11 +25,7 @@ __all__: list[str] = []
 @WRITES.handles(TakeKeyWork)
 async def take_key_work(batch: PostgresBatch, ops: Sequence[TakeKeyWork]) -> list[object]:
     """Each owner's next steps of its key, else its next calls (fenced by the key's lease)."""
-    steps = await batch.run(owned_steps.take_key_steps(batch, ops))
-    rest = owned_steps.key_calls_after(ops, steps)
-    return owned_steps.work_taken(
-        steps, await batch.run(calls.take_key_calls(batch, rest)) if rest else []
-    )
+    return await batch.run(owned_steps.take_key_work(batch, ops))
 
 
 @WRITES.handles(ReplyOwned)

@@ -44,6 +44,7 @@ __all__ = [
     "answer_owned",
     "get_answers",
     "key_backlogs",
+    "key_calls",
     "owns",
     "purge_calls",
     "send_call",
@@ -219,15 +220,19 @@ def owns(batch: Writing, agent: str, key: str, owner: str, epoch: int) -> Plan[b
 
 def take_key_calls(batch: Writing, ops: Sequence[TakeKeyCalls]) -> Plan[list[object]]:
     """Take the next calls of each operation's key, for its owner at its epoch."""
-    d = batch.dialect
     out: list[object] = []
     for op in ops:
         if op.limit <= 0 or not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
             out.append(([], []))
             continue
-        found = yield from one(d.sql(_OF_KEY), (op.agent, op.key, batch.now, op.limit))
-        out.append((yield from _take(batch, found, op.owner)))
+        out.append((yield from key_calls(batch, op.agent, op.key, op.owner, op.limit)))
     return out
+
+
+def key_calls(batch: Writing, agent: str, key: str, owner: str, limit: int) -> Plan[Taken]:
+    """Take the next `limit` calls of a key for its owner (whose fence is checked already)."""
+    found = yield from one(batch.dialect.sql(_OF_KEY), (agent, key, batch.now, limit))
+    return (yield from _take(batch, found, owner))
 
 
 def answer_owned(batch: Writing, ops: Sequence[AnswerOwned]) -> Plan[list[object]]:

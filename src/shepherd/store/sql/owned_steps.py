@@ -11,19 +11,17 @@ owner's fenced transaction (each backend's `owned_steps` module).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from shepherd.store.ops import TakeKeyCalls
 from shepherd.store.rows import REQUEST_COLUMNS
-from shepherd.store.sql.calls import owns
+from shepherd.store.sql.calls import key_calls, owns
 from shepherd.store.sql.plan import one
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Request
     from shepherd.store.ops import TakeKeyWork
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["key_calls_after", "key_lock", "take_key_steps", "work_taken"]
+__all__ = ["key_lock", "take_key_work"]
 
 
 def key_lock(agent: str, key: str) -> str:
@@ -39,7 +37,8 @@ def key_lock(agent: str, key: str) -> str:
 
 # (agent, key, now, limit): a key's unexpired step requests, in the order queued.
 _OF_KEY = (
-    "SELECT id FROM requests WHERE agent = ? AND owner_key = ? AND complete_by > ? "
+    "SELECT id, task_id, seq, attempt FROM requests WHERE agent = ? AND owner_key = ? "
+    "AND complete_by > ? "
     "ORDER BY id LIMIT ?{for_update}"
 )
 # (worker, ids): leased to the owner's worker until their complete_by.
@@ -49,47 +48,29 @@ _TAKE = (
 )
 
 
-def take_key_steps(batch: Writing, ops: Sequence[TakeKeyWork]) -> Plan[list[list[Request]]]:
-    """The step requests each operation's owner takes of its key (none if not its owner)."""
+def take_key_work(batch: Writing, ops: Sequence[TakeKeyWork]) -> Plan[list[object]]:
+    """Each owner's next steps of its key, else its next calls: (steps, calls, given up).
+
+    The owner's fence is checked once; nothing is taken for a stale owner.
+    """
     d = batch.dialect
-    out: list[list[Request]] = []
+    out: list[object] = []
     for op in ops:
         if op.limit <= 0 or not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
-            out.append([])
+            out.append(([], [], []))
             continue
         skip = set(op.skip)
         # Enough rows that `limit` of them are not skipped.
         params = (op.agent, op.key, batch.now, op.limit + len(skip))
-        ids = [row[0] for row in (yield from one(d.sql(_OF_KEY), params)) if row[0] not in skip]
+        rows = yield from one(d.sql(_OF_KEY), params)
+        ids = [row[0] for row in rows if (row[0], row[1], row[2], row[3]) not in skip]
         if not ids:
-            out.append([])
+            calls, given_up = yield from key_calls(batch, op.agent, op.key, op.owner, op.limit)
+            out.append(([], calls, given_up))
             continue
         sql, listed = d.listed(_TAKE, ids[: op.limit], "bigint")
-        rows = yield from one(sql, (op.worker, *listed))
-        requests = [d.records.request(row) for row in rows]
+        taken = yield from one(sql, (op.worker, *listed))
+        requests = [d.records.request(row) for row in taken]
         requests.sort(key=lambda r: r.id)  # RETURNING's order is not promised
-        out.append(requests)
-    return out
-
-
-def key_calls_after(
-    ops: Sequence[TakeKeyWork], steps: Sequence[list[Request]]
-) -> list[TakeKeyCalls]:
-    """The takes of calls for the operations that took no step (in order)."""
-    return [
-        TakeKeyCalls(op.agent, op.key, owner=op.owner, epoch=op.epoch, limit=op.limit)
-        for op, taken in zip(ops, steps, strict=True)
-        if not taken
-    ]
-
-
-def work_taken(steps: Sequence[list[Request]], calls: Sequence[object]) -> list[object]:
-    """Each operation's (steps, calls taken, calls given up): its steps, else its calls' take."""
-    taken_calls = iter(calls)
-    out: list[object] = []
-    for taken in steps:
-        if taken:
-            out.append((taken, [], []))
-        else:
-            out.append(([], *cast("tuple[object, object]", next(taken_calls))))
+        out.append((requests, [], []))
     return out

@@ -24,11 +24,7 @@ __all__: list[str] = []
 @WRITES.handles(TakeKeyWork)
 def take_key_work(batch: SqliteBatch, ops: Sequence[TakeKeyWork]) -> list[object]:
     """Each owner's next steps of its key, else its next calls (fenced by the key's lease)."""
-    steps = batch.run(owned_steps.take_key_steps(batch, ops))
-    rest = owned_steps.key_calls_after(ops, steps)
-    return owned_steps.work_taken(
-        steps, batch.run(calls.take_key_calls(batch, rest)) if rest else []
-    )
+    return batch.run(owned_steps.take_key_work(batch, ops))
 
 
 @WRITES.handles(ReplyOwned)
