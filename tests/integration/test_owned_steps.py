@@ -202,3 +202,31 @@ async def test_a_step_through_an_owner_keeps_its_window_and_is_retried_by_the_su
     assert task is not None
     assert task.failure_count == 1  # the step's window passed: the step's rule, not a call's
     assert "step_timed_out" in kinds
+
+
+async def test_a_step_through_an_owner_may_beat_and_run_an_effect_once(app: App) -> None:
+    effects: list[str] = []
+
+    @app.agent("ledger", exclusive_by="user")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        before = request.complete_by
+        after = await request.heartbeat()
+
+        async def charge() -> JsonValue:
+            effects.append(request.task_id)
+            return {"charged": request.payload["amount"]}
+
+        first = await request.once(charge, name="charge")
+        again = await request.once(charge, name="charge")
+        return {"moved": after >= before, "first": first, "again": again}
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data)
+
+    async with app, app.running(["scheduler", "agent", "supervisor"]):
+        task_id = await app.submit("order", {"user": "u", "amount": 5})
+        result = await app.result(task_id, timeout=PATIENCE)
+
+    assert result == {"moved": True, "first": {"charged": 5}, "again": {"charged": 5}}
+    assert effects == [task_id]

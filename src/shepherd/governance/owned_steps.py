@@ -27,6 +27,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast, final
 
+from shepherd.agents.helpers import WorkerHelpers
 from shepherd.agents.request import AgentRequest
 from shepherd.core.batching import BATCH_ERROR
 from shepherd.core.events import EventKind
@@ -87,6 +88,9 @@ class OwnedSteps:
         #: holds is recorded in the reply's own transaction and handed to it.
         self.recorder: Recorder | None = None
         self.replied = 0
+        #: `request.heartbeat()` and `request.once()`, as an agent worker lends them
+        #: (the owner's takes lease the requests to `worker`).
+        self.helpers = WorkerHelpers(store, worker=worker)
 
     async def serve(
         self, spec: Agent, key: str, epoch: int, state: JsonValue, requests: list[Request]
@@ -98,7 +102,7 @@ class OwnedSteps:
         these requests again: the supervisor sees their complete_by pass).
         """
         shared = copy.deepcopy(state)
-        calls = [_agent_request(r, key, epoch, shared) for r in requests]
+        calls = [_agent_request(r, key, epoch, shared, self.helpers) for r in requests]
         outcome = await self._handle(spec, requests, calls)
         if outcome is None:
             return True, state, True
@@ -191,7 +195,9 @@ class OwnedSteps:
         )
         decision: Next = handling.start()
         try:
-            async with self.clock.deadline(deadline, now=now):
+            async with self.clock.deadline(deadline, now=now) as scope:
+                if len(requests) == 1:  # a heartbeat moves the handling's deadline too
+                    self.helpers.scopes[first.id] = scope
                 while True:
                     if decision is Phase.TRY:
                         try:
@@ -226,6 +232,8 @@ class OwnedSteps:
                     break
         except TimeoutError:
             decision = handling.expired()
+        finally:
+            self.helpers.scopes.pop(first.id, None)
         if isinstance(decision, ReplyError):
             if decision.bug:
                 log.error("%s: unexpected %s; the step fails as a bug", label, decision.error)
@@ -265,7 +273,9 @@ class OwnedSteps:
                 log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
 
 
-def _agent_request(request: Request, key: str, epoch: int, state: JsonValue) -> AgentRequest:
+def _agent_request(
+    request: Request, key: str, epoch: int, state: JsonValue, helpers: WorkerHelpers
+) -> AgentRequest:
     """What the handler of an owned step receives: the step's request, with its key's owner."""
     return AgentRequest(
         payload=request.payload,
@@ -280,6 +290,7 @@ def _agent_request(request: Request, key: str, epoch: int, state: JsonValue) -> 
         owner_key=key,
         owner_epoch=epoch,
         owner_state=state,
+        _helpers=helpers,
         _source=request,
     )
 
