@@ -216,7 +216,7 @@ class OwnedSteps:
                             decision = handling.failed(
                                 exc,
                                 classify(exc),
-                                retry_after=None,
+                                retry_after=_retry_after(exc),
                                 now=self.store.now(),
                                 complete_by=deadline,
                                 rng=self.rng,
@@ -326,3 +326,9 @@ def _runner(spec: Agent, calls: list[AgentRequest]) -> Callable[[], Awaitable[li
         return results
 
     return many
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The delay the service asked for (`TransientError(retry_after=...)`), if any."""
+    value = getattr(exc, "retry_after", None)
+    return float(value) if isinstance(value, int | float) else None
