@@ -122,7 +122,9 @@ EXCLUSIVE_UNDO = (
 
 def exclusive_undos(workflows: Iterable[WorkflowSpec], exclusive: Collection[str]) -> list[str]:
     """For each literal `undo=` naming one of the `exclusive` agents: what is wrong, and where."""
-    found = []
+    found: list[str] = []
+    if not exclusive:  # nothing to look for: the sources are not read twice
+        return found
     for spec in workflows:
         for call, where in _scan(spec.fn):
             if call.undo and call.agent in exclusive:
