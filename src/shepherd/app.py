@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Unpack, final
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, final
 
 from shepherd.agents import Handler
 from shepherd.alerts import Alert, AlertSink, Deliveries, sink_from_spec
@@ -22,7 +23,8 @@ from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
 from shepherd.governance.resolver import Resolver, StaticResolver, StoreResolver
 from shepherd.metrics import Metrics
-from shepherd.operations import Operations, TaskFilters
+from shepherd.operations import Operations
+from shepherd.operator_methods import OperatorMethods
 from shepherd.registration import Registrations, call_plan
 from shepherd.scheduler import Workflow
 from shepherd.submission import Submission, new_task, new_tasks, submit_all, submit_one
@@ -31,17 +33,16 @@ from shepherd.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from shepherd.core.alerts import StoredAlert
-    from shepherd.core.moves import PartitionMove
     from shepherd.core.records import CallRequest, Event, JsonValue, Task
     from shepherd.store.contract import Store
-    from shepherd.submission import Timing
 
 log = logging.getLogger("shepherd")
 
 
 @final
-class App(Registrations):
-    """A shepherd application: it registers (`Registrations`) and runs."""
+class App(Registrations, OperatorMethods):
+    """A shepherd application: it registers (`Registrations`), reads and acts on its
+    tasks as an operator does (`OperatorMethods`), and runs."""
 
     def __init__(
         self,
@@ -160,7 +161,9 @@ class App(Registrations):
         key: str | None = None,
         reply_to: str | None = None,
         connection: object | None = None,
-        **timing: Unpack[Timing],
+        delay: float | None = None,
+        not_before: datetime | None = None,
+        deadline: float | None = None,
     ) -> str:
         """Submit a task; return its id. A repeated `key` returns the existing task's id.
 
@@ -176,8 +179,11 @@ class App(Registrations):
                 task is written in YOUR transaction: it exists if and only if you
                 commit (docs/howto/transactional-submit.md); until then, no role
                 sees it and event readers (`events`) see no newer event.
-            timing: `delay`, `not_before`, `deadline`: when it may start, by when it must
-                end (`submission.Timing`; docs/howto/delayed-tasks.md, deadlines.md).
+            delay: Seconds from now, on the store's clock, before it may start (the
+                task is stored at once; docs/howto/delayed-tasks.md).
+            not_before: Or the aware datetime before which it may not start.
+            deadline: Seconds it has to end once due, else it is cancelled with the
+                reason `deadline passed` (default: the workflow's; deadlines.md).
 
         Raises:
             UnknownWorkflowError: No workflow of that name is registered.
@@ -185,12 +191,22 @@ class App(Registrations):
                 a str a store can keep (not valid UTF-8, or holding a NUL); raised
                 before the store (or, with `connection`, your transaction) is touched.
             ConfigError: `connection` was given but the store is not PostgreSQL,
-                or the connection has no usable transaction; or `timing` is refused.
+                or the connection has no usable transaction; or `delay`,
+                `not_before` or `deadline` is refused (the message names it).
             CommitUnknownError: The store was lost while the submit committed: the
                 task may or may not exist (the message says whether a retry is safe).
             StoreUnavailableError: The store cannot be reached; nothing was written.
         """
-        task = new_task(self.workflows, workflow, data, key=key, reply_to=reply_to, **timing)
+        task = new_task(
+            self.workflows,
+            workflow,
+            data,
+            key=key,
+            reply_to=reply_to,
+            delay=delay,
+            not_before=not_before,
+            deadline=deadline,
+        )
         await self.open()
         return await submit_one(self.store, task, connection)
 
@@ -289,71 +305,6 @@ class App(Registrations):
         poll = self.settings.poll_interval
         async for event in follow_events(self.store, reply_to, after_id=after_id, poll=poll):
             yield event
-
-    # -- a task's reads and the operator's actions (`operations` has them all) --
-    async def get_task(self, task_id: str) -> Task:
-        """The task with its steps (UnknownTaskError: none, or purged, as it says)."""
-        return await self.operations.get_task(task_id)
-
-    async def list_tasks(self, *, limit: int = 100, **filters: Unpack[TaskFilters]) -> list[Task]:
-        """Tasks, newest first, without steps, matching every filter (`Operations.list_tasks`)."""
-        return await self.operations.list_tasks(limit=limit, **filters)
-
-    async def history(self, task_id: str) -> list[Event]:
-        """A task's events, oldest first."""
-        return await self.operations.history(task_id)
-
-    async def retry(
-        self,
-        task_id: str,
-        *,
-        seq: int | None = None,
-        payload: JsonValue = None,
-        by: str | None = None,
-    ) -> Task:
-        """Put an `error` task back to work from its failed step, or step `seq` (`by`: who)."""
-        return await self.operations.retry(task_id, seq=seq, payload=payload, by=by)
-
-    async def move_partition(
-        self,
-        partition: str,
-        resource: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - when it passes the move is made, nothing is cancelled
-        now: bool = False,
-    ) -> PartitionMove:
-        """Put `partition` on `resource` after draining it (`shepherd partitions move`).
-
-        Steps that would start for its entities meanwhile wait (neither failed
-        nor charged); once the steps in flight on its resource have ended, it
-        moves. `timeout`: seconds to wait at most, then it moves anyway; `now`:
-        move at once. Either way the report lists the steps still in flight.
-        """
-        return await self.operations.drain_and_move_partition(
-            partition, resource, timeout=timeout, now=now
-        )
-
-    async def cancel(self, task_id: str, *, by: str | None = None) -> Task:
-        """Undo a task that has not ended: compensated, then `cancelled` (`by`: who)."""
-        return await self.operations.cancel(task_id, by=by)
-
-    async def alerts(
-        self,
-        *,
-        open_only: bool = False,
-        limit: int = 100,
-        task_id: str | None = None,
-        state: str | None = None,
-    ) -> list[StoredAlert]:
-        """The stored operator alerts, newest first (`Operations.alerts`; `state`: open,
-        acknowledged, resolved, or every one when None)."""
-        return await self.operations.alerts(
-            open_only=open_only, limit=limit, task_id=task_id, state=state
-        )
-
-    async def acknowledge_alert(self, alert_id: int, *, by: str) -> StoredAlert:
-        """Acknowledge a stored alert by `by`; the alert as stored (first acknowledgement)."""
-        return await self.operations.acknowledge_alert(alert_id, by=by)
 
     # -- alert delivery ----------------------------------------------------
     def raise_alert(self, task: Task, *, reason: str, failure_count: int | None = None) -> None:

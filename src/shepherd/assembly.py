@@ -243,17 +243,19 @@ class Assembly:
                     gave_up=self.alert_call,
                 )
             )
-            built.append(
-                OwnerServer(
-                    self.store,
-                    instance=self.instance,
-                    agents=exclusive,
-                    settings=self.settings,
-                    clock=self.clock,
-                    gave_up=self.alert_call,
-                    failing=self.alert_owner,
-                )
+            owners = OwnerServer(
+                self.store,
+                instance=self.instance,
+                agents=exclusive,
+                settings=self.settings,
+                clock=self.clock,
+                gave_up=self.alert_call,
+                failing=self.alert_owner,
+                worker=worker.worker,
             )
+            # Replies to steps through an owner are recorded where they are made, too.
+            owners.steps.recorder = scheduler
+            built.append(owners)
         if "supervisor" in roles:
             built.append(self.supervisor())
         return built

@@ -31,7 +31,7 @@ from shepherd.errors import (
 )
 from shepherd.governance.lifecycle import check_life_cycle
 from shepherd.scheduler import Workflow
-from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
+from shepherd.scheduler.wiring import declared_agents, describe, exclusive_undos, missing_agents
 from shepherd.store.resource_rows import checked_resource
 
 if TYPE_CHECKING:
@@ -227,6 +227,8 @@ class Registrations:
                 on_release=on_release,
                 owner_idle=owner_idle,
             )
+            if exclusive_by is not None:
+                refuse_on_exclusive(agent_name, resource=resource, breaker=breaker)
             self.agents[agent_name] = Agent(
                 name=agent_name,
                 fn=fn,
@@ -305,6 +307,9 @@ class Registrations:
         Raises:
             IncompleteAppError: Agents are missing (a ConfigError); the message names each one, where it
                 is called, and the workflow that calls it.
+            ConfigError: A workflow names an exclusive agent as an undo
+                (`ctx.call(..., undo=...)`): not supported yet; the message names
+                the agent, the workflow and why.
         """
         check_wiring(self.workflows.values(), self.agents)
 
@@ -315,10 +320,37 @@ def check_wiring(workflows: Iterable[Workflow], agents: Mapping[str, Agent]) -> 
     Raises:
         IncompleteAppError: Agents are missing; the message names each one, where
             it is called, and the workflow that calls it.
+        ConfigError: A workflow names an exclusive agent as an undo (not
+            supported yet); the message names the agent, the workflow and why.
     """
     problems = missing_agents(workflows, agents)
     if problems:
         raise IncompleteAppError(describe(problems))
+    exclusive = {name for name, spec in agents.items() if spec.exclusive_by is not None}
+    undos = exclusive_undos(workflows, exclusive)
+    if undos:
+        raise ConfigError("undo", "; ".join(undos))
+
+
+def refuse_on_exclusive(agent: str, *, resource: str | None, breaker: object) -> None:
+    """Refuse what an exclusive agent's owner does not apply yet, rather than ignore it.
+
+    Raises:
+        ConfigError: `resource` or `breaker` is given; the message names the agent.
+    """
+    if resource is not None:
+        raise ConfigError(
+            "resource",
+            f"agent {agent!r} is exclusive (exclusive_by=...): its key's owner does not hold "
+            f"slots of resource {resource!r} nor obey its rate yet; remove resource= "
+            "(a key's calls already run one at a time)",
+        )
+    if breaker is not None:
+        raise ConfigError(
+            "breaker",
+            f"agent {agent!r} is exclusive (exclusive_by=...): its key's owner does not ask "
+            "a circuit breaker yet; remove breaker=",
+        )
 
 
 def _checked_name(field: str, name: object) -> str:

@@ -38,6 +38,7 @@ def test_public_api_is_frozen() -> None:
         "OutcomeUnknownError",
         "OwnerKeyError",
         "Partition",
+        "PartitionMovingError",
         "PayloadError",
         "PermanentError",
         "ProcessState",

@@ -14,7 +14,7 @@ from shepherd.errors import OutcomeUnknownError, PayloadError, StepSupersededErr
 if TYPE_CHECKING:
     from shepherd.clock import Deadline
     from shepherd.core.records import Request
-    from shepherd.store.roles import AgentStore
+    from shepherd.store.roles import AgentStore, OwnerStore
 
 __all__ = ["WorkerHelpers", "source_of"]
 
@@ -26,11 +26,11 @@ class WorkerHelpers(StepHelpers):
     """`request.heartbeat()` and `request.once()` for the requests of one worker.
 
     Args:
-        store: The store, as an agent worker uses it.
+        store: The store, as an agent worker (or an exclusive owner) uses it.
         worker: The worker's name in the requests it takes.
     """
 
-    def __init__(self, store: AgentStore, *, worker: str) -> None:
+    def __init__(self, store: AgentStore | OwnerStore, *, worker: str) -> None:
         self.store = store
         self.worker = worker
         #: The deadline scope of each request being handled, by its queue id.

@@ -113,7 +113,8 @@ class AgentWorker:
         self.intake = Intake(
             store,
             worker=worker,
-            agents=self.agents,
+            # An exclusive agent's requests are taken by its keys' owners alone.
+            agents={n: a for n, a in self.agents.items() if a.exclusive_by is None},
             settings=settings,
             clock=clock,
             threaded=self.threaded,
@@ -159,7 +160,7 @@ class AgentWorker:
         If the renewals end (a damaged store, a bug), so does the worker, with
         their reason.
         """
-        if not self.agents:
+        if not self.intake.agents:
             await asyncio.Event().wait()
         main = asyncio.current_task()
         assert main is not None

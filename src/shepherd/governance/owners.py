@@ -5,6 +5,9 @@ At any moment at most one process owns a key, through a lease with an epoch in
 the store (`OwnerStore`), and only the owner takes the key's calls: one at a
 time, in the order they were sent, each answered together with the key's
 durable owner state in one transaction that the store fences on the epoch.
+A step that calls an exclusive agent (`ctx.call`) is one of its key's calls
+too: the owner takes a key's steps before its calls, and handles them under
+the steps' rules (`governance.owned_steps`).
 
 This process looks at the keys with waiting calls, the leases, and the live
 processes serving the agent (the worker registry), asks `core.ownership` which
@@ -36,6 +39,7 @@ from shepherd.core.ownership import NO_STATE, plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
 from shepherd.governance.lifecycle import Failing, OwnerLife, Ownership
+from shepherd.governance.owned_steps import OwnedSteps
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
@@ -56,6 +60,10 @@ log = logging.getLogger("shepherd.agents.owners")
 GaveUp = Callable[["CallRequest"], None]
 
 
+#: The most step requests a key's loop remembers it handled without a reply.
+MAX_UNANSWERED = 1000
+
+
 def owner_of(instance: str) -> str:
     """The owner name of the process `instance` in key leases."""
     return f"{instance}/o"
@@ -73,6 +81,9 @@ class OwnerServer:
         clock: What leases' renewals, deadlines and polling run on.
         gave_up: Told of each call given up (the App alerts an operator).
         failing: Told of a key whose `on_acquire` keeps failing (the App alerts).
+        worker: The name its takes of steps lease their requests to: the agent
+            worker name of this process (default `<instance>/a`), so that a
+            crash is attributed to the steps it held, as for any request.
     """
 
     def __init__(
@@ -85,6 +96,7 @@ class OwnerServer:
         clock: Clock,
         gave_up: GaveUp,
         failing: Failing | None = None,
+        worker: str | None = None,
     ) -> None:
         self.store = store
         self.owner = owner_of(instance)
@@ -111,6 +123,14 @@ class OwnerServer:
             str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
         ] = {}
         self.outage = Outage("exclusive owners", log=log, clock=clock, watch=store.watch)
+        #: The steps of the keys owned (`ctx.call` to an exclusive agent).
+        self.steps = OwnedSteps(
+            store,
+            owner=self.owner,
+            worker=worker or f"{instance}/a",
+            clock=clock,
+            outage=self.outage,
+        )
         #: Whether this process may take keys (its heartbeats reach the store); None: always.
         self.standing: Standing | None = None
 
@@ -120,6 +140,7 @@ class OwnerServer:
             "owned_answered": self.answered,
             "owned_flushes": self.flushes,
             **self.life.statistics(),
+            "owned_steps_replied": self.steps.replied,
         }
 
     def owned(self) -> list[tuple[str, str]]:
@@ -287,6 +308,8 @@ class OwnerServer:
         #: The key's backlog as the last answers read it, and the wake-up event
         #: taken before them: while no call has rung it, that backlog is current.
         flushed: tuple[asyncio.Event, tuple[int, datetime | None]] | None = None
+        #: The key's step requests this loop handled without a reply: not taken again.
+        unanswered: set[tuple[int, str, int, int]] = set()
         while True:
             given_up: list[CallRequest] = []
             if not taken:
@@ -305,11 +328,35 @@ class OwnerServer:
                         if due > 0:
                             await self.clock.wait_event(wake, due)
                             continue
-                    taken, given_up = await self.store.take_key_calls(
-                        agent, key, owner=self.owner, epoch=epoch, limit=limit
+                    steps, taken, given_up = await self.store.take_key_work(
+                        agent,
+                        key,
+                        owner=self.owner,
+                        epoch=epoch,
+                        worker=self.steps.worker,
+                        limit=limit,
+                        skip=sorted(unanswered),
                     )
                 except StoreUnavailableError as exc:
                     await self.outage.pause(exc)
+                    continue
+                if steps:  # a key's steps come before its calls
+                    backoff.next(found=True)
+                    fresh = True
+                    self._busy.add((agent, key))
+                    try:
+                        owned, own.state, left = await self.steps.serve(
+                            spec, key, epoch, own.state, steps
+                        )
+                    finally:
+                        self._busy.discard((agent, key))
+                        own.active_at = self.clock.monotonic()
+                    if not owned:
+                        return False
+                    if left:
+                        unanswered.update((r.id, r.task_id, r.seq, r.attempt) for r in steps)
+                        if len(unanswered) > MAX_UNANSWERED:  # the oldest have expired by now
+                            unanswered = set(sorted(unanswered)[-MAX_UNANSWERED:])
                     continue
                 self._gave_up(agent, given_up)
                 if not taken:

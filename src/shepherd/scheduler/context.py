@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
+from shepherd.core.ownership import owner_key_of
 from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
@@ -18,6 +19,7 @@ from shepherd.errors import (
     ConfigError,
     NonDeterminismError,
     OutcomeUnknownError,
+    OwnerKeyError,
     PermanentError,
     ResourceError,
     StaleEpochError,
@@ -26,10 +28,14 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
+from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from shepherd.agents import Agent
     from shepherd.core.resources import Resolution
     from shepherd.scheduler.parts import SchedulerParts
     from shepherd.tracing import TaskTrace
@@ -114,6 +120,9 @@ class WorkflowContext:
             StepBugError: The agent's handler kept raising an unexpected
                 exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
+            ConfigError: `undo` names an exclusive agent, or `entity` is given for
+                an exclusive agent (neither is supported yet: the message names the
+                agent and why).
             TypeError: `entity` is not a str.
             ConfigError: `entity` is given and the scheduler has no resolver.
         """
@@ -124,6 +133,7 @@ class WorkflowContext:
             raise UnknownAgentError(agent)
         if undo is not None and undo not in agents:
             raise UnknownAgentError(undo)
+        _refuse_exclusive(agents, agent, undo, entity)
         if entity is not None and not isinstance(entity, str):
             raise TypeError(f"entity must be a str, not {type(entity).__name__}")
         recorded = self.steps.get(seq)
@@ -236,8 +246,14 @@ class WorkflowContext:
         retry: JsonValue = None,
         resolution: Resolution | None = None,
     ) -> JsonValue:
-        """Record the step running, send its request, and wait for the reply."""
+        """Record the step running, send its request, and wait for the reply.
+
+        A step to an exclusive agent carries its owning key (its key's owner
+        alone takes it); a payload that gives none fails the step at once,
+        permanently, and sends nothing.
+        """
         parts = self._parts
+        owner_key = self._owner_key(seq, agent, payload, attempt, compensates)
         mailbox = parts.mailbox
         step_within = within if within is not None else parts.step_within(agent)
         suspect = suspected(self.task.crashes, seq)
@@ -260,6 +276,7 @@ class WorkflowContext:
             resolution=resolution,
             # Untraced here, the run passes its submitter's context on unchanged.
             trace=self.task.trace if self.traced is None else self.traced.context,
+            owner_key=owner_key,
         )
         try:
             try:
@@ -324,6 +341,31 @@ class WorkflowContext:
             raise failure
         self._step_event(seq, agent, attempt, "completed", compensates)
         return body
+
+    def _owner_key(
+        self, seq: int, agent: str, payload: JsonValue, attempt: int, compensates: int | None
+    ) -> str | None:
+        """The owning key of a step to an exclusive agent (None for another agent).
+
+        Raises:
+            PermanentError: The payload gives no owning key (the message names the
+                agent and why; the detail's type is `OwnerKeyError`).
+        """
+        spec = self._parts.agents.get(agent)
+        if spec is None or spec.exclusive_by is None:
+            return None
+        found = owner_key_of(spec.exclusive_by, payload)
+        if isinstance(found, str):
+            return found
+        problem = OwnerKeyError(agent, str(found))
+        failure = PermanentError(
+            str(problem),
+            agent=agent,
+            seq=seq,
+            detail={"type": "OwnerKeyError", "message": str(problem)},
+        )
+        self._step_event(seq, agent, attempt, "failed", compensates, _describe(failure))
+        raise failure from problem
 
     async def _send(self, start: StepStart) -> datetime:
         """Start the step: its request goes to this process's agent worker when it has
@@ -425,3 +467,22 @@ def _describe(failure: AgentError) -> str:
         told = failure.detail.get("message") if isinstance(failure.detail, dict) else None
         return f"{failure.error_type}: {told} (a bug, {failure.tries} tries)"
     return f"{type(failure).__name__}: {failure.message}"
+
+
+def _refuse_exclusive(
+    agents: Mapping[str, Agent], agent: str, undo: str | None, entity: str | None
+) -> None:
+    """Refuse what a step through an exclusive agent does not support yet, naming the agent.
+
+    Raises:
+        ConfigError: `undo` is exclusive, or `entity` is given for an exclusive `agent`.
+    """
+    if undo is not None and agents[undo].exclusive_by is not None:
+        raise ConfigError("undo", f"agent {undo!r}: {EXCLUSIVE_UNDO}")
+    if entity is not None and agents[agent].exclusive_by is not None:
+        raise ConfigError(
+            "entity",
+            f"ctx.call({agent!r}, ..., entity={entity!r}): agent {agent!r} is exclusive "
+            "(exclusive_by=...): its key's owner does not hold the resolved resource's slots "
+            "nor obey its rate yet, so entity= is refused rather than ignored",
+        )

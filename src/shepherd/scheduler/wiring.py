@@ -112,6 +112,29 @@ def missing_agents(
     return problems
 
 
+#: Why an exclusive agent cannot be an undo agent yet.
+EXCLUSIVE_UNDO = (
+    "an exclusive agent cannot undo a step yet (an undo's payload, the forward step's "
+    "request and result, gives no owning key of its own); undo with an agent that is "
+    "not exclusive"
+)
+
+
+def exclusive_undos(workflows: Iterable[WorkflowSpec], exclusive: Collection[str]) -> list[str]:
+    """For each literal `undo=` naming one of the `exclusive` agents: what is wrong, and where."""
+    found: list[str] = []
+    if not exclusive:  # nothing to look for: the sources are not read twice
+        return found
+    for spec in workflows:
+        for call, where in _scan(spec.fn):
+            if call.undo and call.agent in exclusive:
+                found.append(
+                    f"workflow {spec.name!r} names exclusive agent {call.agent!r} as an undo "
+                    f"({where}): {EXCLUSIVE_UNDO}"
+                )
+    return found
+
+
 def describe(problems: Iterable[MissingAgents]) -> str:
     """One message for all the problems, with the remedy."""
     return (

@@ -37,6 +37,7 @@ HANDLER_MODULES = (
     "leases",
     "operator_accounts",
     "operator_actions",
+    "owned_steps",
     "owners",
     "queues",
     "rates",

@@ -113,8 +113,10 @@ class ResolverStore(Resources, Signalled):
     """What a resolver reads: where an entity lives, the resources, and the mapping's version."""
 
 
-class OwnerStore(Owners, Workers, Signalled, Clocked):
-    """What an owner server does: key leases and their calls, and the worker registry."""
+class OwnerStore(Owners, Workers, Steps, Events, DoneKeys, Signalled, Clocked):
+    """What an owner server does: key leases, their calls and steps, the worker registry,
+    notes in a task's history (a step left without a reply), and its steps' heartbeats
+    and done keys."""
 
 
 class CallStore(Calls, Signalled, Clocked):

@@ -83,7 +83,8 @@ class Starts(Generic[T]):
         steps: Step rows (task_id, seq, kind, agent, attempt, complete_by, request,
             undo, compensates, resolution), to upsert `running`.
         requests: Request rows (agent, task_id, seq, attempt, lock_epoch, kind,
-            payload, complete_by, within, retry, suspect, resolution, trace), to enqueue.
+            payload, complete_by, within, retry, suspect, resolution, trace, owner_key),
+            to enqueue.
         claims: task id -> (lock_epoch, locked_by, the claim's new complete_by):
             the last step's wins, as if applied one by one.
         superseded: (task_id, seq) of steps started again: their old requests go.
@@ -170,6 +171,7 @@ def plan_starts(
             int(s.suspect),
             resolution,
             s.trace,
+            s.owner_key,
         )
         if s.taken_by is None:
             plan.requests.append(row)

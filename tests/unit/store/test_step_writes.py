@@ -94,6 +94,7 @@ def test_a_start_writes_its_step_its_request_and_its_claim() -> None:
             1,
             None,
             None,
+            None,
         )
     ]
     assert plan.claims == {"t1": (2, "s/1", NOW + 6.0 + REPLY_GRACE)}

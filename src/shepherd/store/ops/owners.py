@@ -15,8 +15,9 @@ from datetime import datetime
 
 from shepherd.core.calls import NO_STATE, NoState
 from shepherd.core.ownership import KeyLease, TakenKey
-from shepherd.core.records import CallRequest, JsonValue
+from shepherd.core.records import CallRequest, JsonValue, Reply, Request
 from shepherd.store.ops.base import Read, Runs, Write, method, operation
+from shepherd.store.ops.queues import ReplyAndAck
 
 __all__ = [
     "AnswerAndTake",
@@ -26,7 +27,9 @@ __all__ = [
     "Owners",
     "ReleaseKeys",
     "RenewKeys",
+    "ReplyOwned",
     "TakeKeyCalls",
+    "TakeKeyWork",
     "TakeKeys",
     "WaitingKeys",
 ]
@@ -81,10 +84,11 @@ class ListKeyLeases(Read[list[KeyLease]]):
 
 @operation
 class KeyBacklogs(Read[dict[str, tuple[int, datetime]]]):
-    """Of each key of `agent` with unanswered, unexpired calls: how many, and the oldest's send.
+    """Of each key of `agent` with work waiting: how many, and when the oldest was sent.
 
-    One read for all of a process's keys: what its owners look at on every
-    wake-up, to know whose batch is due.
+    Work waiting: unanswered, unexpired calls, and step requests of the key no
+    handling has taken yet (unexpired). One read for all of a process's keys:
+    what its owners look at on every wake-up, to know whose batch is due.
     """
 
     agent: str
@@ -92,7 +96,10 @@ class KeyBacklogs(Read[dict[str, tuple[int, datetime]]]):
 
 @operation
 class WaitingKeys(Read[list[str]]):
-    """The owning keys of `agent`'s unanswered, unexpired calls, sorted (the keys to share out)."""
+    """The owning keys of `agent`'s unanswered calls and queued step requests, sorted.
+
+    The keys to share out among the processes that serve the agent.
+    """
 
     agent: str
 
@@ -159,6 +166,54 @@ class AnswerAndTake(
     max_delay: float
 
 
+@operation
+class TakeKeyWork(Write[tuple[list[Request], list[CallRequest], list[CallRequest]]]):
+    """Take the next work of one key for its owner: its steps first, else its calls.
+
+    Fenced: ([], [], []) unless `owner` holds the key's live lease at `epoch`.
+    Steps: up to `limit` unexpired requests of steps queued for the key, in the
+    order they were queued, but those in `skip` (the owner's handlings of them
+    ended without a reply: the supervisor sees their complete_by pass), leased
+    to `worker` (the owner process's agent worker name) until their
+    complete_by; a request taken before (by an earlier owner, or by this one
+    before its reply was fenced off) is taken again. A step is never taken
+    before one of its key queued earlier (`start_step` queues a key's requests
+    one transaction at a time). Only when no step is taken, the key's calls,
+    as `TakeKeyCalls` takes them. Returns (steps, calls taken, calls given up).
+    """
+
+    agent: str
+    key: str
+    _: KW_ONLY
+    owner: str
+    epoch: int
+    worker: str
+    limit: int
+    #: The key's requests not to take, each as (id, task_id, seq, attempt): SQLite
+    #: gives a deleted request's id to the next one queued.
+    skip: Sequence[tuple[int, str, int, int]] = ()
+
+
+@operation
+class ReplyOwned(Write[tuple[bool, list[bool | Reply]]]):
+    """The replies to steps one key's owner handled, with its owner state, in one transaction.
+
+    Fenced: (False, []), and nothing written, unless the owner holds the key's
+    live lease at its epoch (`answer.owner`, `answer.epoch`; `answer.answers`
+    must be empty). Then the owner state is set as `AnswerOwned` sets it and
+    each of `replies` is written exactly as `ReplyAndAck` writes it (the same
+    fencing by the request's lease, the task's epoch and the step's attempt,
+    and the same recording for a scheduler of the worker's own process);
+    returns (True, each reply's `ReplyAndAck` outcome).
+
+    Raises:
+        PayloadError: The owner state is not JSON or is too large (nothing written).
+    """
+
+    answer: AnswerOwned
+    replies: Sequence[ReplyAndAck]
+
+
 class Owners(Runs):
     """The store's methods for exclusive owners' keys."""
 
@@ -169,6 +224,7 @@ class Owners(Runs):
     key_backlogs = method(KeyBacklogs)
     waiting_keys = method(WaitingKeys)
     take_key_calls = method(TakeKeyCalls)
+    take_key_work = method(TakeKeyWork)
 
     async def answer_owned(
         self,
@@ -198,6 +254,20 @@ class Owners(Runs):
         """`AnswerAndTake` of `answer_owned`'s answers and state."""
         answer = self._answered(agent, key, owner, epoch, answers, state)
         return await self.write(AnswerAndTake(answer, max_items=max_items, max_delay=max_delay))
+
+    async def reply_owned(
+        self,
+        agent: str,
+        key: str,
+        *,
+        owner: str,
+        epoch: int,
+        replies: Sequence[ReplyAndAck],
+        state: JsonValue | NoState = NO_STATE,
+    ) -> tuple[bool, list[bool | Reply]]:
+        """`ReplyOwned` of `replies`; `state`, unless `NO_STATE`, becomes the key's owner state."""
+        answer = self._answered(agent, key, owner, epoch, (), state)
+        return await self.write(ReplyOwned(answer, tuple(replies)))
 
     @staticmethod
     def _answered(

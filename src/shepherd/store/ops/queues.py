@@ -18,7 +18,8 @@ class TakeRequests(Write[list[Request]]):
 
     At most `suspects` of them (and never more than `limit` in all) may be
     requests of suspect tasks (tasks that crashed a process before); the
-    others are not.
+    others are not. A step's request to an exclusive agent (with an owner key)
+    is never taken here: its key's owner takes it (`take_key_work`).
     """
 
     _: KW_ONLY

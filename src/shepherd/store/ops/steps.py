@@ -52,6 +52,10 @@ class StepStart:
     #: is queued (`start_step_taken`): leased to it until complete_by, as
     #: `take_requests` would lease it, and never seen by other workers. None queues it.
     taken_by: str | None = None
+    #: The owning key of a step that calls an exclusive agent: its request is taken
+    #: only by that key's owner (`take_key_work`), never by an agent worker. A key's
+    #: requests are queued one transaction at a time (their ids rise in commit order).
+    owner_key: str | None = None
 
 
 @operation

@@ -58,7 +58,8 @@ _STARTS = (
 _TAKE = (
     f"UPDATE requests r SET taken_by = %b, complete_by = {_STARTS}, visible_at = {_STARTS} "
     "WHERE r.id = ANY(ARRAY(SELECT id FROM requests WHERE agent = ANY(%b::text[]) "
-    f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} AND (suspect = 0 OR id IN "
+    f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} AND owner_key IS NULL "
+    "AND (suspect = 0 OR id IN "
     "(SELECT id FROM requests WHERE agent = ANY(%b::text[]) AND suspect = 1 "
     f"AND visible_at <= {INSTANT} AND complete_by > {INSTANT} ORDER BY id LIMIT %b)) "
     "ORDER BY id LIMIT %b FOR UPDATE SKIP LOCKED)) "

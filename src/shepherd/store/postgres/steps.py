@@ -21,6 +21,7 @@ from shepherd.store.postgres.batch import Later
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.rows import columns, limit_of
 from shepherd.store.postgres.tasks import send_lock_owners
+from shepherd.store.sql.owned_steps import key_lock
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
 if TYPE_CHECKING:
@@ -76,25 +77,36 @@ _UPSERT_STEPS = (
 )
 _INSERT_REQUESTS = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, trace, visible_at, created_at) "
-    "SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, v.payload, "
-    "v.complete_by, v.within, v.retry, v.suspect, v.resolution, v.trace, %b, %b "
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, visible_at, "
+    "created_at) SELECT v.agent, v.task_id, v.seq, v.attempt, v.lock_epoch, v.kind, "
+    "v.payload, v.complete_by, v.within, v.retry, v.suspect, v.resolution, v.trace, "
+    "v.owner_key, %b, %b "
     "FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], %b::bigint[], %b::text[], "
     "%b::text[], %b::timestamptz[], %b::float8[], %b::text[], %b::int[], %b::text[], "
-    "%b::text[]) WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, kind, "
-    "payload, complete_by, within, retry, suspect, resolution, trace, n) ORDER BY v.n"
+    "%b::text[], %b::text[]) WITH ORDINALITY AS v(agent, task_id, seq, attempt, lock_epoch, "
+    "kind, payload, complete_by, within, retry, suspect, resolution, trace, owner_key, n) "
+    "ORDER BY v.n"
 )
 
 
 # A request taken as it is queued: leased to its worker and hidden until complete_by.
 _INSERT_TAKEN = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, trace, taken_by, visible_at, "
-    "created_at) VALUES (%b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b) "
-    "RETURNING id"
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, taken_by, "
+    "visible_at, created_at) VALUES (%b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, "
+    "%b, %b, %b, %b) RETURNING id"
 )
 _PAYLOAD = 6
 _COMPLETE_BY = 7
+_OWNER_KEY = 13
+_AGENT = 0
+# Each key's transaction-long lock, in the (sorted) order given: see `key_lock`.
+_LOCK_KEYS = "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest(%b::text[]) AS k"
+
+
+def key_locks(rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """The lock names of the owner keys of request `rows`, sorted (none for unkeyed ones)."""
+    return sorted({key_lock(r[_AGENT], r[_OWNER_KEY]) for r in rows if r[_OWNER_KEY] is not None})
 
 
 @phased(StartStep)
@@ -130,8 +142,15 @@ async def _start(batch: PostgresBatch, ops: Sequence[StartStep], owners: Owners)
             params = [(*row, now) for row in plan.steps]
             await batch.conn.cursor().executemany(_UPSERT_STEP, params)
     if plan.requests:
+        keys = key_locks(plan.requests)
+        if keys:
+            # A key's requests are queued one transaction at a time, so that their ids
+            # rise in the order they commit: its owner never sees a later one first.
+            await batch.send(_LOCK_KEYS, (keys,))
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
+        if keys:
+            batch.rings.add(ch.CALLS)  # a key's owner looks at its key's calls and steps
     out: list[object] = [*plan.out]
     for index, row, start in plan.handed:
         taken = (*row, start.taken_by, row[_COMPLETE_BY], now)

@@ -44,6 +44,8 @@ __all__ = [
     "answer_owned",
     "get_answers",
     "key_backlogs",
+    "key_calls",
+    "owns",
     "purge_calls",
     "send_call",
     "take_calls",
@@ -81,9 +83,16 @@ _BACKLOGS = (
     "SELECT owner_key, count(*), min(created_at) FROM calls WHERE agent = ? "
     "AND owner_key IS NOT NULL AND answered_at IS NULL AND expires_at > {now} GROUP BY owner_key"
 )
+# The keys of a key's calls, and of its steps' requests (queued or taken).
 _KEYS = (
-    "SELECT DISTINCT owner_key FROM calls WHERE agent = ? AND owner_key IS NOT NULL "
-    "AND answered_at IS NULL ORDER BY owner_key"
+    "SELECT owner_key FROM calls WHERE agent = ? AND owner_key IS NOT NULL "
+    "AND answered_at IS NULL UNION SELECT owner_key FROM requests WHERE agent = ? "
+    "AND owner_key IS NOT NULL ORDER BY owner_key"
+)
+# The step requests of each key that no handling has taken yet.
+_STEP_BACKLOGS = (
+    "SELECT owner_key, count(*), min(created_at) FROM requests WHERE agent = ? "
+    "AND owner_key IS NOT NULL AND taken_by IS NULL AND complete_by > {now} GROUP BY owner_key"
 )
 # The owner's fence: it holds the key's live lease at that epoch.
 _OWNS = (
@@ -204,22 +213,26 @@ def _take(batch: Writing, waiting: Rows, taker: str) -> Plan[Taken]:
     return [_call(d, rows[call_id]) for call_id in takes], given_up
 
 
-def _owns(batch: Writing, agent: str, key: str, owner: str, epoch: int) -> Plan[bool]:
+def owns(batch: Writing, agent: str, key: str, owner: str, epoch: int) -> Plan[bool]:
     params = (agent, key, owner, epoch, batch.now)
     return (yield from first(batch.dialect.sql(_OWNS), params)) is not None
 
 
 def take_key_calls(batch: Writing, ops: Sequence[TakeKeyCalls]) -> Plan[list[object]]:
     """Take the next calls of each operation's key, for its owner at its epoch."""
-    d = batch.dialect
     out: list[object] = []
     for op in ops:
-        if op.limit <= 0 or not (yield from _owns(batch, op.agent, op.key, op.owner, op.epoch)):
+        if op.limit <= 0 or not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
             out.append(([], []))
             continue
-        found = yield from one(d.sql(_OF_KEY), (op.agent, op.key, batch.now, op.limit))
-        out.append((yield from _take(batch, found, op.owner)))
+        out.append((yield from key_calls(batch, op.agent, op.key, op.owner, op.limit)))
     return out
+
+
+def key_calls(batch: Writing, agent: str, key: str, owner: str, limit: int) -> Plan[Taken]:
+    """Take the next `limit` calls of a key for its owner (whose fence is checked already)."""
+    found = yield from one(batch.dialect.sql(_OF_KEY), (agent, key, batch.now, limit))
+    return (yield from _take(batch, found, owner))
 
 
 def answer_owned(batch: Writing, ops: Sequence[AnswerOwned]) -> Plan[list[object]]:
@@ -231,7 +244,7 @@ def answer_owned(batch: Writing, ops: Sequence[AnswerOwned]) -> Plan[list[object
         if isinstance(state, Exception):
             out.append(state)
             continue
-        if not (yield from _owns(batch, op.agent, op.key, op.owner, op.epoch)):
+        if not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
             out.append(False)
             continue
         params = []
@@ -291,14 +304,22 @@ def purge_calls(batch: Writing, ops: Sequence[PurgeCalls]) -> Plan[list[object]]
 
 # -- reads ---------------------------------------------------------------------
 def key_backlogs(d: Dialect, now: object, op: KeyBacklogs) -> Plan[dict[str, tuple[int, datetime]]]:
-    """Of each key of one agent with calls waiting: how many, and when the oldest was sent."""
-    rows = yield from one(d.sql(_BACKLOGS), (op.agent, now))
-    return {str(key): (int(n), d.instant(oldest)) for key, n, oldest in rows}
+    """Of each key of one agent with calls or steps waiting: how many, and the oldest's send."""
+    calls, steps = yield [
+        Query(d.sql(_BACKLOGS), (op.agent, now)),
+        Query(d.sql(_STEP_BACKLOGS), (op.agent, now)),
+    ]
+    backlogs: dict[str, tuple[int, datetime]] = {}
+    for key, n, oldest in (*calls, *steps):
+        at = d.instant(oldest)
+        had = backlogs.get(str(key))
+        backlogs[str(key)] = (int(n), at) if had is None else (had[0] + int(n), min(had[1], at))
+    return backlogs
 
 
 def waiting_keys(d: Dialect, op: WaitingKeys) -> Plan[list[str]]:
     """The owning keys of one agent's unanswered calls."""
-    return [str(key) for (key,) in (yield from one(d.sql(_KEYS), (op.agent,)))]
+    return [str(key) for (key,) in (yield from one(d.sql(_KEYS), (op.agent, op.agent)))]
 
 
 def get_answers(d: Dialect, op: GetAnswers) -> Plan[dict[str, CallAnswer]]:

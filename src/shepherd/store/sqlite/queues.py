@@ -44,7 +44,7 @@ _STARTS = "CASE WHEN suspect = 1 AND within IS NOT NULL THEN ? + within ELSE com
 _TAKE = (
     f"UPDATE requests SET taken_by = ?, complete_by = {_STARTS}, visible_at = {_STARTS} "
     "WHERE id IN (SELECT id FROM requests WHERE agent IN ({marks}) "
-    "AND visible_at <= ? AND complete_by > ? AND (suspect = 0 OR id IN "
+    "AND visible_at <= ? AND complete_by > ? AND owner_key IS NULL AND (suspect = 0 OR id IN "
     "(SELECT id FROM requests WHERE agent IN ({marks}) AND suspect = 1 "
     "AND visible_at <= ? AND complete_by > ? ORDER BY id LIMIT ?)) "
     "ORDER BY id LIMIT ?) "

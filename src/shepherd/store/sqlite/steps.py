@@ -39,17 +39,19 @@ _UPSERT_STEP = (
 )
 _ENQUEUE = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, trace, visible_at, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, visible_at, "
+    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # A request taken as it is queued: leased to its worker and hidden until complete_by.
 _ENQUEUE_TAKEN = (
     "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
-    "complete_by, within, retry, suspect, resolution, trace, taken_by, visible_at, "
-    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, taken_by, "
+    "visible_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "RETURNING id"
 )
 _PAYLOAD = 6
 _COMPLETE_BY = 7
+_OWNER_KEY = 13
 _REPLIES = (
     f"SELECT {REPLY_COLUMNS} FROM replies r JOIN tasks t ON t.id = r.task_id "
     "LEFT JOIN steps s ON s.task_id = r.task_id AND s.seq = r.seq "
@@ -82,6 +84,8 @@ def start_step(batch: SqliteBatch, ops: Sequence[StartStep]) -> list[object]:
     if plan.requests:
         conn.executemany(_ENQUEUE, [(*row, now, now) for row in plan.requests])
         batch.rings.add(ch.REQUESTS)
+        if any(row[_OWNER_KEY] is not None for row in plan.requests):
+            batch.rings.add(ch.CALLS)  # a key's owner looks at its key's calls and steps
     out = plan.outcomes(unix_instant)
     cursor = tuples(conn)
     for index, row, start in plan.handed:

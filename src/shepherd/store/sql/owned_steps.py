@@ -1,0 +1,76 @@
+"""Steps through an exclusive agent's owner, for both backends: a key's step requests taken.
+
+A step that calls an exclusive agent queues its request with its owning key
+(`requests.owner_key`); only the key's owner takes it, fenced by its lease at
+its epoch as a take of the key's calls is, and in the order the key's requests
+were queued (PostgreSQL queues a key's requests one transaction at a time:
+`key_lock`). Its reply is written by `ReplyAndAck`'s own handler, inside the
+owner's fenced transaction (each backend's `owned_steps` module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shepherd.store.rows import REQUEST_COLUMNS
+from shepherd.store.sql.calls import key_calls, owns
+from shepherd.store.sql.plan import one
+
+if TYPE_CHECKING:
+    from shepherd.store.ops import TakeKeyWork
+    from shepherd.store.sql.plan import Plan, Writing
+
+__all__ = ["key_lock", "take_key_work"]
+
+
+def key_lock(agent: str, key: str) -> str:
+    """The name of the lock a transaction queueing requests of a key holds (PostgreSQL).
+
+    Held from before the requests' ids are drawn until the commit, it queues a
+    key's requests one transaction at a time: their ids rise in the order they
+    commit, so any snapshot sees a key's requests as a prefix in id order, and
+    its owner never takes a later one before an earlier one.
+    """
+    return f"shepherd.requests/{agent}/{key}"
+
+
+# (agent, key, now, limit): a key's unexpired step requests, in the order queued.
+_OF_KEY = (
+    "SELECT id, task_id, seq, attempt FROM requests WHERE agent = ? AND owner_key = ? "
+    "AND complete_by > ? "
+    "ORDER BY id LIMIT ?{for_update}"
+)
+# (worker, ids): leased to the owner's worker until their complete_by.
+_TAKE = (
+    "UPDATE requests SET taken_by = ?, visible_at = complete_by WHERE id {list} "
+    f"RETURNING {REQUEST_COLUMNS}"
+)
+
+
+def take_key_work(batch: Writing, ops: Sequence[TakeKeyWork]) -> Plan[list[object]]:
+    """Each owner's next steps of its key, else its next calls: (steps, calls, given up).
+
+    The owner's fence is checked once; nothing is taken for a stale owner.
+    """
+    d = batch.dialect
+    out: list[object] = []
+    for op in ops:
+        if op.limit <= 0 or not (yield from owns(batch, op.agent, op.key, op.owner, op.epoch)):
+            out.append(([], [], []))
+            continue
+        skip = set(op.skip)
+        # Enough rows that `limit` of them are not skipped.
+        params = (op.agent, op.key, batch.now, op.limit + len(skip))
+        rows = yield from one(d.sql(_OF_KEY), params)
+        ids = [row[0] for row in rows if (row[0], row[1], row[2], row[3]) not in skip]
+        if not ids:
+            calls, given_up = yield from key_calls(batch, op.agent, op.key, op.owner, op.limit)
+            out.append(([], calls, given_up))
+            continue
+        sql, listed = d.listed(_TAKE, ids[: op.limit], "bigint")
+        taken = yield from one(sql, (op.worker, *listed))
+        requests = [d.records.request(row) for row in taken]
+        requests.sort(key=lambda r: r.id)  # RETURNING's order is not promised
+        out.append((requests, [], []))
+    return out
