@@ -10,16 +10,20 @@ sees `complete_by` pass either way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol, final
 
 from shepherd import tracing
+from shepherd.agents.pending import PendingReply
 from shepherd.core.events import EventKind
 from shepherd.core.handling import GiveUp, Phase, ReplyError, TimedOut
 from shepherd.core.records import Reply
-from shepherd.errors import CommitUnknownError, StoreUnavailableError
+from shepherd.errors import CommitUnknownError, PayloadError, StoreUnavailableError
 from shepherd.failures import bug_body, error_body
 from shepherd.outage import Outage
+from shepherd.payloads import dumps, dumps_error, load_stored
+from shepherd.store.ops import ReplyAndAck
 from shepherd.tasklog import request_fields
 
 if TYPE_CHECKING:
@@ -53,6 +57,13 @@ class Recorder(Protocol):
 
     def recheck(self, task_id: str, seq: int) -> None:
         """Have the step waiting for `(task_id, seq)` read its outcome from the store."""
+        ...
+
+    def offer(self, pending: PendingReply) -> bool:
+        """Hand a reply not yet committed to its waiting step; False if none waits for it.
+
+        Taken, its step's workflow commits it with its next write (`reply_then`).
+        """
         ...
 
 
@@ -216,18 +227,87 @@ class Ends:
             trace = tracing.current()
             if not ok:
                 tracing.failed(_told(body))
+        op = ReplyAndAck(
+            request,
+            worker=self.worker,
+            ok=ok,
+            body=body,
+            slot=slot,
+            recorder=None if recorder is None else recorder.owner,
+            trace=trace,
+        )
+        failure: StoreUnavailableError | None = None
+        if recorder is not None:
+            handed = _as_stored(ok, body)
+            pending = None if handed is None else PendingReply(op, handed)
+            if pending is not None and recorder.offer(pending):
+                try:
+                    return self._replied(await self._pended(pending), slot, deliver=False)
+                except StoreUnavailableError as exc:
+                    # Recorded nowhere, or unknown: the workflow that went on with it
+                    # was stopped (`reply_then`), and the reply is tried alone as
+                    # today's, delivered to whichever step then waits for it.
+                    failure = exc
+        return await self._alone(op, failure)
+
+    async def _pended(self, pending: PendingReply) -> bool | Reply:
+        """A reply handed over before its commit: its outcome, committed one way or another.
+
+        Its workflow's next write takes it if that write comes within
+        `HOLD_TURNS` turns of the event loop (a workflow that goes straight on
+        reaches it in the turn its step wakes, or in the next one when it starts
+        parallel calls); else the reply is withdrawn and committed alone, so a
+        slow workflow body never holds it back.
+        """
+        try:
+            for _ in range(HOLD_TURNS):
+                if not pending.offered:
+                    break
+                await asyncio.sleep(0)
+            if pending.withdraw() or not pending.taken:
+                try:
+                    replied = await self.store.reply_and_ack(
+                        pending.op.request,
+                        worker=pending.op.worker,
+                        ok=pending.op.ok,
+                        body=pending.op.body,
+                        slot=pending.op.slot,
+                        recorder=pending.op.recorder,
+                        trace=pending.op.trace,
+                    )
+                except StoreUnavailableError as exc:
+                    pending.settle(exc)
+                    raise
+                pending.settle(replied)
+                return replied
+            return await asyncio.shield(pending.done)
+        finally:
+            if not pending.taken:
+                pending.settle(StoreUnavailableError("the reply's worker stopped"))
+
+    async def _alone(self, op: ReplyAndAck, failure: StoreUnavailableError | None) -> bool:
+        """Reply and acknowledge `op` alone; through a store outage, try again until complete_by.
+
+        A retry after an unknown commit is safe: if the first one committed, the
+        request is gone and the retry replies nothing. `failure`: the first try's
+        error, when it was made already.
+        """
+        recorder, request = self.recorder, op.request
         while True:
             try:
+                if failure is not None:
+                    raise failure
                 replied = await self.store.reply_and_ack(
                     request,
-                    worker=self.worker,
-                    ok=ok,
-                    body=body,
-                    slot=slot,
-                    recorder=None if recorder is None else recorder.owner,
-                    trace=trace,
+                    worker=op.worker,
+                    ok=op.ok,
+                    body=op.body,
+                    slot=op.slot,
+                    recorder=op.recorder,
+                    trace=op.trace,
                 )
             except StoreUnavailableError as exc:
+                failure = None
                 if recorder is not None and isinstance(exc, CommitUnknownError):
                     # It may have been recorded for the scheduler here, which would
                     # then never hear of it: that step looks at the store again.
@@ -244,16 +324,39 @@ class Ends:
                     return False
                 await self.outage.pause(exc)
                 continue
-            self.outage.over()
-            if slot is not None:
-                self.capacity.forget(slot)
-            if isinstance(replied, Reply):
-                if recorder is not None:
-                    recorder.deliver(replied)
-                replied = True
-            if replied:
-                self.replied += 1
-            return replied
+            return self._replied(replied, op.slot, deliver=True)
+
+    def _replied(self, replied: bool | Reply, slot: Slot | None, *, deliver: bool) -> bool:
+        """A reply committed: give its slot back, hand it over (unless it was already)."""
+        self.outage.over()
+        if slot is not None:
+            self.capacity.forget(slot)
+        if isinstance(replied, Reply):
+            if deliver and self.recorder is not None:
+                self.recorder.deliver(replied)
+            elif tracing.ENABLED and replied.trace is not None and tracing.active():
+                tracing.replied(replied)
+            replied = True
+        if replied:
+            self.replied += 1
+        return replied
+
+
+#: Turns of the event loop a reply handed over before its commit waits for its
+#: workflow's next write to take it (see `Ends._pended`).
+HOLD_TURNS = 2
+
+
+def _as_stored(ok: bool, body: JsonValue) -> JsonValue | None:
+    """The body as the store keeps it (JSON text read back); None if it cannot be stored.
+
+    A step is handed what a replay would read. A result the store refuses is
+    recorded as a failure: that reply is never handed over before its commit.
+    """
+    try:
+        return load_stored(dumps(body) if ok else dumps_error(body))
+    except PayloadError:
+        return None
 
 
 def _told(body: JsonValue) -> str:

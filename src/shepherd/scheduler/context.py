@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
-from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.records import JsonValue, Request, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
 from shepherd.core.supervision import suspected
@@ -26,7 +26,9 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
+from shepherd.scheduler import replied
 from shepherd.store.contract import REPLY_GRACE, StepStart
+from shepherd.store.ops import StartStep
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
@@ -241,7 +243,7 @@ class WorkflowContext:
         mailbox = parts.mailbox
         step_within = within if within is not None else parts.step_within(agent)
         suspect = suspected(self.task.crashes, seq)
-        future = mailbox.expect(self.task_id, seq)
+        future = mailbox.expect(self.task_id, seq, epoch=self.epoch, attempt=attempt)
         start = StepStart(
             task_id=self.task_id,
             locked_by=parts.locked_by,
@@ -287,7 +289,7 @@ class WorkflowContext:
                 # store is read, so that a reply recorded meanwhile is not missed.
                 if not mailbox.waits_with(self.task_id, seq, future):
                     raise Abandoned
-                future = mailbox.expect(self.task_id, seq)
+                future = mailbox.expect(self.task_id, seq, epoch=self.epoch, attempt=attempt)
                 check = await self._recheck(seq, attempt, complete_by)
                 replied = future.result() if future.done() else None
                 if replied is not None:
@@ -332,13 +334,24 @@ class WorkflowContext:
         Returns the step's complete_by.
         """
         parts = self._parts
+        # The replies this workflow went on with before their commit ride along.
+        replies = await replied.taken(parts, self.task_id, self.epoch)
         taker = parts.taker
         worker = None if taker is None or start.suspect else taker.reserve(start.agent)
         if worker is None:
+            if replies:
+                started = await replied.write(parts, replies, StartStep(start))
+                assert isinstance(started, datetime)
+                return started
             return await parts.store.start_step(start)
         assert taker is not None
         try:
-            request = await parts.store.start_step_taken(start, worker=worker)
+            if replies:
+                taken = replace(start, taken_by=worker)
+                request = await replied.write(parts, replies, StartStep(taken))
+                assert isinstance(request, Request)
+            else:
+                request = await parts.store.start_step_taken(start, worker=worker)
         except BaseException:
             taker.unreserve()
             raise

@@ -23,6 +23,8 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import error_body, format_traceback
+from shepherd.scheduler import replied
+from shepherd.store.ops import FinishTask
 from shepherd.tasklog import task_event, task_fields
 
 if TYPE_CHECKING:
@@ -38,9 +40,15 @@ log = logging.getLogger("shepherd.scheduler")
 async def finish(parts: SchedulerParts, ctx: WorkflowContext, result: JsonValue) -> None:
     """The workflow returned `result`: the task is `processed`."""
     task = ctx.task
-    await parts.store.finish_task(
-        task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result
-    )
+    # The last replies, if the workflow went on with them before their commit, ride along.
+    replies = await replied.taken(parts, task.id, ctx.epoch)
+    if replies:
+        finishing = FinishTask(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result)
+        await replied.write(parts, replies, finishing)
+    else:
+        await parts.store.finish_task(
+            task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result
+        )
     task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
     parts.counters.ended(task.workflow, ProcessState.PROCESSED)
     if ctx.traced is not None:
@@ -85,6 +93,7 @@ async def failed(parts: SchedulerParts, ctx: WorkflowContext, exc: Exception) ->
             "agent": exc.agent,
             "detail": exc.detail,
         }
+        await replied.taken(parts, task.id, ctx.epoch, take=False)
         await parts.store.start_compensation(
             task.id, locked_by=parts.locked_by, epoch=ctx.epoch, error=refused
         )
@@ -165,6 +174,7 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
         )
         return
     final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
+    await replied.taken(parts, ctx.task_id, ctx.epoch, take=False)
     await parts.store.fail_task(
         ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
     )
@@ -176,6 +186,8 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
 
 async def error(parts: SchedulerParts, ctx: WorkflowContext, reason: dict[str, Any]) -> None:
     """The task ends in `error` with `reason`, and an operator is alerted."""
+    # Not before the replies the workflow went on with are committed (alone).
+    await replied.taken(parts, ctx.task_id, ctx.epoch, take=False)
     await parts.store.fail_task(
         ctx.task_id,
         locked_by=parts.locked_by,

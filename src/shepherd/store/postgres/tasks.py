@@ -244,21 +244,27 @@ async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> Second:
     locked = await send_lock_owners(batch, [op.task_id for op in ops])
 
     async def second() -> list[object]:
-        owners = await locked()
-        now = await batch.clock()  # came back with the owners
-        out, writes = plan_finishes(ops, owners, batch)
-        done: dict[str, tuple[EffectRow, int, str]] = {}
-        for row, epoch, owner in writes:
-            written(batch, row, *owners.meta[row.task_id])
-            done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
-        if done:
-            await batch.send(UPDATE_EACH, params_each(done.values(), now))
-        if owners.alerted:
-            alerted = owners.alerted
-            await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
-        return out
+        return await finish_with(batch, ops, await locked())
 
     return second
+
+
+async def finish_with(
+    batch: PostgresBatch, ops: Sequence[ops.FinishTask], owners: Owners
+) -> list[object]:
+    """`finish`'s writes, once the owners are locked and read (also for `reply_then`)."""
+    now = await batch.clock()  # came back with the owners
+    out, writes = plan_finishes(ops, owners, batch)
+    done: dict[str, tuple[EffectRow, int, str]] = {}
+    for row, epoch, owner in writes:
+        written(batch, row, *owners.meta[row.task_id])
+        done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
+    if done:
+        await batch.send(UPDATE_EACH, params_each(done.values(), now))
+    if owners.alerted:
+        alerted = owners.alerted
+        await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
+    return out
 
 
 @WRITES.handles(ops.FailTask)

@@ -1,0 +1,87 @@
+"""A reply handed to its waiting step before it is committed, and who commits it.
+
+An agent worker whose scheduler runs in its own process offers its reply
+(`Recorder.offer`) before writing it: the scheduler hands the body to the
+step at once, and the workflow's next write of that task (the start of its
+next step, or its finish) takes the reply and records it in the same
+transaction (`reply_then`), which writes nothing further if the reply does not
+count. A reply no write took in time is withdrawn by its worker and committed
+alone, as every reply was before. Taking and withdrawing both happen on the
+event loop, so exactly one of them wins; `done` is its commit's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, final
+
+if TYPE_CHECKING:
+    from shepherd.core.records import JsonValue, Reply
+    from shepherd.store.ops import ReplyAndAck
+
+__all__ = ["PendingReply"]
+
+_OFFERED, _TAKEN, _WITHDRAWN = "offered", "taken", "withdrawn"
+
+
+@final
+class PendingReply:
+    """One reply offered to its step: the write that records it, and what the step was handed.
+
+    Args:
+        op: The reply's `reply_and_ack`, as its worker would write it alone.
+        body: The body handed to the step: as the store keeps it (JSON read back).
+    """
+
+    __slots__ = ("body", "done", "op", "state")
+
+    def __init__(self, op: ReplyAndAck, body: JsonValue) -> None:
+        self.op = op
+        self.body = body
+        self.state = _OFFERED
+        #: The commit's outcome: what `reply_and_ack` returns for it, or its error.
+        self.done: asyncio.Future[bool | Reply] = asyncio.get_running_loop().create_future()
+        # Nobody may be left to read a failure (a worker that stopped): never "unretrieved".
+        self.done.add_done_callback(_retrieve)
+
+    @property
+    def task_id(self) -> str:
+        return self.op.request.task_id
+
+    @property
+    def offered(self) -> bool:
+        """Neither taken by a write nor withdrawn yet."""
+        return self.state == _OFFERED
+
+    @property
+    def taken(self) -> bool:
+        """Taken by its workflow's next write, which settles `done`."""
+        return self.state == _TAKEN
+
+    def take(self) -> bool:
+        """Take it into a write of its task; False if it was withdrawn first."""
+        if self.state != _OFFERED:
+            return False
+        self.state = _TAKEN
+        return True
+
+    def withdraw(self) -> bool:
+        """Leave it to its worker to commit alone; False if a write took it first."""
+        if self.state != _OFFERED:
+            return False
+        self.state = _WITHDRAWN
+        return True
+
+    def settle(self, outcome: bool | Reply | BaseException) -> None:
+        """Its commit's outcome (or error), once; later ones are ignored."""
+        if self.done.done():
+            return
+        if isinstance(outcome, BaseException):
+            self.done.set_exception(outcome)
+        else:
+            self.done.set_result(outcome)
+
+
+def _retrieve(future: asyncio.Future[bool | Reply]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,108 @@
+"""A task's replies handed over before their commit, as its workflow's next write takes them.
+
+An agent worker of this process offers its reply to the scheduler before it
+commits it (`agents.pending`); the step is handed the body at once and its
+workflow goes on. The next write of that task must not get ahead of those
+replies: a write that can carry them (a step's start, the finish) records them
+in its own transaction (`reply_then`), written only if they all count; any
+other write first waits for them to be committed alone. A reply that did not
+count (the claim or the step moved on meanwhile) stops the workflow that went
+on with it (`StaleEpochError`, the claim is lost); one whose commit failed stops
+it as any failed write does (`StoreUnavailableError`): the scheduler reads the
+task again and replays it from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import TYPE_CHECKING
+
+from shepherd.core.records import Reply
+from shepherd.errors import StaleEpochError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from shepherd.agents.pending import PendingReply
+    from shepherd.scheduler.parts import SchedulerParts
+    from shepherd.store.ops import FinishTask, StartStep, Went
+
+__all__ = ["counted", "taken", "write"]
+
+
+def counted(pending: PendingReply, answer: bool | Reply) -> bool:
+    """Whether the reply was recorded on its step as the outcome its step was handed."""
+    return isinstance(answer, Reply) and answer.ok == pending.op.ok
+
+
+async def taken(
+    parts: SchedulerParts, task_id: str, epoch: int, *, take: bool = True
+) -> list[PendingReply]:
+    """The task's offered replies, taken for its next write (`take`), else withdrawn.
+
+    Replies already withdrawn (and, without `take`, every one) are waited for
+    first: each must have counted. Those taken are the caller's to write at
+    once (`write`), without an await in between.
+
+    Raises:
+        StaleEpochError: A reply the workflow went on with was not recorded.
+        StoreUnavailableError: A reply's commit failed (or its outcome is unknown).
+    """
+    entries = parts.pending.get(task_id)
+    if not entries:
+        return []
+    if not take:
+        for pending in entries:
+            pending.withdraw()
+    for pending in [p for p in entries if not p.offered and not p.taken]:
+        answer = await asyncio.shield(pending.done)
+        if not counted(pending, answer):
+            raise StaleEpochError(task_id, epoch)
+        entries.remove(pending)
+    if not take:
+        return []
+    mine = [p for p in entries if p.take()]
+    for pending in mine:
+        entries.remove(pending)
+    if not entries:
+        parts.pending.pop(task_id, None)
+    return mine
+
+
+async def write(
+    parts: SchedulerParts, replies: list[PendingReply], then: StartStep | FinishTask
+) -> object:
+    """Record `replies` and write `then` in one transaction; `then`'s outcome.
+
+    The replies' workers learn their commit's outcome however this caller
+    fares (even cancelled): the write runs on to its end.
+
+    Raises:
+        StaleEpochError: A reply did not count (nothing of `then` was written), or
+            `then` is fenced off.
+        StoreUnavailableError: The transaction failed, or its outcome is unknown.
+    """
+    going = asyncio.ensure_future(parts.store.reply_then([p.op for p in replies], then=then))
+    going.add_done_callback(functools.partial(_settle, replies))
+    went = await asyncio.shield(going)
+    for pending, answer in zip(replies, went.replies, strict=True):
+        if not counted(pending, answer):
+            task_id = pending.task_id
+            raise StaleEpochError(task_id, pending.op.request.lock_epoch)
+    if isinstance(went.then, Exception):
+        raise went.then
+    return went.then
+
+
+def _settle(replies: list[PendingReply], going: asyncio.Future[Went]) -> None:
+    """Tell each reply's worker how the write that took it went."""
+    if going.cancelled():
+        error: BaseException | None = StoreUnavailableError("the write of a reply was cancelled")
+    else:
+        error = going.exception()
+    if error is not None:
+        for pending in replies:
+            pending.settle(error)
+        return
+    went = going.result()
+    for pending, answer in zip(replies, went.replies, strict=True):
+        pending.settle(answer)
