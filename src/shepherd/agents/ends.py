@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol, final
 
 from shepherd import tracing
-from shepherd.agents.pending import PendingReply
+from shepherd.agents.pending import HandedBack, PendingReply
 from shepherd.core.events import EventKind
 from shepherd.core.handling import GiveUp, Phase, ReplyError, TimedOut
 from shepherd.core.records import Reply
@@ -238,8 +238,7 @@ class Ends:
         )
         failure: StoreUnavailableError | None = None
         if recorder is not None:
-            handed = _as_stored(ok, body)
-            pending = None if handed is None else PendingReply(op, handed)
+            pending = _pending(op)
             if pending is not None and recorder.offer(pending):
                 try:
                     return self._replied(await self._pended(pending), slot, deliver=False)
@@ -254,33 +253,38 @@ class Ends:
         """A reply handed over before its commit: its outcome, committed one way or another.
 
         Its workflow's next write takes it if that write comes within
-        `HOLD_TURNS` turns of the event loop (a workflow that goes straight on
-        reaches it in the turn its step wakes, or in the next one when it starts
-        parallel calls); else the reply is withdrawn and committed alone, so a
-        slow workflow body never holds it back.
+        `HOLD_TURNS` turns of the event loop; else the reply is withdrawn and
+        committed alone, so a slow workflow body never holds it back. A write
+        that took it but is not made after all (an earlier reply of its task
+        failed) hands it back, to be committed alone too.
         """
         try:
             for _ in range(HOLD_TURNS):
                 if not pending.offered:
                     break
                 await asyncio.sleep(0)
-            if pending.withdraw() or not pending.taken:
+            if pending.taken:
                 try:
-                    replied = await self.store.reply_and_ack(
-                        pending.op.request,
-                        worker=pending.op.worker,
-                        ok=pending.op.ok,
-                        body=pending.op.body,
-                        slot=pending.op.slot,
-                        recorder=pending.op.recorder,
-                        trace=pending.op.trace,
-                    )
-                except StoreUnavailableError as exc:
-                    pending.settle(exc)
-                    raise
-                pending.settle(replied)
-                return replied
-            return await asyncio.shield(pending.done)
+                    return await asyncio.shield(pending.done)
+                except HandedBack:
+                    pass  # its write was not made: alone after all
+            else:
+                pending.withdraw()
+            try:
+                replied = await self.store.reply_and_ack(
+                    pending.op.request,
+                    worker=pending.op.worker,
+                    ok=pending.op.ok,
+                    body=pending.op.body,
+                    slot=pending.op.slot,
+                    recorder=pending.op.recorder,
+                    trace=pending.op.trace,
+                )
+            except StoreUnavailableError as exc:
+                pending.settle(exc)
+                raise
+            pending.settle(replied)
+            return replied
         finally:
             if not pending.taken:
                 pending.settle(StoreUnavailableError("the reply's worker stopped"))
@@ -343,20 +347,26 @@ class Ends:
 
 
 #: Turns of the event loop a reply handed over before its commit waits for its
-#: workflow's next write to take it (see `Ends._pended`).
-HOLD_TURNS = 2
+#: workflow's next write to take it (see `Ends._pended`). A workflow that goes
+#: straight on makes that write in the turn its step wakes; one whose step was the
+#: last of `asyncio.gather` in the third (the call's task ends, the gather's
+#: callback runs, then the workflow's task). Idle, three turns take microseconds;
+#: busy, the writer's batch in flight takes longer than they do.
+HOLD_TURNS = 3
 
 
-def _as_stored(ok: bool, body: JsonValue) -> JsonValue | None:
-    """The body as the store keeps it (JSON text read back); None if it cannot be stored.
+def _pending(op: ReplyAndAck) -> PendingReply | None:
+    """`op` to hand over before its commit, with its body as the store keeps it (JSON
+    text read back, as a replay reads it); None if its body cannot be stored.
 
-    A step is handed what a replay would read. A result the store refuses is
-    recorded as a failure: that reply is never handed over before its commit.
+    A result the store refuses is recorded as a failure: that reply is never
+    handed over before its commit.
     """
     try:
-        return load_stored(dumps(body) if ok else dumps_error(body))
+        text = dumps(op.body) if op.ok else dumps_error(op.body)
     except PayloadError:
         return None
+    return PendingReply(op, load_stored(text))
 
 
 def _told(body: JsonValue) -> str:

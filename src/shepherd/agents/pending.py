@@ -19,9 +19,14 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Reply
     from shepherd.store.ops import ReplyAndAck
 
-__all__ = ["PendingReply"]
+__all__ = ["HandedBack", "PendingReply"]
 
 _OFFERED, _TAKEN, _WITHDRAWN = "offered", "taken", "withdrawn"
+
+
+class HandedBack(Exception):
+    """The write that took a reply did not go (an earlier reply of its task failed first):
+    its worker commits it alone."""
 
 
 @final
@@ -71,6 +76,11 @@ class PendingReply:
             return False
         self.state = _WITHDRAWN
         return True
+
+    def hand_back(self) -> None:
+        """Taken, but its write will not be made: its worker commits it alone after all."""
+        self.state = _WITHDRAWN
+        self.settle(HandedBack())
 
     def settle(self, outcome: bool | Reply | BaseException) -> None:
         """Its commit's outcome (or error), once; later ones are ignored."""

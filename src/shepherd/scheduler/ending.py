@@ -24,7 +24,7 @@ from shepherd.errors import (
 )
 from shepherd.failures import error_body, format_traceback
 from shepherd.scheduler import replied
-from shepherd.store.ops import FinishTask
+from shepherd.store.ops import FailTask, FinishTask, StartCompensation
 from shepherd.tasklog import task_event, task_fields
 
 if TYPE_CHECKING:
@@ -41,14 +41,9 @@ async def finish(parts: SchedulerParts, ctx: WorkflowContext, result: JsonValue)
     """The workflow returned `result`: the task is `processed`."""
     task = ctx.task
     # The last replies, if the workflow went on with them before their commit, ride along.
-    replies = await replied.taken(parts, task.id, ctx.epoch)
-    if replies:
-        finishing = FinishTask(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result)
-        await replied.write(parts, replies, finishing)
-    else:
-        await parts.store.finish_task(
-            task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result
-        )
+    await replied.end(
+        parts, FinishTask(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result)
+    )
     task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
     parts.counters.ended(task.workflow, ProcessState.PROCESSED)
     if ctx.traced is not None:
@@ -93,9 +88,9 @@ async def failed(parts: SchedulerParts, ctx: WorkflowContext, exc: Exception) ->
             "agent": exc.agent,
             "detail": exc.detail,
         }
-        await replied.taken(parts, task.id, ctx.epoch, take=False)
-        await parts.store.start_compensation(
-            task.id, locked_by=parts.locked_by, epoch=ctx.epoch, error=refused
+        await replied.end(
+            parts,
+            StartCompensation(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, error=refused),
         )
         task_event(
             task.id,
@@ -174,9 +169,11 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
         )
         return
     final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
-    await replied.taken(parts, ctx.task_id, ctx.epoch, take=False)
-    await parts.store.fail_task(
-        ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
+    await replied.end(
+        parts,
+        FailTask(
+            ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
+        ),
     )
     task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
     parts.counters.ended(ctx.task.workflow, final)
@@ -186,14 +183,15 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
 
 async def error(parts: SchedulerParts, ctx: WorkflowContext, reason: dict[str, Any]) -> None:
     """The task ends in `error` with `reason`, and an operator is alerted."""
-    # Not before the replies the workflow went on with are committed (alone).
-    await replied.taken(parts, ctx.task_id, ctx.epoch, take=False)
-    await parts.store.fail_task(
-        ctx.task_id,
-        locked_by=parts.locked_by,
-        epoch=ctx.epoch,
-        state=ProcessState.ERROR,
-        error=reason,
+    await replied.end(
+        parts,
+        FailTask(
+            ctx.task_id,
+            locked_by=parts.locked_by,
+            epoch=ctx.epoch,
+            state=ProcessState.ERROR,
+            error=reason,
+        ),
     )
     seq = reason.get("seq")
     task_event(

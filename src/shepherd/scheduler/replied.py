@@ -20,13 +20,17 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError, StoreUnavailableError
+from shepherd.store.ops import FailTask, FinishTask
 
 if TYPE_CHECKING:
     from shepherd.agents.pending import PendingReply
     from shepherd.scheduler.parts import SchedulerParts
-    from shepherd.store.ops import FinishTask, StartStep, Went
+    from shepherd.store.ops import StartCompensation, StartStep, Went
 
-__all__ = ["counted", "taken", "write"]
+    #: A write of a task that may carry its replies (`reply_then`).
+    Then = StartStep | FinishTask | FailTask | StartCompensation
+
+__all__ = ["counted", "end", "taken", "write"]
 
 
 def counted(pending: PendingReply, answer: bool | Reply) -> bool:
@@ -34,14 +38,13 @@ def counted(pending: PendingReply, answer: bool | Reply) -> bool:
     return isinstance(answer, Reply) and answer.ok == pending.op.ok
 
 
-async def taken(
-    parts: SchedulerParts, task_id: str, epoch: int, *, take: bool = True
-) -> list[PendingReply]:
-    """The task's offered replies, taken for its next write (`take`), else withdrawn.
+async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[PendingReply]:
+    """The task's offered replies, taken for its next write.
 
-    Replies already withdrawn (and, without `take`, every one) are waited for
-    first: each must have counted. Those taken are the caller's to write at
-    once (`write`), without an await in between.
+    Replies already withdrawn (being committed alone) are waited for: each
+    must have counted. Those taken are the caller's to write at once
+    (`write`), with no await in between; if this raises, they are handed
+    back to their workers, which commit them alone.
 
     Raises:
         StaleEpochError: A reply the workflow went on with was not recorded.
@@ -50,27 +53,57 @@ async def taken(
     entries = parts.pending.get(task_id)
     if not entries:
         return []
-    if not take:
-        for pending in entries:
-            pending.withdraw()
-    for pending in [p for p in entries if not p.offered and not p.taken]:
-        answer = await asyncio.shield(pending.done)
-        if not counted(pending, answer):
-            raise StaleEpochError(task_id, epoch)
-        entries.remove(pending)
-    if not take:
-        return []
+    # Taken first, so that none is withdrawn while an earlier one is waited for.
     mine = [p for p in entries if p.take()]
+    try:
+        for pending in [p for p in entries if not p.offered and not p.taken]:
+            answer = await asyncio.shield(pending.done)
+            if not counted(pending, answer):
+                raise StaleEpochError(task_id, epoch)
+            if pending in entries:  # a parallel call of the workflow may have looked first
+                entries.remove(pending)
+    except BaseException:
+        for pending in mine:
+            pending.hand_back()
+        raise
     for pending in mine:
-        entries.remove(pending)
+        if pending in entries:
+            entries.remove(pending)
     if not entries:
         parts.pending.pop(task_id, None)
     return mine
 
 
-async def write(
-    parts: SchedulerParts, replies: list[PendingReply], then: StartStep | FinishTask
-) -> object:
+async def end(parts: SchedulerParts, then: FinishTask | FailTask | StartCompensation) -> None:
+    """Write `then`, an end of the task's run (or its turn to compensation), with its replies.
+
+    Raises:
+        StaleEpochError: A reply did not count, or `then` is fenced off.
+        StoreUnavailableError: The transaction failed, or its outcome is unknown.
+    """
+    replies = await taken(parts, then.task_id, then.epoch)
+    store = parts.store
+    if replies:
+        await write(parts, replies, then)
+    elif isinstance(then, FinishTask):
+        await store.finish_task(
+            then.task_id, locked_by=then.locked_by, epoch=then.epoch, result=then.result
+        )
+    elif isinstance(then, FailTask):
+        await store.fail_task(
+            then.task_id,
+            locked_by=then.locked_by,
+            epoch=then.epoch,
+            state=then.state,
+            error=then.error,
+        )
+    else:
+        await store.start_compensation(
+            then.task_id, locked_by=then.locked_by, epoch=then.epoch, error=then.error
+        )
+
+
+async def write(parts: SchedulerParts, replies: list[PendingReply], then: Then) -> object:
     """Record `replies` and write `then` in one transaction; `then`'s outcome.
 
     The replies' workers learn their commit's outcome however this caller

@@ -10,7 +10,7 @@ from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.resources import Resolution
 from shepherd.core.states import StepKind
 from shepherd.store.ops.base import Runs, Write, method, operation
-from shepherd.store.ops.claims import FinishTask
+from shepherd.store.ops.claims import FailTask, FinishTask, StartCompensation
 from shepherd.store.ops.queues import ReplyAndAck
 
 __all__ = [
@@ -99,7 +99,7 @@ class Went:
 
     #: Per reply, in order: what `reply_and_ack` returns for it (a `Reply` when it counted).
     replies: tuple[bool | Reply, ...]
-    #: What `then` returns (its complete_by, its `Request`, or None for a finish), or the
+    #: What `then` returns (its complete_by, its `Request`, or None for the others), or the
     #: error its caller gets: `StaleEpochError` when a reply did not count (then
     #: nothing of `then` was written) or when `then` itself is fenced off.
     then: object
@@ -113,15 +113,16 @@ class ReplyThen(Write[Went]):
     removed, its slot released, and, since its `recorder` holds the task,
     recorded on its step with the same checks: the request still taken by its
     worker and unexpired, the task's epoch and the step's attempt current).
-    `then`, the next write of the same task (the start of its next step, or its
-    finish), is written only if EVERY reply counted as the result (or failure)
+    `then`, the next write of the same task (the start of its next step, its
+    finish, its failure into `error`, `compensated` or `cancelled`, or the
+    start of its compensation), is written only if EVERY reply counted as the result (or failure)
     it was handed over as; otherwise nothing of it is written and its outcome is
     `StaleEpochError`. A stale reply is thus recorded nowhere and starts nothing.
     """
 
     replies: Sequence[ReplyAndAck]
     _: KW_ONLY
-    then: StartStep | FinishTask
+    then: StartStep | FinishTask | FailTask | StartCompensation
 
 
 @operation

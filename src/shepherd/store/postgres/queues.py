@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, cast
 from shepherd.core.records import Event
 from shepherd.store import signals as ch
 from shepherd.store.ops import (
+    FailTask,
     FinishTask,
     Note,
     ReadEvents,
     ReplyAndAck,
     ReplyThen,
+    StartCompensation,
     StartStep,
     TakeRequests,
     TaskEvents,
@@ -36,7 +38,7 @@ from shepherd.store.postgres.rows import (
     request_from_row,
 )
 from shepherd.store.postgres.steps import start_with, write_recorded
-from shepherd.store.postgres.tasks import finish_with, send_lock_owners
+from shepherd.store.postgres.tasks import finish_with, send_lock_owners, write_owned
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
 from shepherd.store.sql import queues
 from shepherd.store.sql.dialect import POSTGRES
@@ -214,6 +216,15 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
         if ending:
             finished = await finish_with(batch, [finish for _, finish in ending], owners)
             for (i, _), outcome in zip(ending, finished, strict=True):
+                thens[i] = outcome
+        failing = [
+            (i, op.then)
+            for i, op in enumerate(ops)
+            if isinstance(op.then, (FailTask, StartCompensation)) and decided[i][1]
+        ]
+        if failing:
+            failed = await write_owned(batch, [then for _, then in failing])
+            for (i, _), outcome in zip(failing, failed, strict=True):
                 thens[i] = outcome
         return [_went(mine, then) for (mine, _), then in zip(decided, thens, strict=True)]
 

@@ -274,7 +274,7 @@ async def fail(batch: PostgresBatch, ops: Sequence[ops.FailTask]) -> list[object
     A task failed into `error` gets its alert stored with it (`owner_alert`);
     one that had an alert and ends `compensated` or `cancelled` resolves it.
     """
-    return await _write_owned(batch, ops)
+    return await write_owned(batch, ops)
 
 
 @WRITES.handles(ops.StartCompensation)
@@ -282,10 +282,10 @@ async def start_compensation(
     batch: PostgresBatch, ops: Sequence[ops.StartCompensation]
 ) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
-    return await _write_owned(batch, ops)
+    return await write_owned(batch, ops)
 
 
-async def _write_owned(
+async def write_owned(
     batch: PostgresBatch, ops: Sequence[ops.FailTask | ops.StartCompensation]
 ) -> list[object]:
     """Write the effect each operation has (`owner_effect`), fenced by its owner and epoch.
