@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from shepherd.core.records import Reply, Request
 from shepherd.core.states import ProcessState, StepState
 from shepherd.errors import StaleEpochError
-from shepherd.store.ops import FinishTask, ReplyAndAck, StartStep
+from shepherd.store.ops import FailTask, FinishTask, ReplyAndAck, StartCompensation, StartStep
 from support.factories import claimed_task, step_start, taken_request
 
 if TYPE_CHECKING:
@@ -192,3 +192,61 @@ async def test_one_stale_reply_holds_back_the_write_of_its_own_task_only(store: 
         (1, StepState.COMPLETED, 1),
         (2, StepState.RUNNING, 1),
     ]
+
+
+async def test_a_refusal_and_the_start_of_the_compensation(store: Store) -> None:
+    task, request = await _first_step(store)
+    error = {"type": "Declined", "message": "no"}
+    compensate = StartCompensation(
+        task.id, locked_by="s1", epoch=task.lock_epoch, error={"reason": "refused"}
+    )
+
+    went = await store.reply_then([_reply(request, error, ok=False)], then=compensate)
+
+    assert isinstance(went.replies[0], Reply)
+    assert went.then is None
+    stored = await store.get_task(task.id)
+    assert stored is not None
+    assert stored.process_state is ProcessState.COMPENSATING
+    assert stored.locked_by == "s1"
+    assert [s.state for s in stored.steps] == [StepState.FAILED]
+
+
+async def test_a_reply_and_the_tasks_failure(store: Store) -> None:
+    task, request = await _first_step(store)
+    fail = FailTask(
+        task.id,
+        locked_by="s1",
+        epoch=task.lock_epoch,
+        state=ProcessState.ERROR,
+        error={"reason": "the workflow raised"},
+    )
+
+    went = await store.reply_then([_reply(request, 1)], then=fail)
+
+    assert isinstance(went.replies[0], Reply)
+    assert went.then is None
+    stored = await store.get_task(task.id)
+    assert stored is not None
+    assert stored.process_state is ProcessState.ERROR
+    assert [s.state for s in stored.steps] == [StepState.COMPLETED]
+
+
+async def test_a_stale_reply_fails_no_task(store: Store) -> None:
+    task, old = await _first_step(store)
+    await store.start_step(step_start(task, seq=1, agent="a", attempt=2))
+    fail = FailTask(
+        task.id,
+        locked_by="s1",
+        epoch=task.lock_epoch,
+        state=ProcessState.ERROR,
+        error={"reason": "the workflow raised"},
+    )
+
+    went = await store.reply_then([_reply(old, 1)], then=fail)
+
+    assert went.replies == (False,)
+    assert isinstance(went.then, StaleEpochError)
+    stored = await store.get_task(task.id)
+    assert stored is not None
+    assert stored.process_state is ProcessState.PROCESSING
