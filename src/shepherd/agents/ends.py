@@ -11,6 +11,7 @@ sees `complete_by` pass either way.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import TYPE_CHECKING, Protocol, final
 
@@ -19,10 +20,10 @@ from shepherd.agents.pending import HandedBack, PendingReply
 from shepherd.core.events import EventKind
 from shepherd.core.handling import GiveUp, Phase, ReplyError, TimedOut
 from shepherd.core.records import Reply
-from shepherd.errors import CommitUnknownError, PayloadError, StoreUnavailableError
+from shepherd.errors import CommitUnknownError, StoreUnavailableError
 from shepherd.failures import bug_body, error_body
 from shepherd.outage import Outage
-from shepherd.payloads import dumps, dumps_error, load_stored
+from shepherd.payloads import dumps_error, load_stored
 from shepherd.store.ops import ReplyAndAck
 from shepherd.tasklog import request_fields
 
@@ -240,54 +241,45 @@ class Ends:
         if recorder is not None:
             pending = _pending(op)
             if pending is not None and recorder.offer(pending):
+                asyncio.get_running_loop().call_soon(self._hold, pending, HOLD_TURNS)
                 try:
-                    return self._replied(await self._pended(pending), slot, deliver=False)
+                    return self._replied(await pending.done, slot, deliver=False)
+                except HandedBack:
+                    pass  # the write that took it was not made: alone, as any reply
                 except StoreUnavailableError as exc:
                     # Recorded nowhere, or unknown: the workflow that went on with it
                     # was stopped (`reply_then`), and the reply is tried alone as
-                    # today's, delivered to whichever step then waits for it.
+                    # before, delivered to whichever step then waits for it.
                     failure = exc
         return await self._alone(op, failure)
 
-    async def _pended(self, pending: PendingReply) -> bool | Reply:
-        """A reply handed over before its commit: its outcome, committed one way or another.
+    def _hold(self, pending: PendingReply, turns: int) -> None:
+        """Leave `pending` to its workflow's next write for `turns` turns of the event
+        loop; then withdraw it and commit it alone (`done` tells how that went).
 
-        Its workflow's next write takes it if that write comes within
-        `HOLD_TURNS` turns of the event loop; else the reply is withdrawn and
-        committed alone, so a slow workflow body never holds it back. A write
-        that took it but is not made after all (an earlier reply of its task
-        failed) hands it back, to be committed alone too.
+        A workflow that goes on at once takes it in the turn its step wakes (this
+        runs after that step in the same turn), so a slow workflow body never
+        holds a reply back.
         """
-        try:
-            for _ in range(HOLD_TURNS):
-                if not pending.offered:
-                    break
-                await asyncio.sleep(0)
-            if pending.taken:
-                try:
-                    return await asyncio.shield(pending.done)
-                except HandedBack:
-                    pass  # its write was not made: alone after all
-            else:
-                pending.withdraw()
-            try:
-                replied = await self.store.reply_and_ack(
-                    pending.op.request,
-                    worker=pending.op.worker,
-                    ok=pending.op.ok,
-                    body=pending.op.body,
-                    slot=pending.op.slot,
-                    recorder=pending.op.recorder,
-                    trace=pending.op.trace,
-                )
-            except StoreUnavailableError as exc:
-                pending.settle(exc)
-                raise
-            pending.settle(replied)
-            return replied
-        finally:
-            if not pending.taken:
-                pending.settle(StoreUnavailableError("the reply's worker stopped"))
+        if not pending.offered:
+            return
+        if turns > 1:
+            asyncio.get_running_loop().call_soon(self._hold, pending, turns - 1)
+            return
+        pending.withdraw()
+        op = pending.op
+        commit = asyncio.ensure_future(
+            self.store.reply_and_ack(
+                op.request,
+                worker=op.worker,
+                ok=op.ok,
+                body=op.body,
+                slot=op.slot,
+                recorder=op.recorder,
+                trace=op.trace,
+            )
+        )
+        commit.add_done_callback(pending.settle_from)
 
     async def _alone(self, op: ReplyAndAck, failure: StoreUnavailableError | None) -> bool:
         """Reply and acknowledge `op` alone; through a store outage, try again until complete_by.
@@ -356,17 +348,26 @@ HOLD_TURNS = 3
 
 
 def _pending(op: ReplyAndAck) -> PendingReply | None:
-    """`op` to hand over before its commit, with its body as the store keeps it (JSON
-    text read back, as a replay reads it); None if its body cannot be stored.
+    """`op` to hand over before its commit, with its body as a replay reads it (the JSON
+    text read back); None if its body is not JSON.
 
-    A result the store refuses is recorded as a failure: that reply is never
-    handed over before its commit.
+    A result is read back through the standard JSON codec only (the store's own
+    checks, run again on the hot path, cost more than the rest of the
+    hand-over): a result the store refuses after all (a NUL character, keys
+    that JSON writes alike, a size over the store's limit) is recorded as a
+    failure, which does not count as the result handed over, and the workflow
+    that went on with it is stopped (`reply_then`). An error is encoded as the
+    store encodes it (cut to size).
     """
+    body = op.body
+    if not op.ok:
+        return PendingReply(op, load_stored(dumps_error(body)))
+    if body is None or isinstance(body, (str, int, float)):
+        return PendingReply(op, body)
     try:
-        text = dumps(op.body) if op.ok else dumps_error(op.body)
-    except PayloadError:
+        return PendingReply(op, json.loads(json.dumps(body, separators=(",", ":"))))
+    except (TypeError, ValueError, RecursionError):
         return None
-    return PendingReply(op, load_stored(text))
 
 
 def _told(body: JsonValue) -> str:

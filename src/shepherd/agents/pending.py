@@ -82,6 +82,14 @@ class PendingReply:
         self.state = _WITHDRAWN
         self.settle(HandedBack())
 
+    def settle_from(self, commit: asyncio.Future[bool | Reply]) -> None:
+        """Its outcome, from the future of the commit that carried it."""
+        if commit.cancelled():
+            self.settle(HandedBack())
+        else:
+            error = commit.exception()
+            self.settle(commit.result() if error is None else error)
+
     def settle(self, outcome: bool | Reply | BaseException) -> None:
         """Its commit's outcome (or error), once; later ones are ignored."""
         if self.done.done():

@@ -15,9 +15,9 @@ task again and replays it from the store.
 from __future__ import annotations
 
 import asyncio
-import functools
 from typing import TYPE_CHECKING
 
+from shepherd.agents.pending import HandedBack
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError, StoreUnavailableError
 from shepherd.store.ops import FailTask, FinishTask
@@ -25,7 +25,7 @@ from shepherd.store.ops import FailTask, FinishTask
 if TYPE_CHECKING:
     from shepherd.agents.pending import PendingReply
     from shepherd.scheduler.parts import SchedulerParts
-    from shepherd.store.ops import StartCompensation, StartStep, Went
+    from shepherd.store.ops import StartCompensation, StartStep
 
     #: A write of a task that may carry its replies (`reply_then`).
     Then = StartStep | FinishTask | FailTask | StartCompensation
@@ -57,7 +57,7 @@ async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[Pending
     mine = [p for p in entries if p.take()]
     try:
         for pending in [p for p in entries if not p.offered and not p.taken]:
-            answer = await asyncio.shield(pending.done)
+            answer = await _outcome(pending)
             if not counted(pending, answer):
                 raise StaleEpochError(task_id, epoch)
             if pending in entries:  # a parallel call of the workflow may have looked first
@@ -72,6 +72,19 @@ async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[Pending
     if not entries:
         parts.pending.pop(task_id, None)
     return mine
+
+
+async def _outcome(pending: PendingReply) -> bool | Reply:
+    """The outcome of a withdrawn reply's commit alone, once known."""
+    try:
+        return await asyncio.shield(pending.done)
+    except asyncio.CancelledError:
+        if not pending.done.cancelled():
+            raise  # this caller is cancelled
+    except HandedBack:
+        pass
+    # Its worker stopped (or its commit was cancelled): what became of it is unknown.
+    raise StoreUnavailableError("a reply's worker stopped before its commit was known")
 
 
 async def end(parts: SchedulerParts, then: FinishTask | FailTask | StartCompensation) -> None:
@@ -106,36 +119,29 @@ async def end(parts: SchedulerParts, then: FinishTask | FailTask | StartCompensa
 async def write(parts: SchedulerParts, replies: list[PendingReply], then: Then) -> object:
     """Record `replies` and write `then` in one transaction; `then`'s outcome.
 
-    The replies' workers learn their commit's outcome however this caller
-    fares (even cancelled): the write runs on to its end.
+    The replies' workers learn how it went, whatever becomes of this caller:
+    cancelled meanwhile, it hands them back and each commits its reply alone
+    (the request is gone if the transaction committed it: never twice).
 
     Raises:
         StaleEpochError: A reply did not count (nothing of `then` was written), or
             `then` is fenced off.
         StoreUnavailableError: The transaction failed, or its outcome is unknown.
     """
-    going = asyncio.ensure_future(parts.store.reply_then([p.op for p in replies], then=then))
-    going.add_done_callback(functools.partial(_settle, replies))
-    went = await asyncio.shield(going)
+    try:
+        went = await parts.store.reply_then([p.op for p in replies], then=then)
+    except BaseException as exc:
+        # A failed transaction is a lost reply's (its worker tries it alone through
+        # the outage); anything else (this caller cancelled) has it tried alone now.
+        for pending in replies:
+            pending.settle(exc if isinstance(exc, StoreUnavailableError) else HandedBack())
+        raise
+    task_id, stale = replies[0].task_id, False
     for pending, answer in zip(replies, went.replies, strict=True):
-        if not counted(pending, answer):
-            task_id = pending.task_id
-            raise StaleEpochError(task_id, pending.op.request.lock_epoch)
+        pending.settle(answer)
+        stale = stale or not counted(pending, answer)
+    if stale:
+        raise StaleEpochError(task_id, replies[0].op.request.lock_epoch)
     if isinstance(went.then, Exception):
         raise went.then
     return went.then
-
-
-def _settle(replies: list[PendingReply], going: asyncio.Future[Went]) -> None:
-    """Tell each reply's worker how the write that took it went."""
-    if going.cancelled():
-        error: BaseException | None = StoreUnavailableError("the write of a reply was cancelled")
-    else:
-        error = going.exception()
-    if error is not None:
-        for pending in replies:
-            pending.settle(error)
-        return
-    went = going.result()
-    for pending, answer in zip(replies, went.replies, strict=True):
-        pending.settle(answer)
