@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -106,8 +107,8 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
     pg: PostgresStore,
 ) -> None:
     await pg.register_worker("w1", host="h", pid=1, roles=("scheduler",), agents=("a",))
-    replying, recording, starting, ending = await _claimed(pg, "s1", 4)
-    for task in (replying, recording):
+    replying, recording, starting, ending, going = await _claimed(pg, "s1", 5)
+    for task in (replying, recording, going):
         await pg.start_step(step_start(task, seq=1))
     taken = {r.task_id: r for r in await pg.take_requests(agents=["a"], worker="w1", limit=10)}
     await pg.reply_and_ack(taken[recording.id], worker="w1", ok=True, body="queued")
@@ -126,10 +127,16 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
         pg.finish_task(starting.id, locked_by="s1", epoch=starting.lock_epoch, result="done"),
         pg.beat_worker("w1"),
         pg.acquire_lease("supervisor", holder="sup", ttl=60.0),
+        pg.reply_then(
+            [ReplyAndAck(taken[going.id], worker="w1", ok=True, body=1, recorder="s1")],
+            then=StartStep(step_start(going, seq=2)),
+        ),
     )
 
     assert trips == 1
-    submitted, claimed, took, calls, answered, recorded, _, _, beaten, lease = outcomes
+    submitted, claimed, took, calls, answered, recorded, _, _, beaten, lease, went = outcomes
+    assert isinstance(went.replies[0], Reply)
+    assert isinstance(went.then, datetime)
     assert calls == ([], [])
     assert submitted.created
     assert [t.input for t in claimed] == ["to claim"]

@@ -3,7 +3,10 @@
 `shepherd.core.handling` decides the end; this carries it out. A reply is
 written and its request acknowledged in one transaction, which also gives back
 the handling's capacity slot; through a store outage it is tried again until
-`complete_by`. A handling that replies nothing (given up, timed out) leaves its
+`complete_by`. When the scheduler of this process waits for the reply, it is
+handed over before it is written (`Recorder.offer`): the workflow's next write
+takes it into its own transaction, or, if none comes within `HOLD_TURNS` turns
+of the event loop, it is written alone as any other. A handling that replies nothing (given up, timed out) leaves its
 reason in the task's history, for the operator and the alert: the supervisor
 sees `complete_by` pass either way.
 """
