@@ -45,9 +45,8 @@ class PendingReply:
         self.body = body
         self.state = _OFFERED
         #: The commit's outcome: what `reply_and_ack` returns for it, or its error.
+        #: Its worker awaits it (and so reads any failure) until it is settled.
         self.done: asyncio.Future[bool | Reply] = asyncio.get_running_loop().create_future()
-        # Nobody may be left to read a failure (a worker that stopped): never "unretrieved".
-        self.done.add_done_callback(_retrieve)
 
     @property
     def task_id(self) -> str:
@@ -98,8 +97,3 @@ class PendingReply:
             self.done.set_exception(outcome)
         else:
             self.done.set_result(outcome)
-
-
-def _retrieve(future: asyncio.Future[bool | Reply]) -> None:
-    if not future.cancelled():
-        future.exception()

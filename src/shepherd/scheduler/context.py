@@ -335,7 +335,11 @@ class WorkflowContext:
         """
         parts = self._parts
         # The replies this workflow went on with before their commit ride along.
-        replies = await replied.taken(parts, self.task_id, self.epoch)
+        replies = (
+            await replied.taken(parts, self.task_id, self.epoch)
+            if self.task_id in parts.pending
+            else None
+        )
         taker = parts.taker
         worker = None if taker is None or start.suspect else taker.reserve(start.agent)
         if worker is None:
