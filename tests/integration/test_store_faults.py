@@ -93,7 +93,8 @@ async def finished(app: App, task_id: str) -> Any:
 
 
 #: Roles in one process: steps go straight to its agent worker (start_step_taken)
-#: and replies are recorded where they are made (reply_and_ack). Apart (the
+#: and replies are recorded where they are made, with the workflow's next write
+#: (reply_then: the next step's start, the finish). Apart (the
 #: scheduler's process runs no agent role): start_step queues, record_replies records.
 TOGETHER = ("scheduler", "agent", "supervisor")
 APART = ("scheduler", "supervisor")
@@ -108,12 +109,17 @@ APART = ("scheduler", "supervisor")
         ("start_step_taken", ["before"], TOGETHER),
         ("start_step_taken", ["after"], TOGETHER),
         ("start_step_taken", ["before", "before", "before", "before"], TOGETHER),
-        ("finish_task", ["after"], TOGETHER),
-        ("finish_task", ["before"], TOGETHER),
+        ("finish_task", ["after"], APART),
+        ("finish_task", ["before"], APART),
         ("record_replies", ["after"], APART),
         ("record_replies", ["before", "after", "before"], APART),
-        ("reply_and_ack", ["after"], TOGETHER),
-        ("reply_and_ack", ["before", "after", "before"], TOGETHER),
+        ("reply_and_ack", ["after"], APART),
+        ("reply_and_ack", ["before", "after", "before"], APART),
+        # Together, each reply rides with its workflow's next write (the next step's
+        # start, the finish): that one transaction fails before or after its commit.
+        ("reply_then", ["before"], TOGETHER),
+        ("reply_then", ["after"], TOGETHER),
+        ("reply_then", ["before", "after", "before"], TOGETHER),
     ],
 )
 async def test_a_store_fault_under_a_workflow_is_not_the_tasks_failure(
@@ -132,6 +138,11 @@ async def test_a_store_fault_under_a_workflow_is_not_the_tasks_failure(
     assert task.failure_count == 0
     assert alerts == []
     assert store.injected, "the fault was never injected"
+    if method.startswith("reply"):
+        # Each reply was recorded once, whichever side of its commit the fault fell on.
+        history = await app.history(task_id)
+        completed = [e.detail["seq"] for e in history if e.kind == "step_completed"]
+        assert sorted(completed) == [1, 2, 3]
 
 
 async def test_store_outages_of_the_loops_are_waited_out(app: App) -> None:

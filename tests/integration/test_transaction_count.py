@@ -12,11 +12,15 @@ workflow's alone, and a count, not a time: it does not depend on the load.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from shepherd import App, WorkflowContext
+from shepherd.core.states import ProcessState, StepState
+from shepherd.errors import PermanentError
+from shepherd.testing import wait_until
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
@@ -26,9 +30,10 @@ pytestmark = pytest.mark.fake_time
 #: Real seconds the test waits for the result before it fails (a backstop).
 PATIENCE = 15.0
 STEPS = 3
-#: Today's count: the submit, the claim, each step's start and its reply (3 x 2),
-#: and the finish.
-TODAY = 1 + 1 + 2 * STEPS + 1
+#: Today's count: the submit, the claim, the first step's start, then each step's
+#: reply with the next step's start (the last one's with the finish). 9 before
+#: issue 34: each step's start and its reply apart (3 x 2), and the finish.
+TODAY = 1 + 1 + 1 + STEPS
 
 
 def _three_steps(app: App) -> None:
@@ -48,13 +53,12 @@ def _commits(app: App) -> int:
     return int(app.store.statistics()["commits"])
 
 
-async def test_a_lone_three_step_workflow_takes_nine_transactions(app: App) -> None:
-    """A lone workflow of three steps, all roles in one process: 9 commits today.
+async def test_a_lone_three_step_workflow_takes_six_transactions(app: App) -> None:
+    """A lone workflow of three steps, all roles in one process: 6 commits (9 before).
 
-    Submit, claim, then for each step one transaction that starts it and one
-    that records its reply, then the finish. Issue 34 sets the target at 6 or
-    fewer (a step's reply and the next step's start, or the finish, in one
-    transaction); when that lands this count goes down and so must `TODAY`.
+    Submit, claim, start 1, then each step's reply in one transaction with
+    the workflow's next write: reply 1 + start 2, reply 2 + start 3, reply 3 +
+    the finish (`reply_then`).
     """
     _three_steps(app)
     async with app.running(["scheduler", "agent"]):
@@ -65,3 +69,109 @@ async def test_a_lone_three_step_workflow_takes_nine_transactions(app: App) -> N
         assert await app.result(task_id, timeout=PATIENCE) == 3
         took = _commits(app) - before
     assert took == TODAY, f"a lone {STEPS}-step workflow took {took} transactions"
+
+
+async def _measured(app: App, workflow: str, expected: JsonValue) -> int:
+    """Commits of one run of `workflow` after a warm-up run (roles already started)."""
+    async with app.running(["scheduler", "agent"]):
+        warm_up = await app.submit(workflow, {})
+        assert await app.result(warm_up, timeout=PATIENCE) == expected
+        before = _commits(app)
+        task_id = await app.submit(workflow, {})
+        assert await app.result(task_id, timeout=PATIENCE) == expected
+        return _commits(app) - before
+
+
+async def test_two_parallel_steps_between_two_others(app: App) -> None:
+    """Step 1, then steps 2 and 3 in parallel (`asyncio.gather`), then the finish: 6 (9 before).
+
+    Submit, claim, start 1, reply 1 with the starts of 2 and 3 (the start of 3
+    rides in the same batch), reply 2 alone (its step is handed over, but the
+    workflow waits for step 3, which is not a write: the reply is withdrawn
+    after its turns and committed alone), reply 3 with the finish. When both
+    replies come within the same few turns, both ride with the finish: 5.
+    """
+
+    @app.agent("noop")
+    async def noop(request: Any) -> JsonValue:
+        return request.payload
+
+    @app.workflow("fan")
+    async def fan(ctx: WorkflowContext, data: Any) -> JsonValue:
+        first = await ctx.call("noop", 1)
+        second, third = await asyncio.gather(ctx.call("noop", 2), ctx.call("noop", 3))
+        return [first, second, third]
+
+    took = await _measured(app, "fan", [1, 2, 3])
+    assert took <= 6, f"took {took} transactions"
+
+
+async def test_a_refused_step_and_its_compensation(app: App) -> None:
+    """Step 1 succeeds, step 2 is refused, step 1 is undone: 7 transactions (10 before).
+
+    Submit, claim, start 1, reply 1 with the start of 2, reply 2 (a refusal)
+    with the start of the compensation, the start of the undo step, and its
+    reply with the task's end (`compensated`).
+    """
+
+    @app.agent("ok")
+    async def ok(request: Any) -> JsonValue:
+        return request.payload
+
+    @app.agent("undo_ok")
+    async def undo_ok(request: Any) -> JsonValue:
+        return None
+
+    @app.agent("refuse")
+    async def refuse(request: Any) -> JsonValue:
+        raise PermanentError("refused")
+
+    @app.workflow("refused")
+    async def refused(ctx: WorkflowContext, data: Any) -> JsonValue:
+        await ctx.call("ok", 1, undo="undo_ok")
+        return await ctx.call("refuse", 2)
+
+    async with app.running(["scheduler", "agent"]):
+        warm_up = await app.submit("refused", {})
+        await _ended(app, warm_up)
+        before = _commits(app)
+        task_id = await app.submit("refused", {})
+        task = await _ended(app, task_id)
+        took = _commits(app) - before
+    assert task.process_state is ProcessState.COMPENSATED
+    assert took == 7, f"took {took} transactions"
+
+
+async def test_a_workflow_that_raises_between_two_steps(app: App) -> None:
+    """Step 1, then the body raises: submit, claim, start 1, reply 1 with the task's error: 4 (5 before)."""
+
+    @app.agent("noop")
+    async def noop(request: Any) -> JsonValue:
+        return request.payload
+
+    @app.workflow("raises")
+    async def raises(ctx: WorkflowContext, data: Any) -> JsonValue:
+        await ctx.call("noop", 1)
+        raise RuntimeError("a bug between two steps")
+
+    async with app.running(["scheduler", "agent"]):
+        warm_up = await app.submit("raises", {})
+        await _ended(app, warm_up)
+        before = _commits(app)
+        task_id = await app.submit("raises", {})
+        task = await _ended(app, task_id)
+        took = _commits(app) - before
+    assert task.process_state is ProcessState.ERROR
+    assert [s.state for s in task.steps] == [StepState.COMPLETED]
+    assert took == 4, f"took {took} transactions"
+
+
+async def _ended(app: App, task_id: str) -> Any:
+    """The task, once it has ended (polled, with a real-time deadline as a backstop)."""
+
+    async def ended() -> bool:
+        task = await app.get_task(task_id)
+        return task.process_state in (ProcessState.COMPENSATED, ProcessState.ERROR)
+
+    await wait_until(ended, timeout=PATIENCE)
+    return await app.get_task(task_id)

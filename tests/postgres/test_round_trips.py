@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from shepherd.core.records import Task
+from shepherd.core.records import Reply, Request, Task
+from shepherd.store.ops import FinishTask, ReplyAndAck, StartStep
 from shepherd.store.postgres import PostgresStore
 from support.factories import new_task, step_start
 from support.postgres import OpenStore
@@ -104,8 +107,8 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
     pg: PostgresStore,
 ) -> None:
     await pg.register_worker("w1", host="h", pid=1, roles=("scheduler",), agents=("a",))
-    replying, recording, starting, ending = await _claimed(pg, "s1", 4)
-    for task in (replying, recording):
+    replying, recording, starting, ending, going = await _claimed(pg, "s1", 5)
+    for task in (replying, recording, going):
         await pg.start_step(step_start(task, seq=1))
     taken = {r.task_id: r for r in await pg.take_requests(agents=["a"], worker="w1", limit=10)}
     await pg.reply_and_ack(taken[recording.id], worker="w1", ok=True, body="queued")
@@ -124,10 +127,16 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
         pg.finish_task(starting.id, locked_by="s1", epoch=starting.lock_epoch, result="done"),
         pg.beat_worker("w1"),
         pg.acquire_lease("supervisor", holder="sup", ttl=60.0),
+        pg.reply_then(
+            [ReplyAndAck(taken[going.id], worker="w1", ok=True, body=1, recorder="s1")],
+            then=StartStep(step_start(going, seq=2)),
+        ),
     )
 
     assert trips == 1
-    submitted, claimed, took, calls, answered, recorded, _, _, beaten, lease = outcomes
+    submitted, claimed, took, calls, answered, recorded, _, _, beaten, lease, went = outcomes
+    assert isinstance(went.replies[0], Reply)
+    assert isinstance(went.then, datetime)
     assert calls == ([], [])
     assert submitted.created
     assert [t.input for t in claimed] == ["to claim"]
@@ -146,3 +155,28 @@ async def test_a_batch_mixing_every_hot_kind_waits_once_before_its_commit(
         found = await pg.get_task(task.id)
         assert found is not None
         assert found.steps[0].state == "completed"
+
+
+async def test_a_batch_of_replies_with_their_next_writes_waits_once_before_its_commit(
+    pg: PostgresStore,
+) -> None:
+    starting, ending = await _claimed(pg, "s1", 2)
+    for task in (starting, ending):
+        await pg.start_step(step_start(task, seq=1))
+    taken = {r.task_id: r for r in await pg.take_requests(agents=["a"], worker="w1", limit=10)}
+
+    def reply(task: Task) -> ReplyAndAck:
+        return ReplyAndAck(taken[task.id], worker="w1", ok=True, body=1, recorder="s1")
+
+    next_step = replace(step_start(starting, seq=2), taken_by="w1")
+    finish = FinishTask(ending.id, locked_by="s1", epoch=ending.lock_epoch, result="done")
+    (started, finished), trips = await _one_batch(
+        pg,
+        pg.reply_then([reply(starting)], then=StartStep(next_step)),
+        pg.reply_then([reply(ending)], then=finish),
+    )
+
+    assert trips == 1
+    assert isinstance(started.then, Request)
+    assert finished.then is None
+    assert all(isinstance(answer, Reply) for answer in (*started.replies, *finished.replies))

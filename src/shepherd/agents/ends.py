@@ -3,23 +3,31 @@
 `shepherd.core.handling` decides the end; this carries it out. A reply is
 written and its request acknowledged in one transaction, which also gives back
 the handling's capacity slot; through a store outage it is tried again until
-`complete_by`. A handling that replies nothing (given up, timed out) leaves its
+`complete_by`. When the scheduler of this process waits for the reply, it is
+handed over before it is written (`Recorder.offer`): the workflow's next write
+takes it into its own transaction, or, if none comes within `HOLD_TURNS` turns
+of the event loop, it is written alone as any other. A handling that replies nothing (given up, timed out) leaves its
 reason in the task's history, for the operator and the alert: the supervisor
 sees `complete_by` pass either way.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from typing import TYPE_CHECKING, Protocol, final
 
 from shepherd import tracing
+from shepherd.agents.pending import HandedBack, PendingReply
 from shepherd.core.events import EventKind
 from shepherd.core.handling import GiveUp, Phase, ReplyError, TimedOut
 from shepherd.core.records import Reply
 from shepherd.errors import CommitUnknownError, StoreUnavailableError
 from shepherd.failures import bug_body, error_body
 from shepherd.outage import Outage
+from shepherd.payloads import dumps_error, load_stored
+from shepherd.store.ops import ReplyAndAck
 from shepherd.tasklog import request_fields
 
 if TYPE_CHECKING:
@@ -53,6 +61,13 @@ class Recorder(Protocol):
 
     def recheck(self, task_id: str, seq: int) -> None:
         """Have the step waiting for `(task_id, seq)` read its outcome from the store."""
+        ...
+
+    def offer(self, pending: PendingReply) -> bool:
+        """Hand a reply not yet committed to its waiting step; False if none waits for it.
+
+        Taken, its step's workflow commits it with its next write (`reply_then`).
+        """
         ...
 
 
@@ -216,18 +231,82 @@ class Ends:
             trace = tracing.current()
             if not ok:
                 tracing.failed(_told(body))
+        op = ReplyAndAck(
+            request,
+            worker=self.worker,
+            ok=ok,
+            body=body,
+            slot=slot,
+            recorder=None if recorder is None else recorder.owner,
+            trace=trace,
+        )
+        failure: StoreUnavailableError | None = None
+        if recorder is not None:
+            pending = _pending(op)
+            if pending is not None and recorder.offer(pending):
+                asyncio.get_running_loop().call_soon(self._hold, pending, HOLD_TURNS)
+                try:
+                    return self._replied(await pending.done, slot, deliver=False)
+                except HandedBack:
+                    pass  # the write that took it was not made: alone, as any reply
+                except StoreUnavailableError as exc:
+                    # Recorded nowhere, or unknown: the workflow that went on with it
+                    # was stopped (`reply_then`), and the reply is tried alone as
+                    # before, delivered to whichever step then waits for it.
+                    failure = exc
+        return await self._alone(op, failure)
+
+    def _hold(self, pending: PendingReply, turns: int) -> None:
+        """Leave `pending` to its workflow's next write for `turns` turns of the event
+        loop; then withdraw it and commit it alone (`done` tells how that went).
+
+        A workflow that goes on at once takes it in the turn its step wakes (this
+        runs after that step in the same turn), so a slow workflow body never
+        holds a reply back.
+        """
+        if not pending.offered:
+            return
+        if turns > 1:
+            asyncio.get_running_loop().call_soon(self._hold, pending, turns - 1)
+            return
+        pending.withdraw()
+        op = pending.op
+        commit = asyncio.ensure_future(
+            self.store.reply_and_ack(
+                op.request,
+                worker=op.worker,
+                ok=op.ok,
+                body=op.body,
+                slot=op.slot,
+                recorder=op.recorder,
+                trace=op.trace,
+            )
+        )
+        commit.add_done_callback(pending.settle_from)
+
+    async def _alone(self, op: ReplyAndAck, failure: StoreUnavailableError | None) -> bool:
+        """Reply and acknowledge `op` alone; through a store outage, try again until complete_by.
+
+        A retry after an unknown commit is safe: if the first one committed, the
+        request is gone and the retry replies nothing. `failure`: the first try's
+        error, when it was made already.
+        """
+        recorder, request = self.recorder, op.request
         while True:
             try:
+                if failure is not None:
+                    raise failure
                 replied = await self.store.reply_and_ack(
                     request,
-                    worker=self.worker,
-                    ok=ok,
-                    body=body,
-                    slot=slot,
-                    recorder=None if recorder is None else recorder.owner,
-                    trace=trace,
+                    worker=op.worker,
+                    ok=op.ok,
+                    body=op.body,
+                    slot=op.slot,
+                    recorder=op.recorder,
+                    trace=op.trace,
                 )
             except StoreUnavailableError as exc:
+                failure = None
                 if recorder is not None and isinstance(exc, CommitUnknownError):
                     # It may have been recorded for the scheduler here, which would
                     # then never hear of it: that step looks at the store again.
@@ -244,16 +323,54 @@ class Ends:
                     return False
                 await self.outage.pause(exc)
                 continue
-            self.outage.over()
-            if slot is not None:
-                self.capacity.forget(slot)
-            if isinstance(replied, Reply):
-                if recorder is not None:
-                    recorder.deliver(replied)
-                replied = True
-            if replied:
-                self.replied += 1
-            return replied
+            return self._replied(replied, op.slot, deliver=True)
+
+    def _replied(self, replied: bool | Reply, slot: Slot | None, *, deliver: bool) -> bool:
+        """A reply committed: give its slot back, hand it over (unless it was already)."""
+        self.outage.over()
+        if slot is not None:
+            self.capacity.forget(slot)
+        if isinstance(replied, Reply):
+            if deliver and self.recorder is not None:
+                self.recorder.deliver(replied)
+            elif tracing.ENABLED and replied.trace is not None and tracing.active():
+                tracing.replied(replied)
+            replied = True
+        if replied:
+            self.replied += 1
+        return replied
+
+
+#: Turns of the event loop a reply handed over before its commit waits for its
+#: workflow's next write to take it (see `Ends._pended`). A workflow that goes
+#: straight on makes that write in the turn its step wakes; one whose step was the
+#: last of `asyncio.gather` in the third (the call's task ends, the gather's
+#: callback runs, then the workflow's task). Idle, three turns take microseconds;
+#: busy, the writer's batch in flight takes longer than they do.
+HOLD_TURNS = 3
+
+
+def _pending(op: ReplyAndAck) -> PendingReply | None:
+    """`op` to hand over before its commit, with its body as a replay reads it (the JSON
+    text read back); None if its body is not JSON.
+
+    A result is read back through the standard JSON codec only (the store's own
+    checks, run again on the hot path, cost more than the rest of the
+    hand-over): a result the store refuses after all (a NUL character, keys
+    that JSON writes alike, a size over the store's limit) is recorded as a
+    failure, which does not count as the result handed over, and the workflow
+    that went on with it is stopped (`reply_then`). An error is encoded as the
+    store encodes it (cut to size).
+    """
+    body = op.body
+    if not op.ok:
+        return PendingReply(op, load_stored(dumps_error(body)))
+    if body is None or isinstance(body, (str, int, float)):
+        return PendingReply(op, body)
+    try:
+        return PendingReply(op, json.loads(json.dumps(body, separators=(",", ":"))))
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _told(body: JsonValue) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
 from shepherd.core.ownership import owner_key_of
-from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.records import JsonValue, Request, Step, Task
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
 from shepherd.core.supervision import suspected
@@ -28,8 +28,11 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
+from shepherd.scheduler import replied
+from shepherd.scheduler.recheck import stored_outcome
 from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
 from shepherd.store.contract import REPLY_GRACE, StepStart
+from shepherd.store.ops import StartStep
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
@@ -257,7 +260,7 @@ class WorkflowContext:
         mailbox = parts.mailbox
         step_within = within if within is not None else parts.step_within(agent)
         suspect = suspected(self.task.crashes, seq)
-        future = mailbox.expect(self.task_id, seq)
+        future = mailbox.expect(self.task_id, seq, epoch=self.epoch, attempt=attempt)
         start = StepStart(
             task_id=self.task_id,
             locked_by=parts.locked_by,
@@ -304,8 +307,13 @@ class WorkflowContext:
                 # store is read, so that a reply recorded meanwhile is not missed.
                 if not mailbox.waits_with(self.task_id, seq, future):
                     raise Abandoned
-                future = mailbox.expect(self.task_id, seq)
-                check = await self._recheck(seq, attempt, complete_by)
+                future = mailbox.expect(self.task_id, seq, epoch=self.epoch, attempt=attempt)
+                try:
+                    check = await stored_outcome(
+                        parts, self.task_id, self.epoch, seq, attempt, complete_by
+                    )
+                except StoreUnavailableError as exc:
+                    raise StoreLost(exc) from exc
                 replied = future.result() if future.done() else None
                 if replied is not None:
                     ok, body = replied
@@ -374,13 +382,28 @@ class WorkflowContext:
         Returns the step's complete_by.
         """
         parts = self._parts
+        # The replies this workflow went on with before their commit ride along.
+        replies = (
+            await replied.taken(parts, self.task_id, self.epoch)
+            if self.task_id in parts.pending
+            else None
+        )
         taker = parts.taker
         worker = None if taker is None or start.suspect else taker.reserve(start.agent)
         if worker is None:
+            if replies:
+                started = await replied.write(parts, replies, StartStep(start))
+                assert isinstance(started, datetime)
+                return started
             return await parts.store.start_step(start)
         assert taker is not None
         try:
-            request = await parts.store.start_step_taken(start, worker=worker)
+            if replies:
+                taken = replace(start, taken_by=worker)
+                request = await replied.write(parts, replies, StartStep(taken))
+                assert isinstance(request, Request)
+            else:
+                request = await parts.store.start_step_taken(start, worker=worker)
         except BaseException:
             taker.unreserve()
             raise
@@ -407,37 +430,6 @@ class WorkflowContext:
             compensates=compensates,
             reason=reason,
         )
-
-    async def _recheck(
-        self, seq: int, attempt: int, complete_by: datetime
-    ) -> tuple[bool, JsonValue] | datetime | None:
-        """Step `seq` as stored: its recorded outcome, a deadline to wait for, or None.
-
-        The recorded outcome (ok, body) when a reply was recorded for this
-        attempt (its wake-up was lost); a later complete_by if a heartbeat moved
-        it; the same one if it has not passed yet; None when the step is past
-        it or the claim no longer holds (someone else may be retrying it).
-        """
-        parts = self._parts
-        try:
-            task = await parts.store.get_task(self.task_id)
-        except StoreUnavailableError as exc:
-            raise StoreLost(exc) from exc
-        if task is None or task.lock_epoch != self.epoch or task.locked_by != parts.locked_by:
-            return None
-        step = next((s for s in task.steps if s.seq == seq), None)
-        if step is None or step.attempt != attempt:
-            return None
-        if step.state in (StepState.COMPLETED, StepState.COMPENSATED):
-            return (True, step.result)
-        if step.state is StepState.FAILED:
-            return (False, step.error)
-        if step.state is not StepState.RUNNING or step.complete_by is None:
-            return None
-        if step.complete_by > complete_by:
-            return step.complete_by
-        past = parts.store.now() - complete_by
-        return None if past.total_seconds() >= REPLY_GRACE else complete_by
 
 
 def _wake(future: asyncio.Future[tuple[bool, JsonValue] | None]) -> None:

@@ -23,6 +23,8 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import error_body, format_traceback
+from shepherd.scheduler import replied
+from shepherd.store.ops import FailTask, FinishTask, StartCompensation
 from shepherd.tasklog import task_event, task_fields
 
 if TYPE_CHECKING:
@@ -38,8 +40,9 @@ log = logging.getLogger("shepherd.scheduler")
 async def finish(parts: SchedulerParts, ctx: WorkflowContext, result: JsonValue) -> None:
     """The workflow returned `result`: the task is `processed`."""
     task = ctx.task
-    await parts.store.finish_task(
-        task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result
+    # The last replies, if the workflow went on with them before their commit, ride along.
+    await replied.end(
+        parts, FinishTask(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result)
     )
     task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
     parts.counters.ended(task.workflow, ProcessState.PROCESSED)
@@ -85,8 +88,9 @@ async def failed(parts: SchedulerParts, ctx: WorkflowContext, exc: Exception) ->
             "agent": exc.agent,
             "detail": exc.detail,
         }
-        await parts.store.start_compensation(
-            task.id, locked_by=parts.locked_by, epoch=ctx.epoch, error=refused
+        await replied.end(
+            parts,
+            StartCompensation(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, error=refused),
         )
         task_event(
             task.id,
@@ -165,8 +169,11 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
         )
         return
     final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
-    await parts.store.fail_task(
-        ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
+    await replied.end(
+        parts,
+        FailTask(
+            ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
+        ),
     )
     task_event(ctx.task_id, ctx.task.workflow, str(final), epoch=ctx.epoch)
     parts.counters.ended(ctx.task.workflow, final)
@@ -176,12 +183,15 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
 
 async def error(parts: SchedulerParts, ctx: WorkflowContext, reason: dict[str, Any]) -> None:
     """The task ends in `error` with `reason`, and an operator is alerted."""
-    await parts.store.fail_task(
-        ctx.task_id,
-        locked_by=parts.locked_by,
-        epoch=ctx.epoch,
-        state=ProcessState.ERROR,
-        error=reason,
+    await replied.end(
+        parts,
+        FailTask(
+            ctx.task_id,
+            locked_by=parts.locked_by,
+            epoch=ctx.epoch,
+            state=ProcessState.ERROR,
+            error=reason,
+        ),
     )
     seq = reason.get("seq")
     task_event(

@@ -24,21 +24,39 @@ Outcome = tuple[bool, JsonValue] | None
 class ReplyMailbox:
     """The futures the running steps wait on, by (task id, seq)."""
 
-    __slots__ = ("_waiting",)
+    __slots__ = ("_attempts", "_waiting")
 
     def __init__(self) -> None:
         self._waiting: dict[tuple[str, int], asyncio.Future[Outcome]] = {}
+        # (lock_epoch, attempt) of the step that waits, by (task id, seq).
+        self._attempts: dict[tuple[str, int], tuple[int, int]] = {}
 
     def __len__(self) -> int:
         """How many steps wait for their reply."""
         return len(self._waiting)
 
-    def expect(self, task_id: str, seq: int) -> asyncio.Future[Outcome]:
-        """A new future for the reply of step `seq`, in place of any earlier one."""
+    def expect(
+        self, task_id: str, seq: int, *, epoch: int = -1, attempt: int = -1
+    ) -> asyncio.Future[Outcome]:
+        """A new future for the reply of step `seq`, in place of any earlier one.
+
+        `epoch` and `attempt` name the claim and attempt it waits under: only a
+        reply to that request may be handed to it before its commit (`waits_for`).
+        """
         future: asyncio.Future[Outcome]
         future = asyncio.get_running_loop().create_future()
         self._waiting[(task_id, seq)] = future
+        self._attempts[(task_id, seq)] = (epoch, attempt)
         return future
+
+    def waits_for(self, task_id: str, seq: int, *, epoch: int, attempt: int) -> bool:
+        """Whether a step waits for the reply of step `seq` under this epoch and attempt."""
+        future = self._waiting.get((task_id, seq))
+        return (
+            future is not None
+            and not future.done()
+            and self._attempts.get((task_id, seq)) == (epoch, attempt)
+        )
 
     def waits_with(self, task_id: str, seq: int, future: asyncio.Future[Outcome]) -> bool:
         """Whether `future` is the one registered for the reply of step `seq`."""
@@ -48,6 +66,7 @@ class ReplyMailbox:
         """Drop `future`, unless a later claim of the same task waits on the same seq."""
         if self._waiting.get((task_id, seq)) is future:
             del self._waiting[(task_id, seq)]
+            self._attempts.pop((task_id, seq), None)
 
     def post(self, task_id: str, seq: int, reply: tuple[bool, JsonValue]) -> bool:
         """Hand a recorded reply (ok, body) to its step; False when no step waits for it."""

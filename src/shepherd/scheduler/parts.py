@@ -8,13 +8,14 @@ never the scheduler.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, final
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from shepherd.agents import Agent
+    from shepherd.agents.pending import PendingReply
     from shepherd.alerts import RaiseAlert
     from shepherd.clock import Clock
     from shepherd.core.records import Request
@@ -66,6 +67,9 @@ class SchedulerParts:
     #: The agent worker of this process, if one runs here: steps of the agents it
     #: hosts go straight to it (`WorkflowContext._send`).
     taker: Taker | None = None
+    #: By task: replies of this process's agent worker handed to their steps before
+    #: their commit, for the task's next write to take (`scheduler.replied`).
+    pending: dict[str, list[PendingReply]] = field(default_factory=dict)
 
     def step_within(self, agent: str) -> float:
         """The window of a step of `agent` whose call sets none: the agent's, else the default."""

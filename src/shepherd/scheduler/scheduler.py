@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping
 
     from shepherd.agents import Agent
+    from shepherd.agents.pending import PendingReply
     from shepherd.alerts import RaiseAlert
     from shepherd.clock import Clock
     from shepherd.config import Settings
@@ -130,6 +131,22 @@ class Scheduler:
         with the connection: it may have been recorded, and no reply follows.
         """
         self.mailbox.recheck(task_id, seq)
+
+    def offer(self, pending: PendingReply) -> bool:
+        """Hand a reply not yet committed to the step waiting for it under its claim and attempt.
+
+        False when none waits (the reply is committed alone, as any other). Handed
+        over, it waits for its workflow's next write of the task to take it
+        (`scheduler.replied`), or for its worker to withdraw it.
+        """
+        request = pending.op.request
+        task_id, seq = request.task_id, request.seq
+        mailbox = self.mailbox
+        if not mailbox.waits_for(task_id, seq, epoch=request.lock_epoch, attempt=request.attempt):
+            return False
+        self.parts.pending.setdefault(task_id, []).append(pending)
+        mailbox.post(task_id, seq, (pending.op.ok, pending.body))
+        return True
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -332,10 +349,13 @@ class Scheduler:
         finally:
             if self._running.get(task.id) is asyncio.current_task():
                 del self._running[task.id]
+                self.parts.pending.pop(task.id, None)
             self.finished += 1
             self._slot_freed.set()
 
     async def _drive_once(self, task: Task) -> None:
+        # Replies handed to an earlier run of the task are that run's: its end settled them.
+        self.parts.pending.pop(task.id, None)
         ctx = WorkflowContext(self.parts, task)
         if tracing.ENABLED and tracing.active():
             with tracing.task_span(task) as ctx.traced:

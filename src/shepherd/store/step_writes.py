@@ -18,6 +18,7 @@ from shepherd.core.states import StepKind, StepState
 from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail, load_stored
 from shepherd.store.contract import REPLY_GRACE
+from shepherd.store.ops import StartStep
 from shepherd.store.rows import Columns, Row
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from shepherd.store.contract import StepStart
     from shepherd.store.effect_rows import Encoder
-    from shepherd.store.ops import ReplyAndAck
+    from shepherd.store.ops import ReplyAndAck, ReplyThen
 
 __all__ = [
     "REPLY_COLUMNS",
@@ -35,11 +36,13 @@ __all__ = [
     "ReplyCol",
     "Starts",
     "encoded_answers",
+    "go_on",
     "handed_request",
     "plan_answers",
     "plan_starts",
     "reply_body",
     "sort_replies",
+    "stale_then",
 ]
 
 T = TypeVar("T")
@@ -423,3 +426,36 @@ def plan_answers(
         if current:
             plan.out[slot] = reply
     return plan
+
+
+def go_on(
+    ops: Sequence[ReplyThen], answers: Sequence[bool | Reply]
+) -> list[tuple[tuple[bool | Reply, ...], bool]]:
+    """Per `reply_then` operation: its replies' outcomes, and whether its `then` is written.
+
+    `answers` are the outcomes of every operation's replies, in order (as one
+    `reply_and_ack` batch of them all returned them). `then` goes only if every
+    reply of its operation was recorded on its step (a `Reply`) as the outcome
+    it was handed over as: a result that could not be stored is recorded as a
+    failure, and the workflow that went on with the result must not go further.
+    """
+    out: list[tuple[tuple[bool | Reply, ...], bool]] = []
+    at = 0
+    for op in ops:
+        mine = tuple(answers[at : at + len(op.replies)])
+        at += len(op.replies)
+        counted = all(
+            isinstance(answer, Reply) and answer.ok == reply.ok
+            for answer, reply in zip(mine, op.replies, strict=True)
+        )
+        out.append((mine, counted))
+    assert at == len(answers), "an outcome per reply"
+    return out
+
+
+def stale_then(op: ReplyThen) -> StaleEpochError:
+    """The outcome of a `then` not written because a reply of its operation did not count."""
+    then = op.then
+    if isinstance(then, StartStep):
+        return StaleEpochError(then.start.task_id, then.start.epoch)
+    return StaleEpochError(then.task_id, then.epoch)

@@ -9,18 +9,21 @@ from typing import Any
 import pytest
 
 from shepherd.core.events import EventKind
-from shepherd.core.records import JsonValue, Reply
+from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.states import StepKind
 from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.store.encoding import Encoding
+from shepherd.store.ops import ReplyAndAck, ReplyThen, StartStep
 from shepherd.store.rows import unix_instant
 from shepherd.store.step_writes import (
     ReplyCol,
+    go_on,
     handed_request,
     plan_starts,
     reply_body,
     sort_replies,
+    stale_then,
 )
 
 NOW = 1000.0
@@ -205,3 +208,40 @@ def test_a_failure_keeps_its_stored_body_and_an_undo_compensates_its_step() -> N
         EventKind.STEP_COMPLETED,
     ]
     assert json.loads(replies.events[0][4])["error"] == error
+
+
+def _reply_then(*oks: bool) -> ReplyThen:
+    request = Request(
+        id=1,
+        agent="pay",
+        task_id="t1",
+        seq=1,
+        attempt=1,
+        lock_epoch=2,
+        payload=None,
+        complete_by=unix_instant(NOW + 5),
+    )
+    replies = [ReplyAndAck(request, worker="w", ok=ok, body=None, recorder="s/1") for ok in oks]
+    return ReplyThen(replies, then=StartStep(start()))
+
+
+def _recorded(ok: bool) -> Reply:
+    return Reply(id=0, task_id="t1", seq=1, attempt=1, lock_epoch=2, ok=ok, body=None)
+
+
+def test_the_next_write_goes_only_if_every_reply_counted_as_handed_over() -> None:
+    ops = [_reply_then(True, False), _reply_then(True), _reply_then(True), _reply_then(True)]
+    answers: list[bool | Reply] = [
+        _recorded(True),
+        _recorded(False),  # both counted: the first op's write goes
+        False,  # the request was no longer the worker's
+        True,  # queued for another holder: not recorded on its step here
+        _recorded(False),  # a result the store refused, recorded as a failure
+    ]
+
+    decided = go_on(ops, answers)
+
+    assert [counted for _, counted in decided] == [True, False, False, False]
+    assert [len(mine) for mine, _ in decided] == [2, 1, 1, 1]
+    stale = stale_then(ops[1])
+    assert (stale.task_id, stale.epoch) == ("t1", 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 
@@ -9,8 +10,19 @@ from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.resources import Resolution
 from shepherd.core.states import StepKind
 from shepherd.store.ops.base import Runs, Write, method, operation
+from shepherd.store.ops.claims import FailTask, FinishTask, StartCompensation
+from shepherd.store.ops.queues import ReplyAndAck
 
-__all__ = ["REPLY_GRACE", "ExtendStep", "RecordReplies", "StartStep", "StepStart", "Steps"]
+__all__ = [
+    "REPLY_GRACE",
+    "ExtendStep",
+    "RecordReplies",
+    "ReplyThen",
+    "StartStep",
+    "StepStart",
+    "Steps",
+    "Went",
+]
 
 #: Seconds past a step's complete_by that its task's claim still holds: time for a
 #: reply written at the deadline to be recorded. The scheduler waits as long.
@@ -85,6 +97,38 @@ class RecordReplies(Write[list[tuple[Reply, bool]]]):
     limit: int
 
 
+@dataclass(frozen=True, slots=True)
+class Went:
+    """What `reply_then` did: each reply's outcome, then its next write's."""
+
+    #: Per reply, in order: what `reply_and_ack` returns for it (a `Reply` when it counted).
+    replies: tuple[bool | Reply, ...]
+    #: What `then` returns (its complete_by, its `Request`, or None for the others), or the
+    #: error its caller gets: `StaleEpochError` when a reply did not count (then
+    #: nothing of `then` was written) or when `then` itself is fenced off.
+    then: object
+
+
+@operation
+class ReplyThen(Write[Went]):
+    """Record replies made in this process, then write `then`, in ONE transaction.
+
+    Each reply is written exactly as `reply_and_ack` writes it (its request
+    removed, its slot released, and, since its `recorder` holds the task,
+    recorded on its step with the same checks: the request still taken by its
+    worker and unexpired, the task's epoch and the step's attempt current).
+    `then`, the next write of the same task (the start of its next step, its
+    finish, its failure into `error`, `compensated` or `cancelled`, or the
+    start of its compensation), is written only if EVERY reply counted as the result (or failure)
+    it was handed over as; otherwise nothing of it is written and its outcome is
+    `StaleEpochError`. A stale reply is thus recorded nowhere and starts nothing.
+    """
+
+    replies: Sequence[ReplyAndAck]
+    _: KW_ONLY
+    then: StartStep | FinishTask | FailTask | StartCompensation
+
+
 @operation
 class ExtendStep(Write[datetime | None]):
     """A heartbeat: move the running step's deadlines one window (`request.within`) ahead.
@@ -107,6 +151,7 @@ class Steps(Runs):
     """The store's methods for steps."""
 
     record_replies = method(RecordReplies)
+    reply_then = method(ReplyThen)
     extend_step = method(ExtendStep)
 
     async def start_step(self, start: StepStart) -> datetime:

@@ -12,7 +12,9 @@ The batch is then the same as if its kinds had run whole, one after another,
 in `ORDER`: a kind's reads see nothing that an earlier kind writes in its second
 phase. That holds because, in this order, no kind reads rows that an earlier
 kind's second phase writes: a request is taken or answered before a step's
-start drops or queues one; a reply is recorded before that step starts again;
+start drops or queues one; a reply is recorded before that step starts again
+(a `reply_then` reads only its replies' own steps and its tasks' fencing
+columns, which no earlier kind changes);
 the owners a step's start or a finish lock are read before a finish unlocks
 them; a claim and a take touch rows the others never write in the same batch
 (unowned tasks, requests not yet taken), a take of calls only calls, and a
@@ -34,6 +36,7 @@ from shepherd.store.ops import (
     FinishTask,
     RecordReplies,
     ReplyAndAck,
+    ReplyThen,
     StartStep,
     SubmitTask,
     SubmitTasks,
@@ -61,6 +64,7 @@ ORDER: tuple[type[Write[Any]], ...] = (
     SubmitTasks,
     RecordReplies,
     ReplyAndAck,
+    ReplyThen,
     StartStep,
     FinishTask,
     BeatWorker,

@@ -9,13 +9,25 @@ replied to.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from shepherd.core.records import Event
 from shepherd.store import signals as ch
-from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
+from shepherd.store.ops import (
+    FailTask,
+    FinishTask,
+    Note,
+    ReadEvents,
+    ReplyAndAck,
+    ReplyThen,
+    StartCompensation,
+    StartStep,
+    TakeRequests,
+    TaskEvents,
+    Went,
+)
 from shepherd.store.postgres import slots
-from shepherd.store.postgres.batch import INSTANT, WRITES
+from shepherd.store.postgres.batch import INSTANT, WRITES, Later
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.postgres.rows import (
@@ -25,7 +37,8 @@ from shepherd.store.postgres.rows import (
     limit_of,
     request_from_row,
 )
-from shepherd.store.postgres.steps import write_recorded
+from shepherd.store.postgres.steps import start_with, write_recorded
+from shepherd.store.postgres.tasks import finish_with, send_lock_owners, write_owned
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
 from shepherd.store.sql import queues
 from shepherd.store.sql.dialect import POSTGRES
@@ -33,10 +46,13 @@ from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
     StepOwnerCol,
     encoded_answers,
+    go_on,
     plan_answers,
+    stale_then,
 )
 
 if TYPE_CHECKING:
+    from shepherd.core.records import Reply
     from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
 
@@ -169,6 +185,63 @@ async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
         return list(plan.out)
 
     return second
+
+
+@phased(ReplyThen)
+async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
+    """Record replies made here; write each operation's `then` if its replies all counted.
+
+    The first phase sends what `reply_and_ack` sends for every reply and locks
+    the tasks of the `then`s; the second records the replies, then writes the
+    `then`s that go (starts, finishes), each kind as its own handler would.
+    """
+    replying = await reply(batch, [r for op in ops for r in op.replies])
+    starts = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, StartStep)]
+    finishes = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, FinishTask)]
+    tasks = [then.start.task_id for _, then in starts] + [then.task_id for _, then in finishes]
+    locked = await send_lock_owners(batch, tasks)
+
+    async def second() -> list[object]:
+        decided = go_on(ops, cast("list[bool | Reply]", await replying()))
+        owners = await locked()
+        thens: list[object] = [
+            None if counted else stale_then(op)
+            for op, (_, counted) in zip(ops, decided, strict=True)
+        ]
+        going = [(i, start) for i, start in starts if decided[i][1]]
+        if going:
+            started = await start_with(batch, [start for _, start in going], owners)
+            for (i, _), outcome in zip(going, started, strict=True):
+                thens[i] = outcome
+        ending = [(i, finish) for i, finish in finishes if decided[i][1]]
+        if ending:
+            finished = await finish_with(batch, [finish for _, finish in ending], owners)
+            for (i, _), outcome in zip(ending, finished, strict=True):
+                thens[i] = outcome
+        failing = [
+            (i, op.then)
+            for i, op in enumerate(ops)
+            if isinstance(op.then, (FailTask, StartCompensation)) and decided[i][1]
+        ]
+        if failing:
+            failed = await write_owned(batch, [then for _, then in failing])
+            for (i, _), outcome in zip(failing, failed, strict=True):
+                thens[i] = outcome
+        return [_went(mine, then) for (mine, _), then in zip(decided, thens, strict=True)]
+
+    return second
+
+
+def _went(replies: tuple[bool | Reply, ...], then: object) -> object:
+    """The outcome `Went`, read after the commit if `then`'s is (a request handed over)."""
+    if not isinstance(then, Later):
+        return Went(replies, then)
+    later = then
+
+    async def read() -> object:
+        return Went(replies, await later.read())
+
+    return Later(read)
 
 
 @WRITES.handles(Note)

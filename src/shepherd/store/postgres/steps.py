@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from shepherd.store.rows import Owners
     from shepherd.store.step_writes import Replies
 
-__all__ = ["record_replies", "start_step", "write_recorded"]
+__all__ = ["record_replies", "start_step", "start_with", "write_recorded"]
 
 # Rows are found by `= ANY(...)` of their keys, coalesce() keeps the owner's
 # index out: see KEYED and UNINDEXED_OWNER in postgres/rows.py.
@@ -115,13 +115,15 @@ async def start_step(batch: PostgresBatch, ops: Sequence[StartStep]) -> Second:
     locked = await send_lock_owners(batch, [op.start.task_id for op in ops])
 
     async def second() -> list[object]:
-        return await _start(batch, ops, await locked())
+        return await start_with(batch, ops, await locked())
 
     return second
 
 
-async def _start(batch: PostgresBatch, ops: Sequence[StartStep], owners: Owners) -> list[object]:
-    """`start_step`'s writes, once the owners are locked and read."""
+async def start_with(
+    batch: PostgresBatch, ops: Sequence[StartStep], owners: Owners
+) -> list[object]:
+    """`start_step`'s writes, once the owners are locked and read (also for `reply_then`)."""
     now = await batch.clock()  # came back with the owners
     plan = plan_starts(
         (op.start for op in ops),

@@ -244,21 +244,27 @@ async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> Second:
     locked = await send_lock_owners(batch, [op.task_id for op in ops])
 
     async def second() -> list[object]:
-        owners = await locked()
-        now = await batch.clock()  # came back with the owners
-        out, writes = plan_finishes(ops, owners, batch)
-        done: dict[str, tuple[EffectRow, int, str]] = {}
-        for row, epoch, owner in writes:
-            written(batch, row, *owners.meta[row.task_id])
-            done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
-        if done:
-            await batch.send(UPDATE_EACH, params_each(done.values(), now))
-        if owners.alerted:
-            alerted = owners.alerted
-            await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
-        return out
+        return await finish_with(batch, ops, await locked())
 
     return second
+
+
+async def finish_with(
+    batch: PostgresBatch, ops: Sequence[ops.FinishTask], owners: Owners
+) -> list[object]:
+    """`finish`'s writes, once the owners are locked and read (also for `reply_then`)."""
+    now = await batch.clock()  # came back with the owners
+    out, writes = plan_finishes(ops, owners, batch)
+    done: dict[str, tuple[EffectRow, int, str]] = {}
+    for row, epoch, owner in writes:
+        written(batch, row, *owners.meta[row.task_id])
+        done[row.task_id] = (row, epoch, owner)  # the last one wins, as one by one
+    if done:
+        await batch.send(UPDATE_EACH, params_each(done.values(), now))
+    if owners.alerted:
+        alerted = owners.alerted
+        await resolve_alerts(batch, [(t, "processed") for t in done if t in alerted])
+    return out
 
 
 @WRITES.handles(ops.FailTask)
@@ -268,7 +274,7 @@ async def fail(batch: PostgresBatch, ops: Sequence[ops.FailTask]) -> list[object
     A task failed into `error` gets its alert stored with it (`owner_alert`);
     one that had an alert and ends `compensated` or `cancelled` resolves it.
     """
-    return await _write_owned(batch, ops)
+    return await write_owned(batch, ops)
 
 
 @WRITES.handles(ops.StartCompensation)
@@ -276,10 +282,10 @@ async def start_compensation(
     batch: PostgresBatch, ops: Sequence[ops.StartCompensation]
 ) -> list[object]:
     """The owner moves tasks to `compensating`, keeping its claim (fenced)."""
-    return await _write_owned(batch, ops)
+    return await write_owned(batch, ops)
 
 
-async def _write_owned(
+async def write_owned(
     batch: PostgresBatch, ops: Sequence[ops.FailTask | ops.StartCompensation]
 ) -> list[object]:
     """Write the effect each operation has (`owner_effect`), fenced by its owner and epoch.

@@ -9,11 +9,21 @@ Events are the applications' queue (`reply_to`) and each task's timeline.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import Note, ReadEvents, ReplyAndAck, TakeRequests, TaskEvents
+from shepherd.store.ops import (
+    Note,
+    ReadEvents,
+    ReplyAndAck,
+    ReplyThen,
+    TakeRequests,
+    TaskEvents,
+    Went,
+    Write,
+)
 from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
 from shepherd.store.sql import queues
 from shepherd.store.sql.dialect import SQLITE
@@ -25,14 +35,16 @@ from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
     StepOwnerCol,
     encoded_answers,
+    go_on,
     plan_answers,
+    stale_then,
 )
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Event
+    from shepherd.core.records import Event, Reply
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["note", "read_events", "reply", "take", "task_events"]
+__all__ = ["note", "read_events", "reply", "reply_then", "take", "task_events"]
 
 # (worker, now, now, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before),
@@ -126,6 +138,29 @@ def reply(batch: SqliteBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
         batch.rings.add(ch.REPLIES)
     write_recorded(batch, plan.recorded)
     return list(plan.out)
+
+
+@WRITES.handles(ReplyThen)
+def reply_then(batch: SqliteBatch, ops: Sequence[ReplyThen]) -> list[object]:
+    """Record replies made here; write each operation's `then` if its replies all counted.
+
+    Every operation's replies are written as one `reply_and_ack` batch, then
+    the `then`s that go, grouped by kind, each by its own handler.
+    """
+    answers = reply(batch, [r for op in ops for r in op.replies])
+    decided = go_on(ops, cast("list[bool | Reply]", answers))
+    thens: list[object] = [None] * len(ops)
+    grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
+    for i, (op, (_, counted)) in enumerate(zip(ops, decided, strict=True)):
+        if counted:
+            grouped[type(op.then)].append(i)
+        else:
+            thens[i] = stale_then(op)
+    for kind, indexes in grouped.items():
+        outcomes = WRITES[kind](batch, [ops[i].then for i in indexes])
+        for i, outcome in zip(indexes, outcomes, strict=True):
+            thens[i] = outcome
+    return [Went(mine, then) for (mine, _), then in zip(decided, thens, strict=True)]
 
 
 @WRITES.handles(Note)

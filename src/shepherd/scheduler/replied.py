@@ -1,0 +1,147 @@
+"""A task's replies handed over before their commit, as its workflow's next write takes them.
+
+An agent worker of this process offers its reply to the scheduler before it
+commits it (`agents.pending`); the step is handed the body at once and its
+workflow goes on. The next write of that task must not get ahead of those
+replies: a write that can carry them (a step's start, the finish) records them
+in its own transaction (`reply_then`), written only if they all count; any
+other write first waits for them to be committed alone. A reply that did not
+count (the claim or the step moved on meanwhile) stops the workflow that went
+on with it (`StaleEpochError`, the claim is lost); one whose commit failed stops
+it as any failed write does (`StoreUnavailableError`): the scheduler reads the
+task again and replays it from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from shepherd.agents.pending import HandedBack
+from shepherd.core.records import Reply
+from shepherd.errors import StaleEpochError, StoreUnavailableError
+from shepherd.store.ops import FailTask, FinishTask
+
+if TYPE_CHECKING:
+    from shepherd.agents.pending import PendingReply
+    from shepherd.scheduler.parts import SchedulerParts
+    from shepherd.store.ops import StartCompensation, StartStep
+
+    #: A write of a task that may carry its replies (`reply_then`).
+    Then = StartStep | FinishTask | FailTask | StartCompensation
+
+__all__ = ["counted", "end", "taken", "write"]
+
+
+def counted(pending: PendingReply, answer: bool | Reply) -> bool:
+    """Whether the reply was recorded on its step as the outcome its step was handed."""
+    return isinstance(answer, Reply) and answer.ok == pending.op.ok
+
+
+async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[PendingReply]:
+    """The task's offered replies, taken for its next write.
+
+    Replies already withdrawn (being committed alone) are waited for: each
+    must have counted. Those taken are the caller's to write at once
+    (`write`), with no await in between; if this raises, they are handed
+    back to their workers, which commit them alone.
+
+    Raises:
+        StaleEpochError: A reply the workflow went on with was not recorded.
+        StoreUnavailableError: A reply's commit failed (or its outcome is unknown).
+    """
+    entries = parts.pending.get(task_id)
+    if not entries:
+        return []
+    # Taken first, so that none is withdrawn while an earlier one is waited for.
+    mine = [p for p in entries if p.take()]
+    try:
+        for pending in [p for p in entries if not p.offered and not p.taken]:
+            answer = await _outcome(pending)
+            if not counted(pending, answer):
+                raise StaleEpochError(task_id, epoch)
+            if pending in entries:  # a parallel call of the workflow may have looked first
+                entries.remove(pending)
+    except BaseException:
+        for pending in mine:
+            pending.hand_back()
+        raise
+    for pending in mine:
+        if pending in entries:
+            entries.remove(pending)
+    if not entries:
+        parts.pending.pop(task_id, None)
+    return mine
+
+
+async def _outcome(pending: PendingReply) -> bool | Reply:
+    """The outcome of a withdrawn reply's commit alone, once known."""
+    try:
+        return await asyncio.shield(pending.done)
+    except asyncio.CancelledError:
+        if not pending.done.cancelled():
+            raise  # this caller is cancelled
+    except HandedBack:
+        pass
+    # Its worker stopped (or its commit was cancelled): what became of it is unknown.
+    raise StoreUnavailableError("a reply's worker stopped before its commit was known")
+
+
+async def end(parts: SchedulerParts, then: FinishTask | FailTask | StartCompensation) -> None:
+    """Write `then`, an end of the task's run (or its turn to compensation), with its replies.
+
+    Raises:
+        StaleEpochError: A reply did not count, or `then` is fenced off.
+        StoreUnavailableError: The transaction failed, or its outcome is unknown.
+    """
+    replies = await taken(parts, then.task_id, then.epoch)
+    store = parts.store
+    if replies:
+        await write(parts, replies, then)
+    elif isinstance(then, FinishTask):
+        await store.finish_task(
+            then.task_id, locked_by=then.locked_by, epoch=then.epoch, result=then.result
+        )
+    elif isinstance(then, FailTask):
+        await store.fail_task(
+            then.task_id,
+            locked_by=then.locked_by,
+            epoch=then.epoch,
+            state=then.state,
+            error=then.error,
+        )
+    else:
+        await store.start_compensation(
+            then.task_id, locked_by=then.locked_by, epoch=then.epoch, error=then.error
+        )
+
+
+async def write(parts: SchedulerParts, replies: list[PendingReply], then: Then) -> object:
+    """Record `replies` and write `then` in one transaction; `then`'s outcome.
+
+    The replies' workers learn how it went, whatever becomes of this caller:
+    cancelled meanwhile, it hands them back and each commits its reply alone
+    (the request is gone if the transaction committed it: never twice).
+
+    Raises:
+        StaleEpochError: A reply did not count (nothing of `then` was written), or
+            `then` is fenced off.
+        StoreUnavailableError: The transaction failed, or its outcome is unknown.
+    """
+    try:
+        went = await parts.store.reply_then([p.op for p in replies], then=then)
+    except BaseException as exc:
+        # A failed transaction is a lost reply's (its worker tries it alone through
+        # the outage); anything else (this caller cancelled) has it tried alone now.
+        for pending in replies:
+            pending.settle(exc if isinstance(exc, StoreUnavailableError) else HandedBack())
+        raise
+    task_id, stale = replies[0].task_id, False
+    for pending, answer in zip(replies, went.replies, strict=True):
+        pending.settle(answer)
+        stale = stale or not counted(pending, answer)
+    if stale:
+        raise StaleEpochError(task_id, replies[0].op.request.lock_epoch)
+    if isinstance(went.then, Exception):
+        raise went.then
+    return went.then
