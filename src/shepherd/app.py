@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Unpack, final
 from shepherd.agents import Handler
 from shepherd.alerts import Alert, AlertSink, Deliveries, sink_from_spec
 from shepherd.assembly import ROLES, Assembly, check_roles, instance_id, store_of
-from shepherd.calling import Caller
+from shepherd.calling import Caller, call_resolution
 from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
 from shepherd.governance.resolver import Resolver, StaticResolver, StoreResolver
@@ -225,6 +225,7 @@ class App(Registrations):
         within: float | None = None,
         attempts: int = 3,
         timeout: float | None = None,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
+        entity: str | None = None,
     ) -> JsonValue:
         """Call an agent from plain code, durably, and return its result.
 
@@ -243,6 +244,16 @@ class App(Registrations):
             attempts: The most handlings the call gets (at least 1).
             timeout: Seconds to wait for the answer (default: `within` times
                 `attempts`, plus a second per attempt).
+            entity: The entity (a user, an order) the call is about, resolved by
+                `app.resolver` as `ctx.call` resolves a step's: the resolution is
+                kept with the call, its handler sees it as `request.resolution`,
+                and every handling holds a slot of and takes rate tokens of its
+                resource (unless the agent is bound to one with `resource=`).
+
+        Every handling passes the governance a step's does, in the same order:
+        a capacity slot of the resource, then before each try the service's
+        circuit breaker and a rate token. An open breaker answers at once with
+        a `BreakerOpenError`, without running the handler.
 
         Raises:
             CallFailedError: The answer is an error: the handler's permanent
@@ -253,16 +264,31 @@ class App(Registrations):
             OwnerKeyError: The agent is exclusive and the payload gives no owning
                 key; nothing is sent.
             PayloadError: `payload` is not JSON or is too large; nothing is sent.
-            ConfigError: `within`, `attempts` or `timeout` is not positive.
+            ConfigError: `within`, `attempts` or `timeout` is not positive, or
+                `entity` is not a str (the message names the agent).
+            ResourceConflictError: The agent is bound to a resource (`resource=`)
+                and `entity` lives on another; nothing is sent.
+            UnresolvedEntityError: `entity` cannot be resolved; nothing is sent.
         """
         window, wait, owner_key = call_plan(
-            self.agents, agent, payload, within, attempts, timeout, self.settings
+            self.agents, agent, payload, within, attempts, timeout, self.settings, entity=entity
         )
         await self.open()
+        resolution = (
+            None
+            if entity is None
+            else await call_resolution(self.resolver, self.agents[agent], entity)
+        )
         if self._caller is None:
             self._caller = Caller(self.store, settings=self.settings, clock=self.clock)
         return await self._caller.call(
-            agent, payload, within=window, attempts=attempts, timeout=wait, owner_key=owner_key
+            agent,
+            payload,
+            within=window,
+            attempts=attempts,
+            timeout=wait,
+            owner_key=owner_key,
+            resolution=resolution,
         )
 
     async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for

@@ -237,6 +237,7 @@ class Assembly:
                     settings=self.settings,
                     clock=self.clock,
                     gave_up=self.alert_call,
+                    gates=worker.gates,
                 )
             )
             built.append(
@@ -247,6 +248,7 @@ class Assembly:
                     settings=self.settings,
                     clock=self.clock,
                     gave_up=self.alert_call,
+                    gates=worker.gates,
                 )
             )
         if "supervisor" in roles:

@@ -14,21 +14,44 @@ import logging
 from typing import TYPE_CHECKING, final
 
 from shepherd.clock import Deadline
-from shepherd.errors import CallFailedError, StoreUnavailableError
+from shepherd.core.resources import resource_conflict
+from shepherd.errors import CallFailedError, ResourceConflictError, StoreUnavailableError
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.ids import new_task_id
 
 if TYPE_CHECKING:
+    from shepherd.agents.agent import Agent
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallAnswer, JsonValue
+    from shepherd.core.resources import Resolution
+    from shepherd.governance.resolver import Resolver
     from shepherd.store.roles import CallStore
 
-__all__ = ["Caller"]
+__all__ = ["Caller", "call_resolution"]
 
 log = logging.getLogger("shepherd.calls")
+
+
+async def call_resolution(resolver: Resolver, agent: Agent, entity: str) -> Resolution:
+    """Where `entity` lives, for a call to `agent` (`app.call(..., entity=)`), as `ctx.call`
+    resolves a step's entity: kept with the call, so every handling uses its resource.
+
+    Raises:
+        ResourceConflictError: The agent is bound to another resource (`resource=`).
+        UnresolvedEntityError: The entity is assigned to no partition (and there is
+            no default one), or the resolver cannot place it.
+        InvalidResourceError: `entity` cannot be an entity's name.
+        StoreUnavailableError: The store cannot be reached (nothing cached).
+    """
+    resolution = await resolver.resolve(entity)
+    problem = resource_conflict(agent.resource, resolution)
+    if problem is not None:
+        raise ResourceConflictError(agent.name, problem)
+    return resolution
+
 
 #: Seconds a call's row outlives its caller's deadline before it may be deleted.
 KEEP_AFTER = 60.0
@@ -61,8 +84,11 @@ class Caller:
         attempts: int,
         timeout: float,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
         owner_key: str | None = None,
+        resolution: Resolution | None = None,
     ) -> JsonValue:
         """Send a call to `agent` and return its result once the answer is committed.
+
+        `resolution`, where the call's entity lives, is kept with the call.
 
         Raises:
             CallFailedError: The answer is an error.
@@ -82,6 +108,7 @@ class Caller:
                     max_attempts=attempts,
                     expires_in=timeout + KEEP_AFTER,
                     owner_key=owner_key,
+                    resolution=resolution,
                 )
                 self._read_soon()
                 got = await asyncio.shield(answer)

@@ -32,8 +32,10 @@
     │   ├── ResourceExistsError     `resources add` of a name already taken
     │   ├── ResourceInUseError      a resource that partitions still live on
     │   ├── UnknownPartitionError   no partition of that name
-    │   └── UnresolvedEntityError   an entity assigned to no partition (and no default)
+    │   ├── UnresolvedEntityError   an entity assigned to no partition (and no default)
+    │   └── ResourceConflictError   an agent's `resource=` and its call's entity disagree
     └── AgentError                  raised by agent handlers
+        ├── BreakerOpenError        a call refused at once: its service's breaker is open
         ├── TransientError          worth retrying (within complete_by)
         ├── PermanentError          not worth retrying; the step fails
         │   └── OutcomeUnknownError a side effect may have happened; the operator decides
@@ -298,6 +300,20 @@ class CallFailedError(AgentError):
         super().__init__(f"call {call_id} to {agent!r} failed: {kind + ': ' if kind else ''}{what}")
 
 
+class BreakerOpenError(AgentError):
+    """A durable call (`app.call`) refused at once, its handler not run: the circuit
+    breaker of the agent's service is open. Its caller gets it as the type of the
+    call's error answer (`CallFailedError`), not by waiting out the cool-down."""
+
+    def __init__(self, agent: str, service: str) -> None:
+        self.agent = agent
+        self.service = service
+        super().__init__(
+            f"agent {agent!r}: the circuit breaker of service {service!r} is open; "
+            "the call was refused without reaching the handler"
+        )
+
+
 class TransientError(AgentError):
     """A transient failure: the agent retries within complete_by."""
 
@@ -479,3 +495,15 @@ class UnresolvedEntityError(ResourceError):
                 "and no default_partition is configured"
             )
         )
+
+
+class ResourceConflictError(ResourceError):
+    """A call names an entity whose resource is not the agent's own `resource=`.
+
+    The agent holds a slot of its declared resource while the entity lives on
+    another one: which one the handler uses would be a guess, so nothing is sent.
+    """
+
+    def __init__(self, agent: str, problem: str) -> None:
+        self.agent = agent
+        super().__init__(f"agent {agent!r}: {problem}; nothing was sent")

@@ -25,6 +25,7 @@ from shepherd import tracing
 from shepherd.agents.agent import Agent, BlockingHandler, Handler
 from shepherd.agents.breakers import BreakerGate
 from shepherd.agents.ends import Ends, Recorder
+from shepherd.agents.gates import Gates
 from shepherd.agents.helpers import WorkerHelpers
 from shepherd.agents.intake import HAND_OVER_BELOW, Intake
 from shepherd.agents.request import AgentRequest
@@ -98,6 +99,8 @@ class AgentWorker:
             clock=clock,
         )
         self.rates = RateGate(store, refresh=settings.resolver_refresh, clock=clock)
+        #: The gates, shared with the call and owner servers of this process.
+        self.gates = Gates(breakers=self.breakers, rates=self.rates, capacity=self.capacity)
         self.helpers = WorkerHelpers(store, worker=worker)
         self.threaded = ThreadedCalls(limit=settings.agent_threads, metrics=metrics)
         self.ends = Ends(

@@ -40,6 +40,7 @@ from shepherd.store.roles import OwnerStore
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import Agent
+    from shepherd.agents.gates import Gates
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
@@ -69,6 +70,9 @@ class OwnerServer:
         settings: `owner_lease`, `worker_ttl` and polling.
         clock: What leases' renewals, deadlines and polling run on.
         gave_up: Told of each call given up (the App alerts an operator).
+        gates: The governance of its process's agent worker: a key's handling
+            holds a slot of the agent's resource (capacity across owners) and
+            passes its breaker and rate, as a plain call's does.
     """
 
     def __init__(
@@ -80,8 +84,10 @@ class OwnerServer:
         settings: Settings,
         clock: Clock,
         gave_up: GaveUp,
+        gates: Gates,
     ) -> None:
         self.store = store
+        self.gates = gates
         self.owner = owner_of(instance)
         self.agents = dict(agents)
         self.settings = settings
@@ -348,13 +354,17 @@ class OwnerServer:
             request.owner_epoch = epoch
             request.owner_state = shared
             requests.append(request)
-        clock, store, rng = self.clock, self.store, self.rng
+        gates, clock, store, rng = self.gates, self.clock, self.store, self.rng
         answers: list[tuple[bool, JsonValue]] | None
         if spec.batch is None:
-            one = await handle_call(spec, requests[0], calls[0], clock=clock, store=store, rng=rng)
+            one = await handle_call(
+                spec, requests[0], calls[0], gates=gates, clock=clock, store=store, rng=rng
+            )
             answers = None if one is None else [one]
         else:
-            answers = await handle_batch(spec, requests, calls, clock=clock, store=store, rng=rng)
+            answers = await handle_batch(
+                spec, requests, calls, gates=gates, clock=clock, store=store, rng=rng
+            )
         if answers is None:  # taken again: its handlings are counted, a poison call ends
             return True, state, [], None
         new_state = next(

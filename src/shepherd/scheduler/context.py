@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
 from shepherd.core.records import JsonValue, Step, Task
+from shepherd.core.resources import resource_conflict
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
 from shepherd.core.supervision import suspected
@@ -19,6 +20,7 @@ from shepherd.errors import (
     NonDeterminismError,
     OutcomeUnknownError,
     PermanentError,
+    ResourceConflictError,
     ResourceError,
     StaleEpochError,
     StepBugError,
@@ -109,8 +111,9 @@ class WorkflowContext:
         Raises:
             PermanentError: The agent failed the step permanently (the service
                 refused it), or `entity` cannot be resolved (the message names it;
-                the cause is the resolver's `UnresolvedEntityError`). No request
-                is sent then.
+                the cause is the resolver's `UnresolvedEntityError`), or it lives
+                on another resource than the agent's `resource=` (the cause is a
+                `ResourceConflictError`). No request is sent then.
             StepBugError: The agent's handler kept raising an unexpected
                 exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
@@ -190,7 +193,11 @@ class WorkflowContext:
                 "and this scheduler has none",
             )
         try:
-            return await resolver.resolve(entity)
+            resolution = await resolver.resolve(entity)
+            problem = resource_conflict(self._parts.agents[agent].resource, resolution)
+            if problem is not None:
+                raise ResourceConflictError(agent, problem)
+            return resolution
         except StoreUnavailableError as exc:
             raise StoreLost(exc) from exc
         except ResourceError as exc:
