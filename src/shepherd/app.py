@@ -244,20 +244,12 @@ class App(Registrations):
             attempts: The most handlings the call gets (at least 1).
             timeout: Seconds to wait for the answer (default: `within` times
                 `attempts`, plus a second per attempt).
-            entity: The entity (a user, an order) the call is about, resolved by
-                `app.resolver` as `ctx.call` resolves a step's: the resolution is
-                kept with the call, its handler sees it as `request.resolution`,
-                and every handling holds a slot of and takes rate tokens of its
-                resource (unless the agent is bound to one with `resource=`).
-
-        Every handling passes the governance a step's does, in the same order:
-        a capacity slot of the resource, then before each try the service's
-        circuit breaker and a rate token. An open breaker answers at once with
-        a `BreakerOpenError`, without running the handler.
+            entity: The entity the call is about, resolved as `ctx.call` resolves a
+                step's and kept with the call (`request.resolution`; docs/howto/calls.md).
 
         Raises:
             CallFailedError: The answer is an error: the handler's permanent
-                error, its bug out of tries, or the call given up.
+                error, its bug out of tries, the call given up, or its breaker open.
             TimeoutError: No answer within `timeout` (the call may still be
                 answered, unread; it is deleted a minute after `timeout`).
             UnknownAgentError: No agent of that name is registered here.
@@ -266,30 +258,16 @@ class App(Registrations):
             PayloadError: `payload` is not JSON or is too large; nothing is sent.
             ConfigError: `within`, `attempts` or `timeout` is not positive, or
                 `entity` is not a str (the message names the agent).
-            ResourceConflictError: The agent is bound to a resource (`resource=`)
-                and `entity` lives on another; nothing is sent.
-            UnresolvedEntityError: `entity` cannot be resolved; nothing is sent.
+            ResourceError: `entity` cannot be resolved, or lives on another resource
+                than the agent's `resource=` (`ResourceConflictError`); nothing is sent.
         """
-        window, wait, owner_key = call_plan(
+        plan = call_plan(
             self.agents, agent, payload, within, attempts, timeout, self.settings, entity=entity
         )
+        where = await call_resolution(self.resolver, self.agents[agent], entity)
         await self.open()
-        resolution = (
-            None
-            if entity is None
-            else await call_resolution(self.resolver, self.agents[agent], entity)
-        )
-        if self._caller is None:
-            self._caller = Caller(self.store, settings=self.settings, clock=self.clock)
-        return await self._caller.call(
-            agent,
-            payload,
-            within=window,
-            attempts=attempts,
-            timeout=wait,
-            owner_key=owner_key,
-            resolution=resolution,
-        )
+        self._caller = self._caller or Caller(self.store, settings=self.settings, clock=self.clock)
+        return await self._caller.call(agent, payload, plan, resolution=where)
 
     async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
         """Wait for the task to end and return its result.

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import CallAnswer, JsonValue
     from shepherd.core.resources import Resolution
     from shepherd.governance.resolver import Resolver
+    from shepherd.registration import CallPlan
     from shepherd.store.roles import CallStore
 
 __all__ = ["Caller", "call_resolution"]
@@ -35,9 +36,12 @@ __all__ = ["Caller", "call_resolution"]
 log = logging.getLogger("shepherd.calls")
 
 
-async def call_resolution(resolver: Resolver, agent: Agent, entity: str) -> Resolution:
+async def call_resolution(
+    resolver: Resolver, agent: Agent, entity: str | None
+) -> Resolution | None:
     """Where `entity` lives, for a call to `agent` (`app.call(..., entity=)`), as `ctx.call`
-    resolves a step's entity: kept with the call, so every handling uses its resource.
+    resolves a step's: kept with the call, so every handling uses its resource. None
+    without an entity.
 
     Raises:
         ResourceConflictError: The agent is bound to another resource (`resource=`).
@@ -46,6 +50,8 @@ async def call_resolution(resolver: Resolver, agent: Agent, entity: str) -> Reso
         InvalidResourceError: `entity` cannot be an entity's name.
         StoreUnavailableError: The store cannot be reached (nothing cached).
     """
+    if entity is None:
+        return None
     resolution = await resolver.resolve(entity)
     problem = resource_conflict(agent.resource, resolution)
     if problem is not None:
@@ -79,35 +85,31 @@ class Caller:
         self,
         agent: str,
         payload: JsonValue,
+        plan: CallPlan,
         *,
-        within: float,
-        attempts: int,
-        timeout: float,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
-        owner_key: str | None = None,
         resolution: Resolution | None = None,
     ) -> JsonValue:
-        """Send a call to `agent` and return its result once the answer is committed.
-
-        `resolution`, where the call's entity lives, is kept with the call.
+        """Send a call to `agent`, as `plan` says, and return its result once the answer
+        is committed. `resolution`, where the call's entity lives, is kept with the call.
 
         Raises:
             CallFailedError: The answer is an error.
-            TimeoutError: No answer within `timeout` seconds (the call may still run).
+            TimeoutError: No answer within the plan's wait (the call may still run).
             PayloadError: `payload` is not JSON or is too large (nothing was sent).
         """
         call_id = new_task_id()
         answer: asyncio.Future[CallAnswer] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = answer
         try:
-            async with Deadline(self.clock, timeout):
+            async with Deadline(self.clock, plan.wait):
                 await self.store.send_call(
                     call_id,
                     agent,
                     payload,
-                    within=within,
-                    max_attempts=attempts,
-                    expires_in=timeout + KEEP_AFTER,
-                    owner_key=owner_key,
+                    within=plan.within,
+                    max_attempts=plan.attempts,
+                    expires_in=plan.wait + KEEP_AFTER,
+                    owner_key=plan.owner_key,
                     resolution=resolution,
                 )
                 self._read_soon()

@@ -301,17 +301,12 @@ class CallFailedError(AgentError):
 
 
 class BreakerOpenError(AgentError):
-    """A durable call (`app.call`) refused at once, its handler not run: the circuit
-    breaker of the agent's service is open. Its caller gets it as the type of the
-    call's error answer (`CallFailedError`), not by waiting out the cool-down."""
+    """`app.call` refused at once, its handler not run: its service's breaker is open."""
 
     def __init__(self, agent: str, service: str) -> None:
         self.agent = agent
         self.service = service
-        super().__init__(
-            f"agent {agent!r}: the circuit breaker of service {service!r} is open; "
-            "the call was refused without reaching the handler"
-        )
+        super().__init__(f"agent {agent!r}: the circuit breaker of service {service!r} is open")
 
 
 class TransientError(AgentError):
@@ -498,11 +493,7 @@ class UnresolvedEntityError(ResourceError):
 
 
 class ResourceConflictError(ResourceError):
-    """A call names an entity whose resource is not the agent's own `resource=`.
-
-    The agent holds a slot of its declared resource while the entity lives on
-    another one: which one the handler uses would be a guess, so nothing is sent.
-    """
+    """A call's entity lives on another resource than its agent's `resource=`: nothing sent."""
 
     def __init__(self, agent: str, problem: str) -> None:
         self.agent = agent

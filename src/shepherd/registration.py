@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from shepherd.agents import Agent
 from shepherd.agents.batch import Batch
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
 
-__all__ = ["Registrations", "call_plan", "check_wiring"]
+__all__ = ["CallPlan", "Registrations", "call_plan", "check_wiring"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -344,6 +344,16 @@ def _checked_name(field: str, name: object) -> str:
     return name
 
 
+class CallPlan(NamedTuple):
+    """A call checked against its agent (`registration.call_plan`): its window (`within`),
+    its handlings (`attempts`), how long its caller waits, and its owning key, if any."""
+
+    within: float
+    attempts: int
+    wait: float
+    owner_key: str | None
+
+
 def call_plan(
     agents: Mapping[str, Agent],
     agent: str,
@@ -354,8 +364,9 @@ def call_plan(
     settings: Settings,
     *,
     entity: object = None,
-) -> tuple[float, float, str | None]:
-    """A call's window, how long its caller waits, and its owning key (exclusive agents).
+) -> CallPlan:
+    """A call's window, its handlings, how long its caller waits, and its owning key
+    (exclusive agents).
 
     The window is `within`, else the agent's, else `default_step_within`; the
     wait is `timeout`, else the window times `attempts` plus a second per attempt.
@@ -379,8 +390,8 @@ def call_plan(
             raise ConfigError(name, f"must be positive, not {value!r}")
     wait = timeout if timeout is not None else (window + 1.0) * attempts
     if spec.exclusive_by is None:
-        return window, wait, None
+        return CallPlan(window, attempts, wait, None)
     found = owner_key_of(spec.exclusive_by, payload)
     if isinstance(found, ValueError):
         raise OwnerKeyError(agent, str(found))
-    return window, wait, found
+    return CallPlan(window, attempts, wait, found)

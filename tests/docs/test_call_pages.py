@@ -9,26 +9,34 @@ from pathlib import Path
 import pytest
 from doctools import DOCS, Command, Session, code_blocks, session_steps
 
-#: (page, the one example it shows and runs)
+#: (page, the examples it shows and runs, in order)
 PAGES = [
-    (DOCS / "howto" / "calls.md", DOCS / "howto" / "call_app.py"),
-    (DOCS / "howto" / "exclusive-owners.md", DOCS / "howto" / "owners_app.py"),
+    (
+        DOCS / "howto" / "calls.md",
+        [DOCS / "howto" / "call_app.py", DOCS / "howto" / "governed_call_app.py"],
+    ),
+    (DOCS / "howto" / "exclusive-owners.md", [DOCS / "howto" / "owners_app.py"]),
 ]
 
 
-@pytest.mark.parametrize(("page", "example"), PAGES, ids=lambda p: p.name)
-def test_the_page_shows_the_whole_example(page: Path, example: Path) -> None:
+def _id(value: Path | list[Path]) -> str:
+    return value.name if isinstance(value, Path) else "+".join(p.name for p in value)
+
+
+@pytest.mark.parametrize(("page", "examples"), PAGES, ids=_id)
+def test_the_page_shows_the_whole_examples(page: Path, examples: list[Path]) -> None:
     blocks = [block.text for block in code_blocks(page.read_text(), "python")]
-    assert blocks == [example.read_text()]
+    assert blocks == [example.read_text() for example in examples]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("page", "example"), PAGES, ids=lambda p: p.name)
-def test_the_example_prints_what_the_page_shows(
-    session: Session, page: Path, example: Path
+@pytest.mark.parametrize(("page", "examples"), PAGES, ids=_id)
+def test_the_examples_print_what_the_page_shows(
+    session: Session, page: Path, examples: list[Path]
 ) -> None:
-    shutil.copy(example, session.cwd)
+    for example in examples:
+        shutil.copy(example, session.cwd)
     steps = session_steps(page.read_text())
     assert all(isinstance(step, Command) for step in steps)
-    assert len(steps) == 1
+    assert len(steps) == len(examples)
     session.play(steps)
