@@ -73,7 +73,7 @@ class BreakerGate:
         """The state of each breaker as this process last saw it."""
         return {service: str(known.breaker.state) for service, known in self._known.items()}
 
-    async def before_call(self, agent: Agent, request: Request) -> None:
+    async def before_call(self, agent: Agent, request: Request | None = None) -> None:
         """Return when a try may be made now; wait while the service's breaker is open.
 
         The caller's deadline scope cancels the wait when complete_by passes.

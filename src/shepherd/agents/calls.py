@@ -39,7 +39,7 @@ from shepherd.core.handling import (
     TimedOut,
     begin,
 )
-from shepherd.errors import BreakerOpenError, StoreUnavailableError, UnknownResourceError
+from shepherd.errors import StoreUnavailableError
 from shepherd.failures import bug_body, classify, error_body
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
@@ -337,30 +337,18 @@ async def _handle(
                     else:
                         decision = handling.succeeded()
                         break
-                elif decision is Phase.BREAKER:
-                    if not await gates.breakers.admits(spec):
-                        decision = handling.breaker_open(
-                            BreakerOpenError(spec.name, spec.service_name)
-                        )
-                        break
-                    decision = handling.breaker_passed()
-                elif decision is Phase.RATE:
-                    try:
-                        await gates.rates.before_call(cast("str", resource))
-                    except UnknownResourceError as exc:
-                        decision = handling.refused(exc)
-                        break
-                    decision = handling.token_taken()
-                elif decision is Phase.SLOT:
-                    try:
-                        await gates.capacity.acquire(cast("str", resource), holder)
-                    except UnknownResourceError as exc:
-                        decision = handling.refused(exc)
-                        break
-                    decision = handling.slot_taken()
-                elif decision is Phase.REPORT:
-                    await gates.breakers.after_call(spec, failed=True)
-                    decision = handling.reported(now=store.now(), complete_by=deadline, rng=rng)
+                elif isinstance(decision, Phase):  # a gate: a slot, the breaker, a token
+                    decision = await gates.next(
+                        decision,
+                        handling,
+                        spec,
+                        resource=resource,
+                        holder=holder,
+                        fail_fast=True,  # a caller waits on no open breaker
+                        now=store.now,
+                        complete_by=deadline,
+                        rng=rng,
+                    )
                 elif isinstance(decision, Retry):
                     for request in requests:
                         request.retry = handling.retries
