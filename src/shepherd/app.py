@@ -264,8 +264,8 @@ class App(Registrations):
         plan = call_plan(
             self.agents, agent, payload, within, attempts, timeout, self.settings, entity=entity
         )
-        where = await call_resolution(self.resolver, self.agents[agent], entity)
         await self.open()
+        where = await call_resolution(self.resolver, self.agents[agent], entity)
         self._caller = self._caller or Caller(self.store, settings=self.settings, clock=self.clock)
         return await self._caller.call(agent, payload, plan, resolution=where)
 

@@ -1,4 +1,7 @@
-"""The caller's side of durable calls (`app.call`): send, then wait for the one answer.
+"""The caller's side of durable calls (`app.call`): resolve, send, then wait for the one answer.
+
+A call that names an entity is resolved here, as a step is when it is first
+sent, and its resolution is sent with it (`call_resolution`).
 
 Every call of a process waits on one future; one reader per process reads the
 answers of all its waiting calls in one store read whenever `signals.ANSWERS`
