@@ -197,6 +197,8 @@ class Registrations:
         def register(fn: F) -> F:
             agent_name = _checked_name("agent", name or fn.__name__)
             check(agent_name)
+            if breaker is not None:
+                _check_shared_breaker(self.agents, agent_name, service or agent_name, breaker)
             check_handler(agent_name, fn, threads=threads)
             self.agents[agent_name] = Agent(
                 name=agent_name,
@@ -326,6 +328,27 @@ def _check_options(
             f"agent {agent!r}: service= names the circuit breaker the agent shares, and it "
             "has none; add breaker=BreakerPolicy(...) or drop service=",
         )
+
+
+def _check_shared_breaker(
+    agents: Mapping[str, Agent], name: str, service: str, breaker: BreakerPolicy
+) -> None:
+    """Refuse a breaker policy other than the one another agent of `service` declared:
+    the agents share one breaker, which each would open and close by its own rules.
+
+    Raises:
+        ConfigError: Names both agents, the service and the two policies.
+    """
+    for other in agents.values():
+        if other.name == name or other.service_name != service:
+            continue
+        if other.breaker is not None and other.breaker != breaker:
+            raise ConfigError(
+                "breaker",
+                f"agent {name!r}: service {service!r} shares one breaker with agent "
+                f"{other.name!r}, declared with another policy ({other.breaker} there, "
+                f"{breaker} here); give them the same BreakerPolicy",
+            )
 
 
 def _checked_name(field: str, name: object) -> str:

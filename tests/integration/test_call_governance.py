@@ -194,3 +194,12 @@ def test_options_that_would_be_ignored_together_are_refused_naming_the_agent(app
     with pytest.raises(ConfigError, match="agent 'quote': service= names the circuit breaker"):
         app.agent("quote", service="prices")(handler)
     assert app.agents == {}
+    app.agent("charge", service="payments", breaker=BreakerPolicy(failure_threshold=3))(handler)
+    app.agent("refund", service="payments", breaker=BreakerPolicy(failure_threshold=3))(handler)
+    with pytest.raises(
+        ConfigError,
+        match="agent 'void': service 'payments' shares one breaker with agent 'charge', "
+        "declared with another policy",
+    ):
+        app.agent("void", service="payments", breaker=BreakerPolicy(failure_threshold=5))(handler)
+    assert sorted(app.agents) == ["charge", "refund"]
