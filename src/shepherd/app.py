@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, final
 from shepherd.agents import Handler
 from shepherd.alerts import Alert, AlertSink, Deliveries, sink_from_spec
 from shepherd.assembly import ROLES, Assembly, check_roles, instance_id, store_of
-from shepherd.calling import Caller
+from shepherd.calling import Caller, call_resolution
 from shepherd.clock import Clock, SystemClock
 from shepherd.config import Settings
 from shepherd.governance.resolver import Resolver, StaticResolver, StoreResolver
@@ -246,6 +246,7 @@ class App(Registrations, OperatorMethods):
         within: float | None = None,
         attempts: int = 3,
         timeout: float | None = None,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
+        entity: str | None = None,
     ) -> JsonValue:
         """Call an agent from plain code, durably, and return its result.
 
@@ -264,27 +265,30 @@ class App(Registrations, OperatorMethods):
             attempts: The most handlings the call gets (at least 1).
             timeout: Seconds to wait for the answer (default: `within` times
                 `attempts`, plus a second per attempt).
+            entity: The entity the call is about, resolved as `ctx.call` resolves a
+                step's and kept with the call (`request.resolution`; docs/howto/calls.md).
 
         Raises:
             CallFailedError: The answer is an error: the handler's permanent
-                error, its bug out of tries, or the call given up.
+                error, its bug out of tries, the call given up, or its breaker open.
             TimeoutError: No answer within `timeout` (the call may still be
                 answered, unread; it is deleted a minute after `timeout`).
             UnknownAgentError: No agent of that name is registered here.
             OwnerKeyError: The agent is exclusive and the payload gives no owning
                 key; nothing is sent.
             PayloadError: `payload` is not JSON or is too large; nothing is sent.
-            ConfigError: `within`, `attempts` or `timeout` is not positive.
+            ConfigError: `within`, `attempts` or `timeout` is not positive, or
+                `entity` is not a str (the message names the agent).
+            ResourceError: `entity` cannot be resolved, or lives on another resource
+                than the agent's `resource=` (`ResourceConflictError`); nothing is sent.
         """
-        window, wait, owner_key = call_plan(
-            self.agents, agent, payload, within, attempts, timeout, self.settings
+        plan = call_plan(
+            self.agents, agent, payload, within, attempts, timeout, self.settings, entity=entity
         )
         await self.open()
-        if self._caller is None:
-            self._caller = Caller(self.store, settings=self.settings, clock=self.clock)
-        return await self._caller.call(
-            agent, payload, within=window, attempts=attempts, timeout=wait, owner_key=owner_key
-        )
+        where = await call_resolution(self.resolver, self.agents[agent], entity)
+        self._caller = self._caller or Caller(self.store, settings=self.settings, clock=self.clock)
+        return await self._caller.call(agent, payload, plan, resolution=where)
 
     async def result(self, task_id: str, *, timeout: float | None = None) -> JsonValue:  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
         """Wait for the task to end and return its result.

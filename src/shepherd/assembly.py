@@ -241,6 +241,7 @@ class Assembly:
                     settings=self.settings,
                     clock=self.clock,
                     gave_up=self.alert_call,
+                    gates=worker.gates,
                 )
             )
             owners = OwnerServer(
@@ -252,6 +253,7 @@ class Assembly:
                 gave_up=self.alert_call,
                 failing=self.alert_owner,
                 worker=worker.worker,
+                gates=worker.gates,
             )
             # Replies to steps through an owner are recorded where they are made, too.
             owners.steps.recorder = scheduler

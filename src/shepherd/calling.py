@@ -1,4 +1,7 @@
-"""The caller's side of durable calls (`app.call`): send, then wait for the one answer.
+"""The caller's side of durable calls (`app.call`): resolve, send, then wait for the one answer.
+
+A call that names an entity is resolved here, as a step is when it is first
+sent, and its resolution is sent with it (`call_resolution`).
 
 Every call of a process waits on one future; one reader per process reads the
 answers of all its waiting calls in one store read whenever `signals.ANSWERS`
@@ -14,21 +17,50 @@ import logging
 from typing import TYPE_CHECKING, final
 
 from shepherd.clock import Deadline
-from shepherd.errors import CallFailedError, StoreUnavailableError
+from shepherd.core.resources import resource_conflict
+from shepherd.errors import CallFailedError, ResourceConflictError, StoreUnavailableError
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
 from shepherd.store.ids import new_task_id
 
 if TYPE_CHECKING:
+    from shepherd.agents.agent import Agent
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallAnswer, JsonValue
+    from shepherd.core.resources import Resolution
+    from shepherd.governance.resolver import Resolver
+    from shepherd.registration import CallPlan
     from shepherd.store.roles import CallStore
 
-__all__ = ["Caller"]
+__all__ = ["Caller", "call_resolution"]
 
 log = logging.getLogger("shepherd.calls")
+
+
+async def call_resolution(
+    resolver: Resolver, agent: Agent, entity: str | None
+) -> Resolution | None:
+    """Where `entity` lives, for a call to `agent` (`app.call(..., entity=)`), as `ctx.call`
+    resolves a step's: kept with the call, so every handling uses its resource. None
+    without an entity.
+
+    Raises:
+        ResourceConflictError: The agent is bound to another resource (`resource=`).
+        UnresolvedEntityError: The entity is assigned to no partition (and there is
+            no default one), or the resolver cannot place it.
+        InvalidResourceError: `entity` cannot be an entity's name.
+        StoreUnavailableError: The store cannot be reached (nothing cached).
+    """
+    if entity is None:
+        return None
+    resolution = await resolver.resolve(entity)
+    problem = resource_conflict(agent.resource, resolution)
+    if problem is not None:
+        raise ResourceConflictError(agent.name, problem)
+    return resolution
+
 
 #: Seconds a call's row outlives its caller's deadline before it may be deleted.
 KEEP_AFTER = 60.0
@@ -56,32 +88,32 @@ class Caller:
         self,
         agent: str,
         payload: JsonValue,
+        plan: CallPlan,
         *,
-        within: float,
-        attempts: int,
-        timeout: float,  # noqa: ASYNC109 - the public API mirrors asyncio.wait_for
-        owner_key: str | None = None,
+        resolution: Resolution | None = None,
     ) -> JsonValue:
-        """Send a call to `agent` and return its result once the answer is committed.
+        """Send a call to `agent`, as `plan` says, and return its result once the answer
+        is committed. `resolution`, where the call's entity lives, is kept with the call.
 
         Raises:
             CallFailedError: The answer is an error.
-            TimeoutError: No answer within `timeout` seconds (the call may still run).
+            TimeoutError: No answer within the plan's wait (the call may still run).
             PayloadError: `payload` is not JSON or is too large (nothing was sent).
         """
         call_id = new_task_id()
         answer: asyncio.Future[CallAnswer] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = answer
         try:
-            async with Deadline(self.clock, timeout):
+            async with Deadline(self.clock, plan.wait):
                 await self.store.send_call(
                     call_id,
                     agent,
                     payload,
-                    within=within,
-                    max_attempts=attempts,
-                    expires_in=timeout + KEEP_AFTER,
-                    owner_key=owner_key,
+                    within=plan.within,
+                    max_attempts=plan.attempts,
+                    expires_in=plan.wait + KEEP_AFTER,
+                    owner_key=plan.owner_key,
+                    resolution=resolution,
                 )
                 self._read_soon()
                 got = await asyncio.shield(answer)

@@ -9,8 +9,9 @@ against the agent it calls.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from shepherd.agents import Agent
 from shepherd.agents.batch import Batch
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
 
-__all__ = ["Registrations", "call_plan", "check_wiring"]
+__all__ = ["CallPlan", "Registrations", "call_plan", "check_wiring"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -153,7 +154,7 @@ class Registrations:
             breaker: A circuit breaker for the remote service, shared through the
                 store by every process (default: none).
             service: The remote service's name (default: the agent's name); agents
-                that name the same service share its breaker.
+                that name the same service share its breaker. Only with `breaker`.
             threads: The handler is a plain, blocking `def`, run in a thread (at most
                 `agent_threads` at once per worker) so that it does not block the
                 event loop. At complete_by the step is given up, but the thread runs
@@ -161,8 +162,12 @@ class Registrations:
                 `request.heartbeat()` or `request.once()`.
             resource: The constrained resource the handler uses: while it runs it
                 holds one of the resource's `capacity` slots, shared by every
-                process (default: the resource of the step's resolution, when the
-                step was called with an `entity`; none without one).
+                process, and each try takes a token of its `rate` (default: the
+                resource of the call's resolution, when the step or the call
+                named an `entity`; none without one). A step or call whose
+                entity lives on another resource is refused. For an exclusive
+                agent, each handling of a key (a batch too) holds one slot:
+                at most `capacity` keys are handled at once, across owners.
             exclusive_by: Makes the agent exclusive: each call (`call`) has an
                 owning key, this payload field's value or this function of the
                 payload (evaluated by the caller), and at any moment one process
@@ -188,7 +193,9 @@ class Registrations:
         Raises:
             ConfigError: An option is invalid (a name or service longer than
                 NAME_BYTES of UTF-8, `shepherd.core.limits`), or the handler is an
-                `async def` with `threads=True`, or a plain `def` without it.
+                `async def` with `threads=True`, or a plain `def` without it, or
+                options would be ignored together (`batch` without `exclusive_by`,
+                `service` without `breaker`): the message names the agent.
         """
         if within is not None and within <= 0:
             raise ConfigError("within", "must be a positive number of seconds")
@@ -208,17 +215,17 @@ class Registrations:
             raise ConfigError(
                 "exclusive_by", "must be a payload field name or a function of the payload"
             )
-        if batch is not None and not isinstance(batch, Batch):
-            raise ConfigError(
-                "batch", f"must be a Batch(max_items=..., max_delay=...), not {batch!r}"
-            )
-        if batch is not None and exclusive_by is None:
-            raise ConfigError(
-                "batch", "only an exclusive agent (exclusive_by=...) can batch its calls"
-            )
+        check = functools.partial(
+            _check_options, breaker=breaker, service=service, exclusive_by=exclusive_by, batch=batch
+        )
+        if name is not None:  # refused here already, before the handler is written
+            check(name)
 
         def register(fn: F) -> F:
             agent_name = _checked_name("agent", name or fn.__name__)
+            check(agent_name)
+            if breaker is not None:
+                _check_shared_breaker(self.agents, agent_name, service or agent_name, breaker)
             check_handler(agent_name, fn, threads=threads)
             idle = check_life_cycle(
                 agent_name,
@@ -227,8 +234,6 @@ class Registrations:
                 on_release=on_release,
                 owner_idle=owner_idle,
             )
-            if exclusive_by is not None:
-                refuse_on_exclusive(agent_name, resource=resource, breaker=breaker)
             self.agents[agent_name] = Agent(
                 name=agent_name,
                 fn=fn,
@@ -332,25 +337,64 @@ def check_wiring(workflows: Iterable[Workflow], agents: Mapping[str, Agent]) -> 
         raise ConfigError("undo", "; ".join(undos))
 
 
-def refuse_on_exclusive(agent: str, *, resource: str | None, breaker: object) -> None:
-    """Refuse what an exclusive agent's owner does not apply yet, rather than ignore it.
+def _check_options(
+    agent: object,
+    *,
+    breaker: BreakerPolicy | None,
+    service: str | None,
+    exclusive_by: object,
+    batch: object,
+) -> None:
+    """Refuse an agent's options that would be ignored together, naming the agent and why.
+
+    Every other combination is built: `resource=`, `breaker=` and a resource's
+    rate govern an exclusive agent's handlings (a batch is one handling),
+    `threads=True` runs an exclusive or batching handler in a thread, and
+    `resource=` with an entity that lives elsewhere is refused when called.
 
     Raises:
-        ConfigError: `resource` or `breaker` is given; the message names the agent.
+        ConfigError: `batch` is not a Batch, or is given without `exclusive_by`
+            (only an owner gathers a key's calls); `service` is given without
+            `breaker` (it names the breaker, and there is none).
     """
-    if resource is not None:
+    if batch is not None and not isinstance(batch, Batch):
         raise ConfigError(
-            "resource",
-            f"agent {agent!r} is exclusive (exclusive_by=...): its key's owner does not hold "
-            f"slots of resource {resource!r} nor obey its rate yet; remove resource= "
-            "(a key's calls already run one at a time)",
+            "batch",
+            f"agent {agent!r}: must be a Batch(max_items=..., max_delay=...), not {batch!r}",
         )
-    if breaker is not None:
+    if batch is not None and exclusive_by is None:
         raise ConfigError(
-            "breaker",
-            f"agent {agent!r} is exclusive (exclusive_by=...): its key's owner does not ask "
-            "a circuit breaker yet; remove breaker=",
+            "batch",
+            f"agent {agent!r}: only an exclusive agent (exclusive_by=...) can batch its calls "
+            "(an owner gathers one key's calls; other calls have nobody to gather them)",
         )
+    if service is not None and breaker is None:
+        raise ConfigError(
+            "service",
+            f"agent {agent!r}: service= names the circuit breaker the agent shares, and it "
+            "has none; add breaker=BreakerPolicy(...) or drop service=",
+        )
+
+
+def _check_shared_breaker(
+    agents: Mapping[str, Agent], name: str, service: str, breaker: BreakerPolicy
+) -> None:
+    """Refuse a breaker policy other than the one another agent of `service` declared:
+    the agents share one breaker, which each would open and close by its own rules.
+
+    Raises:
+        ConfigError: Names both agents, the service and the two policies.
+    """
+    for other in agents.values():
+        if other.name == name or other.service_name != service:
+            continue
+        if other.breaker is not None and other.breaker != breaker:
+            raise ConfigError(
+                "breaker",
+                f"agent {name!r}: service {service!r} shares one breaker with agent "
+                f"{other.name!r}, declared with another policy ({other.breaker} there, "
+                f"{breaker} here); give them the same BreakerPolicy",
+            )
 
 
 def _checked_name(field: str, name: object) -> str:
@@ -369,6 +413,16 @@ def _checked_name(field: str, name: object) -> str:
     return name
 
 
+class CallPlan(NamedTuple):
+    """A call checked against its agent (`registration.call_plan`): its window (`within`),
+    its handlings (`attempts`), how long its caller waits, and its owning key, if any."""
+
+    within: float
+    attempts: int
+    wait: float
+    owner_key: str | None
+
+
 def call_plan(
     agents: Mapping[str, Agent],
     agent: str,
@@ -377,28 +431,36 @@ def call_plan(
     attempts: int,
     timeout: float | None,
     settings: Settings,
-) -> tuple[float, float, str | None]:
-    """A call's window, how long its caller waits, and its owning key (exclusive agents).
+    *,
+    entity: object = None,
+) -> CallPlan:
+    """A call's window, its handlings, how long its caller waits, and its owning key
+    (exclusive agents).
 
     The window is `within`, else the agent's, else `default_step_within`; the
     wait is `timeout`, else the window times `attempts` plus a second per attempt.
 
     Raises:
         UnknownAgentError: No agent of that name is registered.
-        ConfigError: `within`, `attempts` or `timeout` is not positive.
+        ConfigError: `within`, `attempts` or `timeout` is not positive, or
+            `entity` is given and is not a str.
         OwnerKeyError: The agent is exclusive and the payload gives no owning key.
     """
     spec = agents.get(agent)
     if spec is None:
         raise UnknownAgentError(agent)
+    if entity is not None and not isinstance(entity, str):
+        raise ConfigError(
+            "entity", f"call to agent {agent!r}: must be a str, not {type(entity).__name__}"
+        )
     window = within if within is not None else spec.within or settings.default_step_within
     for name, value in (("within", window), ("attempts", attempts), ("timeout", timeout)):
         if value is not None and (isinstance(value, bool) or not value > 0):
             raise ConfigError(name, f"must be positive, not {value!r}")
     wait = timeout if timeout is not None else (window + 1.0) * attempts
     if spec.exclusive_by is None:
-        return window, wait, None
+        return CallPlan(window, attempts, wait, None)
     found = owner_key_of(spec.exclusive_by, payload)
     if isinstance(found, ValueError):
         raise OwnerKeyError(agent, str(found))
-    return window, wait, found
+    return CallPlan(window, attempts, wait, found)

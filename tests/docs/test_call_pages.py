@@ -11,7 +11,10 @@ from doctools import DOCS, Command, Session, code_blocks, session_steps
 
 #: (page, the examples it shows and runs, in page order)
 PAGES = [
-    (DOCS / "howto" / "calls.md", [DOCS / "howto" / "call_app.py"]),
+    (
+        DOCS / "howto" / "calls.md",
+        [DOCS / "howto" / "call_app.py", DOCS / "howto" / "governed_call_app.py"],
+    ),
     (
         DOCS / "howto" / "exclusive-owners.md",
         [DOCS / "howto" / "owners_app.py", DOCS / "howto" / "owner_life_app.py"],

@@ -22,7 +22,7 @@ def error_classes() -> dict[str, type[errors.ShepherdError]]:
         for name, value in vars(errors).items()
         if inspect.isclass(value)
         and issubclass(value, errors.ShepherdError)
-        and value.__module__ == errors.__name__
+        and value.__module__.partition("._")[0].partition(".resources")[0] == errors.__name__
         and not name.startswith("_")
     }
 

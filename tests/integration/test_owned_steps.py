@@ -133,12 +133,6 @@ async def test_what_an_owner_does_not_apply_yet_is_refused_naming_the_agent(app:
     async def handler(request: AgentRequest) -> JsonValue:
         return None
 
-    with pytest.raises(ConfigError, match=r"agent 'ledger' is exclusive .*resource 'db'"):
-        app.agent("ledger", exclusive_by="user", resource="db")(handler)
-    with pytest.raises(ConfigError, match=r"agent 'ledger' is exclusive .*circuit breaker"):
-        app.agent("ledger", exclusive_by="user", breaker=BreakerPolicy())(handler)
-    assert "ledger" not in app.agents
-
     app.agent("ledger", exclusive_by="user")(handler)
     app.agent("refund")(handler)
 
@@ -230,3 +224,35 @@ async def test_a_step_through_an_owner_may_beat_and_run_an_effect_once(app: App)
 
     assert result == {"moved": True, "first": {"charged": 5}, "again": {"charged": 5}}
     assert effects == [task_id]
+
+
+@sqlite_only()  # the refusal is the scheduler's, whatever the store
+async def test_a_step_to_an_exclusive_agent_with_a_resource_or_breaker_is_refused(
+    app: App,
+) -> None:
+    async def handler(request: AgentRequest) -> JsonValue:
+        return None
+
+    # app.call to them is governed (test_call_governance); a step is not yet.
+    app.agent("ledger", exclusive_by="user", resource="db")(handler)
+    app.agent("mailer", exclusive_by="user", breaker=BreakerPolicy())(handler)
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        refused = []
+        for agent in ("ledger", "mailer"):
+            try:
+                await ctx.call(agent, data)
+            except ConfigError as exc:
+                refused.append(str(exc))
+        return refused
+
+    async with app, app.running(["scheduler"]):
+        task_id = await app.submit("order", {"user": "user-1"})
+        result = await app.result(task_id, timeout=PATIENCE)
+
+    assert isinstance(result, list)
+    assert len(result) == 2
+    assert "agent 'ledger' is exclusive (exclusive_by=...) and declares resource=" in result[0]
+    assert "agent 'mailer' is exclusive (exclusive_by=...) and declares breaker=" in result[1]
+    assert all("refused rather than run ungoverned" in r for r in result)

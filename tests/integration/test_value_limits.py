@@ -17,6 +17,7 @@ import pytest
 
 from shepherd import App, ConfigError, PayloadError, Submission, WorkflowContext
 from shepherd.agents import AgentRequest
+from shepherd.core.breaker import BreakerPolicy
 from shepherd.core.limits import KEY_BYTES, NAME_BYTES
 from shepherd.core.resources import Resource
 from shepherd.errors import InvalidResourceError, OwnerKeyError
@@ -118,7 +119,7 @@ def test_a_workflow_agent_or_service_name_one_byte_over_is_refused(app: App) -> 
 async def test_an_agent_name_and_owner_key_at_their_limits_round_trip(app: App) -> None:
     agent, owner_key = widest(NAME_BYTES, 6), widest(KEY_BYTES, 7)
 
-    @app.agent(agent, exclusive_by="k", service=widest(NAME_BYTES, 9))
+    @app.agent(agent, exclusive_by="k", service=widest(NAME_BYTES, 9), breaker=BreakerPolicy())
     async def handler(request: AgentRequest) -> Any:
         return request.owner_key
 

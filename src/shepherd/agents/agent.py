@@ -11,7 +11,7 @@ from shepherd.core.records import JsonValue
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import BreakerPolicy
-    from shepherd.core.records import Request
+    from shepherd.core.records import CallRequest, Request
     from shepherd.core.retry import RetryPolicy
     from shepherd.governance.batch import Batch
 
@@ -63,8 +63,9 @@ class Agent:
         """The service whose breaker this agent uses (default: the agent's name)."""
         return self.service or self.name
 
-    def resource_of(self, request: Request) -> str | None:
-        """The resource a handling of `request` holds a slot of, or None."""
+    def resource_of(self, request: Request | CallRequest) -> str | None:
+        """The resource a handling of `request` (a step's, or a durable call's) holds a
+        slot of and takes rate tokens of, or None."""
         if self.resource is not None:
             return self.resource
         if request.resolution is not None:

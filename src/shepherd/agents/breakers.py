@@ -73,7 +73,7 @@ class BreakerGate:
         """The state of each breaker as this process last saw it."""
         return {service: str(known.breaker.state) for service, known in self._known.items()}
 
-    async def before_call(self, agent: Agent, request: Request) -> None:
+    async def before_call(self, agent: Agent, request: Request | None = None) -> None:
         """Return when a try may be made now; wait while the service's breaker is open.
 
         The caller's deadline scope cancels the wait when complete_by passes.
@@ -84,14 +84,35 @@ class BreakerGate:
         known = self._known.get(agent.service_name)
         if known is not None and known.breaker.state is BreakerState.CLOSED and self._fresh(known):
             return
+        await self._ask(agent, policy, wait=True)
+
+    async def admits(self, agent: Agent) -> bool:
+        """Whether a try may be made now, without waiting: False while the service's
+        breaker is open (or its probe is another caller's).
+
+        A durable call (`app.call`) asks this: its caller is refused at once
+        rather than held for the cool-down.
+        """
+        policy = agent.breaker
+        if policy is None:
+            return True
+        known = self._known.get(agent.service_name)
+        if known is not None and known.breaker.state is BreakerState.CLOSED and self._fresh(known):
+            return True
+        return await self._ask(agent, policy, wait=False)
+
+    async def _ask(self, agent: Agent, policy: BreakerPolicy, *, wait: bool) -> bool:
         try:
-            await self._admit(agent.service_name, policy)
+            return await self._admit(agent.service_name, policy, wait=wait)
         except StoreUnavailableError as exc:
             # Without the store the breaker cannot be shared: let the try go ahead
             # (its reply needs the store anyway) rather than hold every call.
             log.debug("breaker of %r unreadable, calling: %s", agent.service_name, exc)
+            return True
 
-    async def after_call(self, agent: Agent, request: Request, *, failed: bool) -> None:
+    async def after_call(
+        self, agent: Agent, request: Request | None = None, *, failed: bool
+    ) -> None:
         """Report a try's outcome: `failed` for a transient failure or a hang."""
         policy = agent.breaker
         if policy is None:
@@ -109,7 +130,8 @@ class BreakerGate:
         self._remember(after)
 
     # -- waiting -------------------------------------------------------------
-    async def _admit(self, service: str, policy: BreakerPolicy) -> None:
+    async def _admit(self, service: str, policy: BreakerPolicy, *, wait: bool) -> bool:
+        """True once a try may be made; while the breaker is open, wait (`wait`) or False."""
         signals: Signals = self.store.signals
         waited = False
         stale = False
@@ -123,14 +145,16 @@ class BreakerGate:
             b = known.breaker
             _, decision = allow(b, policy, now=self.store.now())
             if isinstance(decision, Call):
-                return
+                return True
             if isinstance(decision, Probe):
                 # A probe may be due: only the store can give it, to one caller.
                 after, decision = await self.store.breaker_allow(service, policy)
                 self._changed(b, after)
                 known = self._remember(after)
                 if not isinstance(decision, Wait):
-                    return
+                    return True
+            if not wait:
+                return False
             if not waited:
                 waited = True
                 self.metrics.breaker_waits.labels(service=service).inc()

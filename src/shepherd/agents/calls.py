@@ -9,8 +9,14 @@ nothing: the call is taken again by any process (after the fallback poll at
 the latest), and a call handled `max_attempts` times without an answer is
 answered with an error by the store and reported here as an alert.
 
-Handlers of `threads=True` agents run in a thread of their own. Circuit
-breakers, capacity slots and rates do not apply to calls yet.
+A handling passes the same gates as a step's, shared with the agent worker
+of its process (`shepherd.agents.gates`): a capacity slot of the agent's
+resource (its `resource=`, else its call's entity's), the service's circuit
+breaker and the resource's rate before each try. An open breaker answers the
+call at once with a `BreakerOpenError` (its caller is not held for the
+cool-down, as a step is); a slot or a token not had by `complete_by` ends the
+handling without an answer, like any overrun. Handlers of `threads=True`
+agents run in a thread of their own.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agents.request import AgentRequest
 from shepherd.core.batching import BATCH_ERROR
-from shepherd.core.retry import next_retry
+from shepherd.core.handling import (
+    GiveUp,
+    Handling,
+    Phase,
+    ReplyError,
+    ReplyResult,
+    Retry,
+    TimedOut,
+    begin,
+)
 from shepherd.errors import StoreUnavailableError
 from shepherd.failures import bug_body, classify, error_body
 from shepherd.idle import IdleBackoff
@@ -32,8 +47,10 @@ from shepherd.store import signals as ch
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import Agent, BlockingHandler, Handler
+    from shepherd.agents.gates import Gates
     from shepherd.clock import Clock
     from shepherd.config import Settings
+    from shepherd.core.handling import Next
     from shepherd.core.records import CallRequest, JsonValue
     from shepherd.registry import Standing
     from shepherd.store.roles import CallStore, Clocked
@@ -57,6 +74,7 @@ class CallServer:
         settings: Its concurrency (`agent_concurrency`) and polling.
         clock: What deadlines, retry waits and polling run on.
         gave_up: Told of each call given up (the App alerts an operator).
+        gates: The governance of its process's agent worker (breakers, rates, slots).
     """
 
     def __init__(
@@ -68,8 +86,10 @@ class CallServer:
         settings: Settings,
         clock: Clock,
         gave_up: GaveUp,
+        gates: Gates,
     ) -> None:
         self.store = store
+        self.gates = gates
         self.worker = worker
         self.agents = dict(agents)
         self.settings = settings
@@ -141,7 +161,13 @@ class CallServer:
     async def _handle(self, call: CallRequest) -> None:
         spec = self.agents[call.agent]
         answer = await handle_call(
-            spec, call_request(call), call, clock=self.clock, store=self.store, rng=self.rng
+            spec,
+            call_request(call),
+            call,
+            gates=self.gates,
+            clock=self.clock,
+            store=self.store,
+            rng=self.rng,
         )
         if answer is None:
             return  # out of tries or time inside the window: the call is handed on
@@ -170,6 +196,7 @@ def call_request(call: CallRequest) -> AgentRequest:
         seq=0,
         agent=call.agent,
         within=call.within,
+        resolution=call.resolution,
     )
 
 
@@ -178,22 +205,31 @@ async def handle_call(
     request: AgentRequest,
     call: CallRequest,
     *,
+    gates: Gates,
     clock: Clock,
     store: Clocked,
     rng: random.Random,
 ) -> tuple[bool, JsonValue] | None:
-    """Run one handling of `call` until its `complete_by`; its answer, or None for none.
+    """Run one governed handling of `call` until its `complete_by`; its answer, or None.
 
-    Transient failures and bugs are retried by the agent's retry policy inside
-    the window; the first result, permanent error, or bug out of tries is the
-    answer. None when the window passed or the tries ran out without one.
+    It passes the gates a step's handling passes, in the same order
+    (`shepherd.core.handling`): a slot of the agent's resource (its own
+    `resource=`, else the resource of the call's entity), then before each try
+    the service's circuit breaker and a rate token of the resource. Transient
+    failures and bugs are retried by the agent's retry policy inside the
+    window; the first result, permanent error, or bug out of tries is the
+    answer. An open breaker answers at once (`BreakerOpenError`): the caller
+    waits on nothing. None when the window passed or the tries ran out without
+    an answer (the call is handed on).
     """
 
     async def one() -> list[JsonValue]:
         return [await _run(spec, request)]
 
     label = f"call {call.call_id} to {call.agent}"
-    answers = await _handle(spec, one, [request], [call], label, clock=clock, store=store, rng=rng)
+    answers = await _handle(
+        spec, one, [request], [call], label, gates=gates, clock=clock, store=store, rng=rng
+    )
     return None if answers is None else answers[0]
 
 
@@ -202,18 +238,20 @@ async def handle_batch(
     requests: list[AgentRequest],
     calls: list[CallRequest],
     *,
+    gates: Gates,
     clock: Clock,
     store: Clocked,
     rng: random.Random,
 ) -> list[tuple[bool, JsonValue]] | None:
-    """Run one handling of a batch of calls until the earliest `complete_by` among them.
+    """Run one governed handling of a batch of calls until the earliest `complete_by` among them.
 
     The handler gets the list of requests and must return a list of as many
     results, in order: each is its call's answer. A list of another length, or
     something else, answers every call with a `BatchError` naming the agent
-    (a bug: no caller's call is left without an answer). An exception answers
-    every call as `handle_call` answers one; None when the window passed or
-    the tries ran out without an answer.
+    (a bug: no caller's call is left without an answer). A batch is one use of
+    the resource: one slot, one rate token per try. An exception answers every
+    call as `handle_call` answers one; None when the window passed or the tries
+    ran out without an answer.
     """
 
     async def many() -> list[JsonValue]:
@@ -229,7 +267,9 @@ async def handle_batch(
         return results
 
     label = f"batch of {len(calls)} calls to {spec.name}"
-    return await _handle(spec, many, requests, calls, label, clock=clock, store=store, rng=rng)
+    return await _handle(
+        spec, many, requests, calls, label, gates=gates, clock=clock, store=store, rng=rng
+    )
 
 
 class _BrokenBatchError(Exception):
@@ -243,53 +283,132 @@ async def _handle(
     calls: list[CallRequest],
     label: str,
     *,
+    gates: Gates,
     clock: Clock,
     store: Clocked,
     rng: random.Random,
 ) -> list[tuple[bool, JsonValue]] | None:
-    """One handling of `calls` by `run`, retried inside the earliest deadline; their answers."""
+    """One governed handling of `calls` by `run` inside the earliest deadline; their answers.
+
+    `core.handling` decides each next thing, as for a step; the slot taken is
+    given back as the handling ends (the answer is written after).
+    """
     deadline = min(c.complete_by for c in calls)
-    n = len(calls)
-    tries = 0
+    now = store.now()
+    resource = spec.resource_of(calls[0])
+    handling = begin(
+        complete_by=deadline,
+        now=now,
+        retry=None,
+        policy=spec.retry,
+        resource=resource,
+        service=None if spec.breaker is None else spec.service_name,
+    )
+    if not isinstance(handling, Handling):
+        return None  # its window has passed already: it is handed on
+    first = calls[0]
+    holder = f"{gates.capacity.worker}:call:{first.call_id}:{first.attempt}"
+    results: list[JsonValue] = []
+    decision: Next = handling.start()
     try:
-        async with clock.deadline(deadline, now=store.now()):
+        async with clock.deadline(deadline, now=now) as scope:
             while True:
-                tries += 1
-                try:
-                    results = await run()
-                except _BrokenBatchError as broken:
-                    log.error("%s", broken)
-                    body: JsonValue = {"type": BATCH_ERROR, "message": str(broken), "bug": True}
-                    return [(False, body)] * n
-                except Exception as exc:
-                    kind = classify(exc)
-                    if kind == "permanent":
-                        return [(False, error_body(exc))] * n
-                    delay = next_retry(
-                        spec.retry, tries, rng, now=store.now(), complete_by=deadline
-                    )
-                    if delay is None:
-                        if kind == "bug":
-                            log.error(
-                                "%s: unexpected %s: %s; answered as a bug",
-                                label,
-                                type(exc).__name__,
-                                exc,
-                                exc_info=exc,
-                            )
-                            return [(False, bug_body(exc, tries=tries))] * n
-                        log.warning(
-                            "%s: giving up this handling after %d tries: %s", label, tries, exc
+                if decision is Phase.TRY:
+                    try:
+                        results = await run()
+                    except _BrokenBatchError as broken:
+                        log.error("%s", broken)
+                        body: JsonValue = {"type": BATCH_ERROR, "message": str(broken), "bug": True}
+                        return [(False, body)] * len(calls)
+                    except Exception as exc:
+                        kind = classify(exc)
+                        decision = handling.failed(
+                            exc,
+                            kind,
+                            retry_after=_retry_after(exc),
+                            now=store.now(),
+                            complete_by=deadline,
+                            rng=rng,
                         )
-                        return None
+                        if kind == "bug":
+                            _log_bug(
+                                label, handling.tries, exc, last=not isinstance(decision, Retry)
+                            )
+                    else:
+                        decision = handling.succeeded()
+                        break
+                elif isinstance(decision, Phase):  # a gate: a slot, the breaker, a token
+                    decision = await gates.next(
+                        decision,
+                        handling,
+                        spec,
+                        resource=resource,
+                        holder=holder,
+                        fail_fast=True,  # a caller waits on no open breaker
+                        now=store.now,
+                        complete_by=deadline,
+                        rng=rng,
+                    )
+                elif isinstance(decision, Retry):
                     for request in requests:
-                        request.retry = tries
-                    await clock.sleep(delay)
+                        request.retry = handling.retries
+                    await clock.sleep(decision.delay)
+                    decision = handling.slept()
                 else:
-                    return [(True, result) for result in results]
+                    break
     except TimeoutError:
-        log.warning("%s: the handling reached its deadline; it will be taken again", label)
-        return None
+        if not scope.expired():
+            raise
+        decision = handling.expired()
+    finally:
+        slot = gates.capacity.held(holder)
+        if slot is not None:
+            await gates.capacity.release(slot)
+    return await _answers(decision, results, spec, len(calls), label, gates=gates)
+
+
+async def _answers(
+    end: Next, results: list[JsonValue], spec: Agent, n: int, label: str, *, gates: Gates
+) -> list[tuple[bool, JsonValue]] | None:
+    """What the `n` calls of a handling that ended in `end` are answered; None: handed on."""
+    if isinstance(end, ReplyResult):
+        if end.answered:
+            await gates.breakers.after_call(spec, failed=False)
+        return [(True, result) for result in results]
+    if isinstance(end, ReplyError):
+        if end.answered:  # the service answered (a refusal too): not a breaker failure
+            await gates.breakers.after_call(spec, failed=False)
+        body = bug_body(end.error, tries=end.tries) if end.bug else error_body(end.error)
+        return [(False, body)] * n
+    if isinstance(end, GiveUp):
+        log.warning("%s: giving up this handling after %d tries: %s", label, end.tries, end.error)
+    elif isinstance(end, TimedOut):
+        if end.hung:
+            await gates.breakers.after_call(spec, failed=True)
+        why = end.held_back["message"] if end.held_back is not None else "a try was cut"
+        log.warning(
+            "%s: the handling reached its deadline (%s); it will be taken again", label, why
+        )
+    return None
+
+
+def _log_bug(label: str, tries: int, exc: BaseException, *, last: bool) -> None:
+    if last:
+        log.error(
+            "%s: unexpected %s: %s; answered as a bug after %d tries",
+            label,
+            type(exc).__name__,
+            exc,
+            tries,
+            exc_info=exc,
+        )
+    else:
+        log.warning("%s: unexpected %s: %s; retried", label, type(exc).__name__, exc)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    value = getattr(exc, "retry_after", None)
+    return float(value) if isinstance(value, int | float) else None
 
 
 async def _run_batch(spec: Agent, requests: list[AgentRequest]) -> JsonValue:

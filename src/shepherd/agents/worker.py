@@ -25,13 +25,14 @@ from shepherd import tracing
 from shepherd.agents.agent import Agent, BlockingHandler, Handler
 from shepherd.agents.breakers import BreakerGate
 from shepherd.agents.ends import Ends, Recorder
+from shepherd.agents.gates import Gates
 from shepherd.agents.helpers import WorkerHelpers
 from shepherd.agents.intake import HAND_OVER_BELOW, Intake
 from shepherd.agents.request import AgentRequest
 from shepherd.agents.threads import ThreadedCalls
 from shepherd.core.handling import Handling, Phase, ReplyResult, Retry, begin
 from shepherd.core.records import JsonValue, Request, idempotency_key
-from shepherd.errors import StepSupersededError, StoreUnavailableError, UnknownResourceError
+from shepherd.errors import StepSupersededError, StoreUnavailableError
 from shepherd.failures import classify, log_bug
 from shepherd.governance.capacity import CapacityGate
 from shepherd.governance.rates import RateGate
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.handling import Next
-    from shepherd.core.resources import Slot
     from shepherd.metrics import Metrics
     from shepherd.registry import Standing
     from shepherd.store.roles import AgentStore
@@ -98,6 +98,8 @@ class AgentWorker:
             clock=clock,
         )
         self.rates = RateGate(store, refresh=settings.resolver_refresh, clock=clock)
+        #: The gates, shared with the call and owner servers of this process.
+        self.gates = Gates(breakers=self.breakers, rates=self.rates, capacity=self.capacity)
         self.helpers = WorkerHelpers(store, worker=worker)
         self.threaded = ThreadedCalls(limit=settings.agent_threads, metrics=metrics)
         self.ends = Ends(
@@ -257,7 +259,7 @@ class AgentWorker:
             _source=request,
         )
         counters = self._counters(request.agent)
-        slot: Slot | None = None
+        holder = _holder(self.worker, request)
         result: JsonValue = None
         decision: Next = handling.start()
         try:
@@ -285,28 +287,17 @@ class AgentWorker:
                             counters.duration.observe(self.clock.monotonic() - tried_at)
                             decision = handling.succeeded()
                             break
-                    elif decision is Phase.BREAKER:
-                        await self.breakers.before_call(spec, request)
-                        decision = handling.breaker_passed()
-                    elif decision is Phase.RATE:
-                        try:
-                            await self.rates.before_call(cast("str", resource))
-                        except UnknownResourceError as exc:
-                            decision = handling.refused(exc)
-                            break
-                        decision = handling.token_taken()
-                    elif decision is Phase.SLOT:
-                        holder = _holder(self.worker, request)
-                        try:
-                            slot = await self.capacity.acquire(cast("str", resource), holder)
-                        except UnknownResourceError as exc:
-                            decision = handling.refused(exc)
-                            break
-                        decision = handling.slot_taken()
-                    elif decision is Phase.REPORT:
-                        await self.breakers.after_call(spec, request, failed=True)
-                        decision = handling.reported(
-                            now=self.store.now(), complete_by=call.complete_by, rng=self.rng
+                    elif isinstance(decision, Phase):  # a gate: a slot, the breaker, a token
+                        decision = await self.gates.next(
+                            decision,
+                            handling,
+                            spec,
+                            resource=resource,
+                            holder=holder,
+                            fail_fast=False,  # a step waits while its breaker is open
+                            now=self.store.now,
+                            complete_by=call.complete_by,
+                            rng=self.rng,
                         )
                     elif isinstance(decision, Retry):
                         call = replace(call, retry=handling.retries)
@@ -324,6 +315,7 @@ class AgentWorker:
             self.helpers.scopes.pop(request.id, None)
         # Ended outside the deadline scope, so a reply being committed at the
         # deadline is not cut in half. The slot is given back with the reply.
+        slot = self.capacity.held(holder)
         if isinstance(decision, ReplyResult):
             if decision.answered:
                 await self.breakers.after_call(spec, request, failed=False)

@@ -9,7 +9,9 @@ service), then wait before the next try or end. A handling ends in one of:
 
 - `ReplyResult`: the handler returned; reply its result.
 - `ReplyError`: a permanent failure, an unknown resource, an unreadable retry
-  policy, or a bug out of tries; reply the error (the step fails).
+  policy, or a bug out of tries; reply the error (the step fails). A caller
+  that must not wait on an open breaker (a durable call, `app.call`) ends
+  there too (`breaker_open`).
 - `GiveUp`: a transient failure out of tries, or whose next try would start
   past `complete_by`; reply nothing (the supervisor sees `complete_by` pass).
 - `TimedOut`: `complete_by` passed first; reply nothing (someone else may
@@ -217,7 +219,8 @@ class Handling:
     """Where one handling of a request stands; each event's method returns what is next.
 
     Start with `start()`; then, for each `Phase` returned, tell what happened:
-    SLOT: `slot_taken()` (or `refused()`); BREAKER: `breaker_passed()`; RATE:
+    SLOT: `slot_taken()` (or `refused()`); BREAKER: `breaker_passed()` (or
+    `breaker_open()`, for a caller that does not wait on an open breaker); RATE:
     `token_taken()` (or `refused()`); TRY: `succeeded()`, `failed()` or
     `superseded()`; REPORT: `reported()`; after a `Retry`'s wait: `slept()`.
     At `complete_by`, whatever the phase: `expired()`. An `End` is final.
@@ -266,6 +269,13 @@ class Handling:
             self.phase = Phase.RATE
             return Phase.RATE
         return self._try()
+
+    def breaker_open(self, error: BaseException) -> ReplyError:
+        """The service's breaker is open and the caller does not wait: reply `error`.
+
+        Not an answer of the service: its breaker is told nothing.
+        """
+        return ReplyError(error=error, bug=False, tries=self.tries, answered=False)
 
     def token_taken(self) -> Enter:
         """The try spent a rate token of the resource (or it has no rate)."""

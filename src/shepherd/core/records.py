@@ -124,6 +124,8 @@ class CallRequest:
     complete_by: datetime
     #: The owning key of a call to an exclusive agent, or None.
     owner_key: str | None = None
+    #: Where the call's entity lived when it was sent (`app.call(..., entity=)`), or None.
+    resolution: Resolution | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

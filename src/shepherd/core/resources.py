@@ -39,6 +39,7 @@ __all__ = [
     "check_rate",
     "check_resource",
     "grant_slots",
+    "resource_conflict",
 ]
 
 
@@ -256,3 +257,15 @@ class ResourceChange:
         capacity = resource.capacity if isinstance(self.capacity, Keep) else self.capacity
         rate = resource.rate if isinstance(self.rate, Keep) else self.rate
         return replace(resource, kind=kind, info=info, capacity=capacity, rate=rate)
+
+
+def resource_conflict(bound: str | None, resolution: Resolution | None) -> str | None:
+    """Why an agent bound to resource `bound` (`resource=`) cannot take a call whose
+    entity resolved to `resolution`; None when they agree or either is missing."""
+    if bound is None or resolution is None or resolution.resource.name == bound:
+        return None
+    return (
+        f"it is bound to resource {bound!r} (resource=), but entity {resolution.entity!r} "
+        f"lives on resource {resolution.resource.name!r} (partition {resolution.partition!r}); "
+        "drop resource= to follow the entity, or call without entity="
+    )

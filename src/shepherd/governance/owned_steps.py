@@ -24,7 +24,7 @@ import asyncio
 import copy
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, cast, final
 
 from shepherd.agents.helpers import WorkerHelpers
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from shepherd.outage import Outage
     from shepherd.store.roles import OwnerStore
 
-__all__ = ["OwnedSteps"]
+__all__ = ["MAX_UNANSWERED", "OwnedSteps", "unanswered_with"]
 
 log = logging.getLogger("shepherd.agents.owners")
 
@@ -332,3 +332,19 @@ def _retry_after(exc: BaseException) -> float | None:
     """The delay the service asked for (`TransientError(retry_after=...)`), if any."""
     value = getattr(exc, "retry_after", None)
     return float(value) if isinstance(value, int | float) else None
+
+
+#: The most step requests a key's loop remembers it handled without a reply.
+MAX_UNANSWERED = 1000
+
+#: A step request a key's loop handled without a reply: (id, task id, seq, attempt).
+Unanswered = tuple[int, str, int, int]
+
+
+def unanswered_with(unanswered: set[Unanswered], steps: Sequence[Request]) -> set[Unanswered]:
+    """`unanswered` with `steps` added, keeping the newest MAX_UNANSWERED (the oldest
+    have expired by now): the owner's loop does not take them again."""
+    unanswered.update((r.id, r.task_id, r.seq, r.attempt) for r in steps)
+    if len(unanswered) > MAX_UNANSWERED:
+        return set(sorted(unanswered)[-MAX_UNANSWERED:])
+    return unanswered

@@ -1,12 +1,10 @@
 """Exclusive owners: the agent role's side of agents declared with `exclusive_by`.
 
 Each call to an exclusive agent carries an owning key (the seed's event type).
-At any moment at most one process owns a key, through a lease with an epoch in
-the store (`OwnerStore`), and only the owner takes the key's calls: one at a
-time, in the order they were sent, each answered together with the key's
-durable owner state in one transaction that the store fences on the epoch.
-A step that calls an exclusive agent (`ctx.call`) is one of its key's calls
-too: the owner takes a key's steps before its calls, and handles them under
+At most one process owns a key at a time (a lease with an epoch in the store),
+and only it takes the key's calls, one at a time in the order sent, each
+answered with the key's owner state in one transaction fenced on the epoch; a
+step to the agent (`ctx.call`) is one of them, taken first and handled under
 the steps' rules (`governance.owned_steps`).
 
 This process looks at the keys with waiting calls, the leases, and the live
@@ -39,7 +37,7 @@ from shepherd.core.ownership import NO_STATE, plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
 from shepherd.governance.lifecycle import Failing, OwnerLife, Ownership
-from shepherd.governance.owned_steps import OwnedSteps
+from shepherd.governance.owned_steps import OwnedSteps, unanswered_with
 from shepherd.idle import IdleBackoff
 from shepherd.outage import Outage
 from shepherd.store import signals as ch
@@ -47,6 +45,7 @@ from shepherd.store.roles import OwnerStore
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import Agent
+    from shepherd.agents.gates import Gates
     from shepherd.clock import Clock
     from shepherd.config import Settings
     from shepherd.core.records import CallRequest, JsonValue
@@ -58,10 +57,6 @@ __all__ = ["OwnerServer", "owner_of"]
 log = logging.getLogger("shepherd.agents.owners")
 
 GaveUp = Callable[["CallRequest"], None]
-
-
-#: The most step requests a key's loop remembers it handled without a reply.
-MAX_UNANSWERED = 1000
 
 
 def owner_of(instance: str) -> str:
@@ -84,6 +79,9 @@ class OwnerServer:
         worker: The name its takes of steps lease their requests to: the agent
             worker name of this process (default `<instance>/a`), so that a
             crash is attributed to the steps it held, as for any request.
+        gates: The governance of its process's agent worker: a key's handling
+            holds a slot of the agent's resource (capacity across owners) and
+            passes its breaker and rate, as a plain call's does.
     """
 
     def __init__(
@@ -95,10 +93,12 @@ class OwnerServer:
         settings: Settings,
         clock: Clock,
         gave_up: GaveUp,
+        gates: Gates,
         failing: Failing | None = None,
         worker: str | None = None,
     ) -> None:
         self.store = store
+        self.gates = gates
         self.owner = owner_of(instance)
         self.agents = dict(agents)
         self.settings = settings
@@ -354,9 +354,7 @@ class OwnerServer:
                     if not owned:
                         return False
                     if left:
-                        unanswered.update((r.id, r.task_id, r.seq, r.attempt) for r in steps)
-                        if len(unanswered) > MAX_UNANSWERED:  # the oldest have expired by now
-                            unanswered = set(sorted(unanswered)[-MAX_UNANSWERED:])
+                        unanswered = unanswered_with(unanswered, steps)
                     continue
                 self._gave_up(agent, given_up)
                 if not taken:
@@ -440,13 +438,17 @@ class OwnerServer:
             request.owner_epoch = epoch
             request.owner_state = shared
             requests.append(request)
-        clock, store, rng = self.clock, self.store, self.rng
+        gates, clock, store, rng = self.gates, self.clock, self.store, self.rng
         answers: list[tuple[bool, JsonValue]] | None
         if spec.batch is None:
-            one = await handle_call(spec, requests[0], calls[0], clock=clock, store=store, rng=rng)
+            one = await handle_call(
+                spec, requests[0], calls[0], gates=gates, clock=clock, store=store, rng=rng
+            )
             answers = None if one is None else [one]
         else:
-            answers = await handle_batch(spec, requests, calls, clock=clock, store=store, rng=rng)
+            answers = await handle_batch(
+                spec, requests, calls, gates=gates, clock=clock, store=store, rng=rng
+            )
         if answers is None:  # taken again: its handlings are counted, a poison call ends
             return True, state, [], None
         new_state = next(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, final
 from shepherd.core import replay
 from shepherd.core.ownership import owner_key_of
 from shepherd.core.records import JsonValue, Request, Step, Task
+from shepherd.core.resources import resource_conflict
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
 from shepherd.core.supervision import suspected
@@ -21,6 +22,7 @@ from shepherd.errors import (
     OutcomeUnknownError,
     OwnerKeyError,
     PermanentError,
+    ResourceConflictError,
     ResourceError,
     StaleEpochError,
     StepBugError,
@@ -118,8 +120,9 @@ class WorkflowContext:
         Raises:
             PermanentError: The agent failed the step permanently (the service
                 refused it), or `entity` cannot be resolved (the message names it;
-                the cause is the resolver's `UnresolvedEntityError`). No request
-                is sent then.
+                the cause is the resolver's `UnresolvedEntityError`), or it lives
+                on another resource than the agent's `resource=` (the cause is a
+                `ResourceConflictError`). No request is sent then.
             StepBugError: The agent's handler kept raising an unexpected
                 exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
@@ -203,7 +206,11 @@ class WorkflowContext:
                 "and this scheduler has none",
             )
         try:
-            return await resolver.resolve(entity)
+            resolution = await resolver.resolve(entity)
+            problem = resource_conflict(self._parts.agents[agent].resource, resolution)
+            if problem is not None:
+                raise ResourceConflictError(agent, problem)
+            return resolution
         except StoreUnavailableError as exc:
             raise StoreLost(exc) from exc
         except ResourceError as exc:
@@ -467,7 +474,8 @@ def _refuse_exclusive(
     """Refuse what a step through an exclusive agent does not support yet, naming the agent.
 
     Raises:
-        ConfigError: `undo` is exclusive, or `entity` is given for an exclusive `agent`.
+        ConfigError: `undo` is exclusive, or `entity` is given for an exclusive `agent`,
+            or an exclusive `agent` declares a resource or a breaker.
     """
     if undo is not None and agents[undo].exclusive_by is not None:
         raise ConfigError("undo", f"agent {undo!r}: {EXCLUSIVE_UNDO}")
@@ -477,4 +485,14 @@ def _refuse_exclusive(
             f"ctx.call({agent!r}, ..., entity={entity!r}): agent {agent!r} is exclusive "
             "(exclusive_by=...): its key's owner does not hold the resolved resource's slots "
             "nor obey its rate yet, so entity= is refused rather than ignored",
+        )
+    spec = agents[agent]
+    if spec.exclusive_by is not None and (spec.resource is not None or spec.breaker is not None):
+        given = "resource=" if spec.resource is not None else "breaker="
+        raise ConfigError(
+            given.rstrip("="),
+            f"ctx.call({agent!r}, ...): agent {agent!r} is exclusive (exclusive_by=...) and "
+            f"declares {given}: a step's handling by its key's owner does not pass the "
+            "resource's slots, rate or breaker yet (app.call's does), so the step is refused "
+            "rather than run ungoverned",
         )

@@ -336,6 +336,20 @@ def test_an_unknown_resource_found_waiting_for_a_slot_is_replied_with_no_try() -
     assert h.refused(error) == ReplyError(error=error, bug=False, tries=0, answered=False)
 
 
+def test_an_open_breaker_a_caller_does_not_wait_on_is_replied_and_tells_the_breaker_nothing() -> (
+    None
+):
+    # A durable call's handling: its transient failure opened the breaker; the
+    # next try is refused at once, and the refusal is no answer of the service.
+    h = handling(resource="db", service="api")
+    to_try(h)
+    fail(h, "transient")
+    assert h.slept() is Phase.BREAKER
+    error = LookupError("open")
+
+    assert h.breaker_open(error) == ReplyError(error=error, bug=False, tries=1, answered=False)
+
+
 @pytest.mark.parametrize(("last", "answered"), [("transient", True), ("bug", False)])
 def test_an_unknown_resource_found_at_a_later_rate_gate_follows_the_last_try(
     last: Any, answered: bool

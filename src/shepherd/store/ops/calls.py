@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY
 
 from shepherd.core.records import CallAnswer, CallRequest, JsonValue
+from shepherd.core.resources import Resolution
 from shepherd.store.ops.base import Read, Runs, Write, method, operation
 
 __all__ = ["AnswerCall", "Calls", "GetAnswers", "SendCall", "TakeCalls"]
@@ -38,6 +39,9 @@ class SendCall(Write[None]):
     expires_in: float
     #: The owning key of a call to an exclusive agent (only its owner takes it), or None.
     owner_key: str | None = None
+    #: Where the call's entity lives (`app.call(..., entity=)`), kept with the call
+    #: and given to each of its handlings (`CallRequest.resolution`), or None.
+    resolution: Resolution | None = None
 
 
 @operation

@@ -19,6 +19,7 @@ from shepherd.core.calls import gave_up_body, may_take
 from shepherd.core.records import CallAnswer, CallRequest
 from shepherd.payloads import loads
 from shepherd.store import signals as ch
+from shepherd.store.rows import load_resolution
 from shepherd.store.sql.plan import Query, changed, count_changed, each, first, one, send
 from shepherd.store.step_writes import reply_body
 
@@ -55,18 +56,21 @@ __all__ = [
 
 _INSERT = (
     "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
-    "created_at, expires_at, owner_key) "
+    "created_at, expires_at, owner_key, resolution) "
 )
-# (call_id, agent, payload, within, max_attempts, now, now, expires_at, owner_key)
-_SEND = _INSERT + "VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?)"
+# (call_id, agent, payload, within, max_attempts, now, now, expires_at, owner_key, resolution)
+_SEND = _INSERT + "VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"
 # (now, now, then the columns of many calls as arrays): PostgreSQL, one statement.
 _SEND_ARRAYS = (
     _INSERT + "SELECT v.call_id, v.agent, v.payload, v.within, 0, "
-    "v.max_attempts, ?, ?, v.expires_at, v.owner_key FROM unnest(?::text[], ?::text[], "
-    "?::text[], ?::float8[], ?::int[], ?::timestamptz[], ?::text[]) WITH ORDINALITY "
-    "AS v(call_id, agent, payload, within, max_attempts, expires_at, owner_key, n) ORDER BY v.n"
+    "v.max_attempts, ?, ?, v.expires_at, v.owner_key, v.resolution FROM unnest(?::text[], "
+    "?::text[], ?::text[], ?::float8[], ?::int[], ?::timestamptz[], ?::text[], ?::text[]) "
+    "WITH ORDINALITY AS v(call_id, agent, payload, within, max_attempts, expires_at, owner_key, "
+    "resolution, n) ORDER BY v.n"
 )
-_COLUMNS = "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key"
+_COLUMNS = (
+    "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key, resolution"
+)
 #: The columns a claim of waiting calls (`take_calls`' `waiting`) selects.
 WAITING_COLUMNS = "call_id, agent, attempts, max_attempts, within"
 # (agent, key, now, limit): a key's calls, in the order sent, whoever took them
@@ -127,7 +131,7 @@ Taken = tuple[list[CallRequest], list[CallRequest]]
 
 
 def _call(d: Dialect, row: Sequence[Any]) -> CallRequest:
-    call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key = row
+    call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key, where = row
     return CallRequest(
         call_id=str(call_id),
         agent=str(agent),
@@ -137,6 +141,7 @@ def _call(d: Dialect, row: Sequence[Any]) -> CallRequest:
         within=float(within),
         complete_by=_EPOCH if complete_by is None else d.instant(complete_by),
         owner_key=None if owner_key is None else str(owner_key),
+        resolution=load_resolution(None if where is None else str(where)),
     )
 
 
@@ -151,18 +156,29 @@ def send_call(batch: Writing, ops: Sequence[SendCall]) -> Plan[list[object]]:
     rows: list[tuple[object, ...]] = []
     for op in ops:
         payload = batch.encode(op.payload)
-        out.append(payload if isinstance(payload, Exception) else None)
-        if not isinstance(payload, Exception):
+        where = None if op.resolution is None else batch.encode(op.resolution.to_json())
+        failed = next((v for v in (payload, where) if isinstance(v, Exception)), None)
+        out.append(failed)
+        if failed is None:
             expires = d.later(now, op.expires_in)
             rows.append(
-                (op.call_id, op.agent, payload, op.within, op.max_attempts, expires, op.owner_key)
+                (
+                    op.call_id,
+                    op.agent,
+                    payload,
+                    op.within,
+                    op.max_attempts,
+                    expires,
+                    op.owner_key,
+                    where,
+                )
             )
     if len(rows) > 1 and d.arrays:
         yield from send(
             d.sql(_SEND_ARRAYS), (now, now, *(list(c) for c in zip(*rows, strict=True)))
         )
     elif rows:
-        params = [(c, a, p, w, m, now, now, e, k) for c, a, p, w, m, e, k in rows]
+        params = [(c, a, p, w, m, now, now, e, k, r) for c, a, p, w, m, e, k, r in rows]
         yield [each(d.sql(_SEND), params)]
     if rows:
         batch.rings.add(ch.CALLS)

@@ -1,47 +1,4 @@
-"""Every error shepherd raises, in one tree.
-
-    ShepherdError
-    ├── ConfigError                 invalid setting; names the field
-    ├── StoreUnavailableError       the store cannot be reached now (roles retry)
-    │   ├── StoreFullError          the store's disk is full
-    │   └── CommitUnknownError      the store was lost while committing: outcome unknown
-    ├── StoreDamagedError           the store's file or schema is damaged (roles stop)
-    ├── UnusableStoreError          a store that is opened without migrating is not usable as it is
-    │   ├── StoreNotFoundError      no store there yet (a missing file, an empty database)
-    │   ├── NotAStoreError          a file or database that holds something else
-    │   ├── StoreTooNewError        its schema was migrated by newer code
-    │   └── StoreTooOldError        its schema needs migrations this code would apply
-    ├── RoleStoppedError            a role's loop ended on its own: the process stops
-    ├── UnknownWorkflowError        no workflow of that name is registered
-    ├── UnknownAgentError           no agent of that name is registered
-    ├── UnknownTaskError            no task with that id
-    ├── UnknownAlertError           no stored operator alert with that id
-    ├── UnknownOperatorError        no operator (named token) of that name
-    ├── OperatorExistsError         `tokens add` of a name already taken
-    ├── PayloadError                malformed JSON, too large, too deeply nested; a text
-    │   │                           over its limit (`shepherd.core.limits`)
-    │   └── OwnerKeyError           an exclusive agent's call without a usable owning key
-    ├── InvalidStateError           the operation does not apply to the task's state
-    ├── NonDeterminismError         replay met a different agent at a recorded seq
-    ├── StaleEpochError             an owner's write was fenced off (lock_epoch moved on)
-    ├── TaskFailedError             `app.result` of a task that ended without a result
-    ├── StepSupersededError         a heartbeat found the step is no longer this execution's
-    ├── ResourceError               resource governance: resources, partitions, entities
-    │   ├── InvalidResourceError    a bad name, kind, info, capacity or rate (also a ConfigError)
-    │   ├── UnknownResourceError    no resource of that name
-    │   ├── ResourceExistsError     `resources add` of a name already taken
-    │   ├── ResourceInUseError      a resource that partitions still live on
-    │   ├── UnknownPartitionError   no partition of that name
-    │   ├── PartitionMovingError    another move of the partition is under way
-    │   └── UnresolvedEntityError   an entity assigned to no partition (and no default)
-    └── AgentError                  raised by agent handlers
-        ├── TransientError          worth retrying (within complete_by)
-        ├── PermanentError          not worth retrying; the step fails
-        │   └── OutcomeUnknownError a side effect may have happened; the operator decides
-        └── StepBugError            `ctx.call`: the handler raised an unexpected exception
-
-Each class's docstring is its default message; structured fields are attributes.
-"""
+"""The errors of shepherd but resource governance's (re-exported by `shepherd.errors`)."""
 
 from __future__ import annotations
 
@@ -299,6 +256,15 @@ class CallFailedError(AgentError):
         super().__init__(f"call {call_id} to {agent!r} failed: {kind + ': ' if kind else ''}{what}")
 
 
+class BreakerOpenError(AgentError):
+    """`app.call` refused at once, its handler not run: its service's breaker is open."""
+
+    def __init__(self, agent: str, service: str) -> None:
+        self.agent = agent
+        self.service = service
+        super().__init__(f"agent {agent!r}: the circuit breaker of service {service!r} is open")
+
+
 class TransientError(AgentError):
     """A transient failure: the agent retries within complete_by."""
 
@@ -390,105 +356,3 @@ class OutcomeUnknownError(PermanentError):
     Left unhandled it sends the task to `error` with an operator alert (not to
     compensation: undoing the other steps would hide an effect nobody checked).
     """
-
-
-class ResourceError(ShepherdError):
-    """A resource, a partition or an entity is not as the operation needs it."""
-
-
-class InvalidResourceError(ResourceError, ConfigError):
-    """A resource, partition or entity was given a value it cannot have; nothing was written.
-
-    Also a ConfigError: `app.resource(...)` raises it when the app is declared.
-
-    Attributes:
-        subject: What was wrong, as the message names it (`resource 'orders-db'`), or
-            None when the problem is the name itself (the message then shows it).
-        field: The field that was wrong (`capacity`, `info`, `name`...).
-    """
-
-    def __init__(self, subject: str | None, field: str, problem: str) -> None:
-        self.subject = subject
-        self.field = field
-        ShepherdError.__init__(self, problem if subject is None else f"{subject}: {problem}")
-
-
-class ResourceNameTooLongError(InvalidResourceError, TooLongError):
-    """A resource, partition or entity name over its limit (`shepherd.core.limits.NAME_BYTES`)."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        InvalidResourceError.__init__(self, None, field, problem)
-
-
-class UnknownResourceError(ResourceError):
-    """No resource of that name."""
-
-    def __init__(self, name: str, *, partition: str | None = None) -> None:
-        self.name = name
-        self.partition = partition
-        where = "" if partition is None else f" (for partition {partition!r})"
-        super().__init__(f"unknown resource {name!r}{where}: add it first (shepherd resources add)")
-
-
-class ResourceExistsError(ResourceError):
-    """A resource of that name exists already."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(
-            f"resource {name!r} exists already (change it with shepherd resources set)"
-        )
-
-
-class ResourceInUseError(ResourceError):
-    """Partitions still live on the resource: it cannot be removed."""
-
-    def __init__(self, name: str, partitions: list[str]) -> None:
-        self.name = name
-        self.partitions = tuple(partitions)
-        shown = ", ".join(repr(p) for p in self.partitions[:10])
-        more = "" if len(self.partitions) <= 10 else f" and {len(self.partitions) - 10} more"
-        super().__init__(
-            f"resource {name!r} is in use by partition(s) {shown}{more}: "
-            "move them to another resource first (shepherd partitions move)"
-        )
-
-
-class UnknownPartitionError(ResourceError):
-    """No partition of that name."""
-
-    def __init__(self, name: str, *, entity: str | None = None) -> None:
-        self.name = name
-        self.entity = entity
-        where = "" if entity is None else f" (for entity {entity!r})"
-        super().__init__(
-            f"unknown partition {name!r}{where}: create it on a resource first "
-            "(shepherd partitions move PARTITION RESOURCE)"
-        )
-
-
-class PartitionMovingError(ResourceError):
-    """Another move of the partition is under way (it drains): a second one waits for it."""
-
-    def __init__(self, name: str, to: str) -> None:
-        self.name = name
-        self.to = to
-        super().__init__(
-            f"partition {name!r} is being moved to resource {to!r} by another move: "
-            "let it end (or its lease pass, if its mover stopped) and move it again"
-        )
-
-
-class UnresolvedEntityError(ResourceError):
-    """The entity is assigned to no partition, and no default partition is configured."""
-
-    def __init__(self, entity: str, reason: str | None = None) -> None:
-        self.entity = entity
-        super().__init__(
-            f"entity {entity!r} cannot be resolved: "
-            + (
-                reason
-                or "it is assigned to no partition (shepherd partitions assign ENTITY PARTITION) "
-                "and no default_partition is configured"
-            )
-        )
