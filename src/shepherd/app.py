@@ -112,7 +112,7 @@ class App(Registrations):
         return self._store
 
     async def open(self) -> App:
-        """Open the store, apply migrations and create the declared resources (idempotent).
+        """Open the store, apply migrations, create the declared resources and schedules (idempotent).
 
         With `migrate` False: open an existing, current store as it is (see `migrate`).
         """
@@ -127,6 +127,8 @@ class App(Registrations):
                     # Those the store does not hold yet, in one transaction.
                     declare = self.store.declare_resource
                     await asyncio.gather(*(declare(r) for r in self.resources.values()))
+                    add = self.store.declare_schedule
+                    await asyncio.gather(*(add(s) for s in self.schedules.values()))
                 self._opened = True
         return self
 

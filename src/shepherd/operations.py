@@ -20,6 +20,7 @@ from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.governance.moves import checked_move, move_partition
+from shepherd.scheduling import ScheduleOperations
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
@@ -89,6 +90,10 @@ class Operations:
 
     def __init__(self, host: Host) -> None:
         self._host = host
+        #: Schedules: list, add, change, pause, resume, trigger (`shepherd.scheduling`).
+        self.schedules = ScheduleOperations(
+            lambda: host.store, self.open, getattr(host, "workflows", {})
+        )
 
     @property
     def settings(self) -> Settings:

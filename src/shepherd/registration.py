@@ -19,6 +19,7 @@ from shepherd.core.calls import owner_key_of
 from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
+from shepherd.core.schedules import CatchUp, Schedule
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
 from shepherd.core.timing import checked_deadline
 from shepherd.errors import (
@@ -26,13 +27,16 @@ from shepherd.errors import (
     IncompleteAppError,
     InvalidResourceError,
     OwnerKeyError,
+    ShepherdError,
     TooLongError,
     UnknownAgentError,
 )
 from shepherd.governance.lifecycle import check_life_cycle
+from shepherd.payloads import dumps
 from shepherd.scheduler import Workflow
 from shepherd.scheduler.wiring import declared_agents, describe, missing_agents
 from shepherd.store.resource_rows import checked_resource
+from shepherd.store.schedule_rows import checked_schedule
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import OwnerHook
@@ -59,6 +63,8 @@ class Registrations:
         self.agents: dict[str, Agent] = {}
         #: Resources declared with `resource`, created in the store when the app opens.
         self.resources: dict[str, Resource] = {}
+        #: Schedules declared with `schedule`, created in the store when the app opens.
+        self.schedules: dict[str, Schedule] = {}
 
     def workflow(
         self,
@@ -291,6 +297,67 @@ class Registrations:
             )
         self.resources[resource.name] = resource
         return resource
+
+    def schedule(
+        self,
+        name: str,
+        *,
+        workflow: str,
+        cron: str | None = None,
+        every: float | None = None,
+        data: JsonValue = None,
+        timezone: str = "UTC",
+        catch_up: CatchUp | str = CatchUp.SKIP,
+        max_catch_up: int = 10,
+    ) -> Schedule:
+        """Declare a schedule: its row is created when the app opens, if none has its name.
+
+        The leading supervisor then starts `workflow` with `data` once per
+        tick, cluster-wide. An existing row is never overwritten: an
+        operator's change (`shepherd schedules set`, `pause`) stays, whatever
+        the code declares. Declare it after its workflow.
+
+        Args:
+            name: The schedule's name (a task's key holds it and the tick).
+            workflow: The registered workflow each tick starts.
+            cron: A cron expression (5 fields, or 6 with seconds first), in `timezone`.
+            every: Or seconds between ticks (ticks at whole multiples since the Unix epoch).
+            data: Each task's input (JSON).
+            timezone: The IANA zone `cron` reads its hours in.
+            catch_up: What ticks missed in an outage become: `skip` (none),
+                `latest` (the newest one), `all` (each, at most `max_catch_up`).
+            max_catch_up: The most missed ticks `all` fires (the newest).
+
+        Raises:
+            ConfigError: A value is wrong (the field names it, the message the
+                schedule), the workflow is not registered, or `name` was
+                declared already with other values.
+        """
+        if workflow not in self.workflows:
+            raise ConfigError(
+                "workflow", f"schedule {name!r}: unknown workflow {workflow!r} (declare it first)"
+            )
+        schedule = checked_schedule(
+            Schedule(
+                name=name,
+                workflow=workflow,
+                cron=cron,
+                every=every,
+                data=data,
+                timezone=timezone,
+                catch_up=catch_up,  # type: ignore[arg-type]  # checked: a CatchUp after
+                max_catch_up=max_catch_up,
+            )
+        )
+        try:
+            dumps(data)
+        except ShepherdError as exc:
+            raise ConfigError("data", f"schedule {name!r}: {exc}") from None
+        declared = self.schedules.get(schedule.name)
+        if declared is not None and declared != schedule:
+            raise ConfigError("name", f"schedule {name!r} declared twice, with different values")
+        self.schedules[schedule.name] = schedule
+        return schedule
 
     def check(self) -> None:
         """Check that every agent a workflow calls is registered on this app.

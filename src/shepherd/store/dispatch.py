@@ -42,6 +42,7 @@ HANDLER_MODULES = (
     "rates",
     "resources",
     "retention",
+    "schedules",
     "slots",
     "steps",
     "tasks",
