@@ -124,11 +124,7 @@ class App(Registrations):
             if not self._opened:
                 await self.store.open()
                 if self.migrate:
-                    # Those the store does not hold yet, in one transaction.
-                    declare = self.store.declare_resource
-                    await asyncio.gather(*(declare(r) for r in self.resources.values()))
-                    add = self.store.declare_schedule
-                    await asyncio.gather(*(add(s) for s in self.schedules.values()))
+                    await self.declare_in(self.store)
                 self._opened = True
         return self
 

@@ -18,8 +18,6 @@
     ├── UnknownAlertError           no stored operator alert with that id
     ├── UnknownOperatorError        no operator (named token) of that name
     ├── OperatorExistsError         `tokens add` of a name already taken
-    ├── UnknownScheduleError        no schedule of that name
-    ├── ScheduleExistsError         `schedules add` of a name already taken
     ├── PayloadError                malformed JSON, too large, too deeply nested; a text
     │   │                           over its limit (`shepherd.core.limits`)
     │   └── OwnerKeyError           an exclusive agent's call without a usable owning key
@@ -205,24 +203,6 @@ class OperatorExistsError(ShepherdError):
         self.name = name
         super().__init__(
             f"an operator named {name!r} exists already: remove it first to give it a new token"
-        )
-
-
-class UnknownScheduleError(ShepherdError):
-    """No schedule of that name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"unknown schedule {name!r}: add it first (shepherd schedules add)")
-
-
-class ScheduleExistsError(ShepherdError):
-    """A schedule of that name exists already."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(
-            f"schedule {name!r} exists already (change it with shepherd schedules set)"
         )
 
 

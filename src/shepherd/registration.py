@@ -9,6 +9,7 @@ against the agent it calls.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from shepherd.config import Settings
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
+    from shepherd.store.contract import Store
 
 __all__ = ["Registrations", "call_plan", "check_wiring"]
 
@@ -358,6 +360,12 @@ class Registrations:
             raise ConfigError("name", f"schedule {name!r} declared twice, with different values")
         self.schedules[schedule.name] = schedule
         return schedule
+
+    async def declare_in(self, store: Store) -> None:
+        """Create the declared resources and schedules `store` does not hold yet (one transaction)."""
+        resources = [store.declare_resource(r) for r in self.resources.values()]
+        schedules = [store.declare_schedule(s) for s in self.schedules.values()]
+        await asyncio.gather(*resources, *schedules)
 
     def check(self) -> None:
         """Check that every agent a workflow calls is registered on this app.

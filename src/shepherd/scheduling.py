@@ -2,8 +2,8 @@
 
 `app.operations.schedules` is this (the CLI's `shepherd schedules`). Each
 method opens the store on first use; every change is checked before anything
-is written (a `ConfigError` names the field, `UnknownScheduleError` an
-unknown name). A trigger submits one task now, keyed by the schedule and the
+is written (a `ConfigError` names the field: `name` for an unknown name or
+one taken). A trigger submits one task now, keyed by the schedule and the
 instant of the trigger, outside the schedule's ticks.
 """
 
@@ -14,9 +14,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, final
 
 from shepherd.core.schedules import CatchUp, Schedule, StoredSchedule
-from shepherd.errors import ConfigError, UnknownScheduleError
+from shepherd.errors import ConfigError
 from shepherd.store.ops.tasks import NewTask
-from shepherd.store.schedule_rows import checked_schedule, checked_schedule_name, ticks_of
+from shepherd.store.schedule_rows import (
+    checked_schedule,
+    checked_schedule_name,
+    ticks_of,
+    unknown_schedule,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -100,15 +105,15 @@ class ScheduleOperations:
         ]
 
     async def get(self, name: str) -> StoredSchedule:
-        """The schedule named `name`. Raises UnknownScheduleError."""
+        """The schedule named `name`. Raises ConfigError (field `name`) if there is none."""
         store = await self._opened()
         found = await store.get_schedule(name)
         if found is None:
-            raise UnknownScheduleError(name)
+            raise unknown_schedule(name)
         return found
 
     async def add(self, schedule: Schedule) -> StoredSchedule:
-        """Add `schedule`; its ticks count from now. Raises ScheduleExistsError, ConfigError."""
+        """Add `schedule`; its ticks count from now. Raises ConfigError (a bad value, a name taken)."""
         checked = checked_schedule(schedule)
         self._check_workflow(checked)
         store = await self._opened()
@@ -118,8 +123,7 @@ class ScheduleOperations:
         """Change the fields given of schedule `name` (`cron` or `every` replaces the other).
 
         Raises:
-            UnknownScheduleError: No schedule has that name.
-            ConfigError: A field is unknown, or a value is wrong.
+            ConfigError: No schedule has that name, a field is unknown, or a value is wrong.
         """
         known = {
             "workflow",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from shepherd.core.schedules import CatchUp, Schedule
-from shepherd.errors import ConfigError, ScheduleExistsError, UnknownScheduleError
+from shepherd.errors import ConfigError
 
 if TYPE_CHECKING:
     from shepherd.store.contract import Store
@@ -48,9 +48,9 @@ async def test_a_declared_schedule_is_stored_once_and_an_operators_change_stays(
 
 async def test_add_refuses_a_taken_name_and_replace_an_unknown_one(store: Store) -> None:
     await store.add_schedule(NIGHTLY)
-    with pytest.raises(ScheduleExistsError, match="'nightly' exists already"):
+    with pytest.raises(ConfigError, match="'nightly' exists already"):
         await store.add_schedule(Schedule(name="nightly", workflow="other", every=1))
-    with pytest.raises(UnknownScheduleError, match="unknown schedule 'weekly'"):
+    with pytest.raises(ConfigError, match="unknown schedule 'weekly'"):
         await store.replace_schedule(Schedule(name="weekly", workflow="report", every=1))
     assert [s.schedule for s in await store.list_schedules()] == [NIGHTLY]
 

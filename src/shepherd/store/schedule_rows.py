@@ -30,7 +30,26 @@ from shepherd.errors import ConfigError
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["CronTicks", "checked_schedule", "checked_schedule_name", "ticks_of"]
+__all__ = [
+    "CronTicks",
+    "checked_schedule",
+    "checked_schedule_name",
+    "schedule_exists",
+    "ticks_of",
+    "unknown_schedule",
+]
+
+
+def unknown_schedule(name: str) -> ConfigError:
+    """The error for a schedule the store does not hold (field `name`)."""
+    return ConfigError("name", f"unknown schedule {name!r}: add it first (shepherd schedules add)")
+
+
+def schedule_exists(name: str) -> ConfigError:
+    """The error for adding a schedule whose name is taken (field `name`)."""
+    return ConfigError(
+        "name", f"schedule {name!r} exists already (change it with shepherd schedules set)"
+    )
 
 
 def checked_schedule_name(name: object) -> str:

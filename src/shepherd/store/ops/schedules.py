@@ -38,7 +38,7 @@ class DeclareSchedule(Write[bool]):
 
 @operation
 class AddSchedule(Write[StoredSchedule]):
-    """Insert `schedule`; the row. Raises ScheduleExistsError if its name is taken."""
+    """Insert `schedule`; the row. Raises ConfigError (field `name`) if its name is taken."""
 
     schedule: Schedule
 
@@ -48,7 +48,7 @@ class ReplaceSchedule(Write[StoredSchedule]):
     """Replace the definition of the schedule of `schedule.name`, keeping its ticks; the row.
 
     A schedule resumed (paused before, not now) counts its ticks from now:
-    the ticks of its pause are not caught up. Raises UnknownScheduleError.
+    the ticks of its pause are not caught up. Raises ConfigError (field `name`) for an unknown name.
     """
 
     schedule: Schedule

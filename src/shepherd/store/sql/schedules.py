@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.schedules import CatchUp, Schedule, StoredSchedule
-from shepherd.errors import ScheduleExistsError, UnknownScheduleError
+from shepherd.store.schedule_rows import schedule_exists, unknown_schedule
 from shepherd.store.sql.plan import Query, one
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def add(batch: Writing, ops: Sequence[AddSchedule]) -> Plan[list[object]]:
     """Insert schedules; a name taken already is refused, nothing written."""
     inserted = yield [_insert(batch, op.schedule) for op in ops]
     return [
-        _row(batch.dialect, rows[0]) if rows else ScheduleExistsError(op.schedule.name)
+        _row(batch.dialect, rows[0]) if rows else schedule_exists(op.schedule.name)
         for op, rows in zip(ops, inserted, strict=True)
     ]
 
@@ -107,7 +107,7 @@ def replace(batch: Writing, ops: Sequence[ReplaceSchedule]) -> Plan[list[object]
         queries.append(Query(sql, params))
     replaced = yield queries
     return [
-        _row(batch.dialect, rows[0]) if rows else UnknownScheduleError(op.schedule.name)
+        _row(batch.dialect, rows[0]) if rows else unknown_schedule(op.schedule.name)
         for op, rows in zip(ops, replaced, strict=True)
     ]
 
