@@ -37,7 +37,7 @@ async def _ticks(app: App, name: str) -> list[str]:
 async def test_three_supervisors_fire_one_task_per_tick_and_catch_up_as_promised(
     store_url: str, fake_clock: FakeClock
 ) -> None:
-    app = App(store_url, clock=fake_clock, supervisor_interval=0.2, lease_ttl=0.6)
+    app = App(store_url, clock=fake_clock, supervisor_interval=0.1, lease_ttl=0.3)
 
     @app.workflow("report")
     async def report(ctx: WorkflowContext, data: Any) -> JsonValue:

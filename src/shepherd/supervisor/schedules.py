@@ -34,11 +34,12 @@ log = logging.getLogger("shepherd.supervisor")
 def grace_of(interval: float, lease_ttl: float) -> float:
     """Seconds after its instant within which a tick counts as on time, not missed.
 
-    Two scan intervals and a leadership lease: a tick is seen within one
-    interval by a running leader, and within the lease's ttl and an interval
-    by its successor, so only an outage of every supervisor makes it missed.
+    Twice a scan interval and a leadership lease: a running leader sees a
+    tick within one interval, and a successor takes over within the lease's
+    ttl and a third of it, then scans at once; so only an outage of every
+    supervisor (or of the store) makes a tick missed.
     """
-    return 2 * interval + lease_ttl
+    return 2 * (interval + lease_ttl)
 
 
 async def fire_schedules(store: SupervisorStore, *, grace: float) -> int:
