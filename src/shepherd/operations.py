@@ -10,7 +10,7 @@ overview's reads). The App keeps the methods its users call (`get_task`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, Unpack, final
 
@@ -67,6 +67,10 @@ class Host(Protocol):
     def store(self) -> Store:
         """The state store (opened by `open`)."""
 
+    @property
+    def workflows(self) -> Mapping[str, object]:
+        """The registered workflows, by name."""
+
     async def open(self) -> object:
         """Open the store (idempotent)."""
 
@@ -91,9 +95,7 @@ class Operations:
     def __init__(self, host: Host) -> None:
         self._host = host
         #: Schedules: list, add, change, pause, resume, trigger (`shepherd.scheduling`).
-        self.schedules = ScheduleOperations(
-            lambda: host.store, self.open, getattr(host, "workflows", {})
-        )
+        self.schedules = ScheduleOperations(lambda: host.store, self.open, host.workflows)
 
     @property
     def settings(self) -> Settings:

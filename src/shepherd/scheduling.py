@@ -9,11 +9,11 @@ instant of the trigger, outside the schedule's ticks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, final
 
-from shepherd.core.schedules import CatchUp, Schedule, StoredSchedule
+from shepherd.core.schedules import Schedule, StoredSchedule
 from shepherd.errors import ConfigError
 from shepherd.store.ops.tasks import NewTask
 from shepherd.store.schedule_rows import (
@@ -70,21 +70,25 @@ class ScheduleOperations:
     """Schedules as an operator reads and changes them, over an App's store.
 
     Args:
-        store: The App's store (opened by `open`).
+        store: The App's store (opened by `open_`).
         open_: Opens it (idempotent).
         workflows: The workflows the App registers: a schedule added or changed
             must name one of them when there are any (a store-only CLI knows none).
     """
 
-    def __init__(self, store: Any, open_: Any, workflows: Mapping[str, object]) -> None:
+    def __init__(
+        self,
+        store: Callable[[], Store],
+        open_: Callable[[], Awaitable[object]],
+        workflows: Mapping[str, object],
+    ) -> None:
         self._store = store
         self._open = open_
         self._workflows = workflows
 
     async def _opened(self) -> Store:
         await self._open()
-        store: Store = self._store()
-        return store
+        return self._store()
 
     def _check_workflow(self, schedule: Schedule) -> None:
         if self._workflows and schedule.workflow not in self._workflows:
@@ -122,6 +126,9 @@ class ScheduleOperations:
     async def change(self, name: str, **fields: Any) -> StoredSchedule:
         """Change the fields given of schedule `name` (`cron` or `every` replaces the other).
 
+        The schedule is read, changed and written whole: of two operators
+        changing one schedule at once, the last write wins.
+
         Raises:
             ConfigError: No schedule has that name, a field is unknown, or a value is wrong.
         """
@@ -142,12 +149,6 @@ class ScheduleOperations:
             fields.setdefault("every", None)
         if fields.get("every") is not None:
             fields.setdefault("cron", None)
-        if "catch_up" in fields and isinstance(fields["catch_up"], str):
-            fields["catch_up"] = (
-                CatchUp(fields["catch_up"])
-                if fields["catch_up"] in CatchUp._value2member_map_
-                else fields["catch_up"]
-            )
         changed = checked_schedule(replace(current, **fields))
         self._check_workflow(changed)
         store = await self._opened()

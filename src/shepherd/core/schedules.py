@@ -151,7 +151,8 @@ class Firing:
         ticks: The ticks to fire a task for, oldest first.
         last: The tick to record as the last one looked at (the newest tick up to
             now, fired or skipped), or None when no tick has come since.
-        missed: How many ticks were missed (fired by `latest`/`all` or skipped).
+        missed: How many ticks were missed (fired by `latest`/`all` or skipped),
+            counted up to MAX_TICKS_PER_LOOK or `max_catch_up`, whichever is more.
     """
 
     ticks: tuple[datetime, ...]
@@ -192,19 +193,19 @@ def due_ticks(
             missed.append(t)
             t = ticks.before(t)
         missed.reverse()
-    count = _count_missed(ticks, since, late, missed)
+    count = _count_missed(ticks, since, missed, most=max(max_catch_up, MAX_TICKS_PER_LOOK))
     fired = tuple(on_time) if catch_up is CatchUp.SKIP else (*missed, *on_time)
     newest = on_time[-1] if on_time else (missed[-1] if missed else None)
     return Firing(ticks=fired, last=newest, missed=count)
 
 
-def _count_missed(ticks: Ticks, since: datetime, late: datetime, found: list[datetime]) -> int:
-    """How many ticks lie in (`since`, `late`]: those found, or a bounded count when more."""
+def _count_missed(ticks: Ticks, since: datetime, found: list[datetime], *, most: int) -> int:
+    """How many ticks lie after `since` up to the newest of `found`, counted up to `most`."""
     if not found:
         return 0
     count = len(found)
     t = ticks.before(found[0])
-    while t is not None and t > since and count < MAX_CATCH_UP:
+    while t is not None and t > since and count < most:
         count += 1
         t = ticks.before(t)
     return count
