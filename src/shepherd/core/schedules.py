@@ -187,6 +187,7 @@ def due_ticks(
         t = ticks.after(t)
     missed: list[datetime] = []
     if since < late:
+        # `skip` fires none, but finds the newest to count the missed ticks from.
         wanted = {CatchUp.SKIP: 1, CatchUp.LATEST: 1, CatchUp.ALL: max_catch_up}[catch_up]
         t = ticks.before(late + timedelta(microseconds=1))  # a tick exactly at `late` is missed
         while t is not None and t > since and len(missed) < wanted:
