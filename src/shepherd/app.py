@@ -25,7 +25,8 @@ from shepherd.governance.resolver import Resolver, StaticResolver, StoreResolver
 from shepherd.metrics import Metrics
 from shepherd.operations import Operations
 from shepherd.operator_methods import OperatorMethods
-from shepherd.registration import Registrations, call_plan
+from shepherd.registration import Registrations
+from shepherd.registration_checks import call_plan
 from shepherd.scheduler import Workflow
 from shepherd.submission import Submission, new_task, new_tasks, submit_all, submit_one
 from shepherd.waiting import follow_events, wait_result
@@ -113,7 +114,7 @@ class App(Registrations, OperatorMethods):
         return self._store
 
     async def open(self) -> App:
-        """Open the store, apply migrations and create the declared resources (idempotent).
+        """Open the store, apply migrations, create the declared resources and schedules (idempotent).
 
         With `migrate` False: open an existing, current store as it is (see `migrate`).
         """
@@ -125,9 +126,7 @@ class App(Registrations, OperatorMethods):
             if not self._opened:
                 await self.store.open()
                 if self.migrate:
-                    # Those the store does not hold yet, in one transaction.
-                    declare = self.store.declare_resource
-                    await asyncio.gather(*(declare(r) for r in self.resources.values()))
+                    await self.declare_in(self.store)
                 self._opened = True
         return self
 

@@ -21,7 +21,7 @@ from shepherd.agents.owners import OwnerServer
 from shepherd.agents.pools import check_pool, parse_patterns, pool_agents
 from shepherd.collector import raised_threshold
 from shepherd.errors import ConfigError
-from shepherd.registration import check_wiring
+from shepherd.registration_checks import check_wiring
 from shepherd.registry import WorkerRegistry
 from shepherd.running import run_roles
 from shepherd.scheduler import Scheduler

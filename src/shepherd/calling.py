@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import CallAnswer, JsonValue
     from shepherd.core.resources import Resolution
     from shepherd.governance.resolver import Resolver
-    from shepherd.registration import CallPlan
+    from shepherd.registration_checks import CallPlan
     from shepherd.store.roles import CallStore
 
 __all__ = ["Caller", "call_resolution"]

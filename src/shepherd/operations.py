@@ -10,7 +10,7 @@ overview's reads). The App keeps the methods its users call (`get_task`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, Unpack, final
 
@@ -20,6 +20,7 @@ from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.governance.moves import checked_move, move_partition
+from shepherd.scheduling import ScheduleOperations
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
@@ -66,6 +67,10 @@ class Host(Protocol):
     def store(self) -> Store:
         """The state store (opened by `open`)."""
 
+    @property
+    def workflows(self) -> Mapping[str, object]:
+        """The registered workflows, by name."""
+
     async def open(self) -> object:
         """Open the store (idempotent)."""
 
@@ -89,6 +94,8 @@ class Operations:
 
     def __init__(self, host: Host) -> None:
         self._host = host
+        #: Schedules: list, add, change, pause, resume, trigger (`shepherd.scheduling`).
+        self.schedules = ScheduleOperations(lambda: host.store, self.open, host.workflows)
 
     @property
     def settings(self) -> Settings:

@@ -9,39 +9,47 @@ against the agent it calls.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from shepherd.agents import Agent
 from shepherd.agents.batch import Batch
 from shepherd.agents.threads import check_handler
-from shepherd.core.calls import owner_key_of
 from shepherd.core.limits import NAME_BYTES, too_long
 from shepherd.core.resources import Resource, check_name
 from shepherd.core.retry import RetryPolicy
+from shepherd.core.schedules import CatchUp, Schedule
 from shepherd.core.supervision import BackoffPolicy, SupervisionPolicy
 from shepherd.core.timing import checked_deadline
 from shepherd.errors import (
     ConfigError,
-    IncompleteAppError,
     InvalidResourceError,
-    OwnerKeyError,
+    ShepherdError,
     TooLongError,
-    UnknownAgentError,
 )
 from shepherd.governance.lifecycle import check_life_cycle
+from shepherd.payloads import dumps
+from shepherd.registration_checks import (
+    check_options,
+    check_shared_breaker,
+    check_wiring,
+    checked_name,
+)
 from shepherd.scheduler import Workflow
-from shepherd.scheduler.wiring import declared_agents, describe, exclusive_undos, missing_agents
+from shepherd.scheduler.wiring import declared_agents
 from shepherd.store.resource_rows import checked_resource
+from shepherd.store.schedule_rows import checked_schedule
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import OwnerHook
     from shepherd.config import Settings
     from shepherd.core.breaker import BreakerPolicy
     from shepherd.core.records import JsonValue
+    from shepherd.store.contract import Store
 
-__all__ = ["CallPlan", "Registrations", "call_plan", "check_wiring"]
+__all__ = ["Registrations"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +68,8 @@ class Registrations:
         self.agents: dict[str, Agent] = {}
         #: Resources declared with `resource`, created in the store when the app opens.
         self.resources: dict[str, Resource] = {}
+        #: Schedules declared with `schedule`, created in the store when the app opens.
+        self.schedules: dict[str, Schedule] = {}
 
     def workflow(
         self,
@@ -116,7 +126,7 @@ class Registrations:
             raise ConfigError("deadline", str(exc)) from None
 
         def register(fn: F) -> F:
-            wf_name = _checked_name("workflow", name or fn.__name__)
+            wf_name = checked_name("workflow", name or fn.__name__)
             self.workflows[wf_name] = Workflow(
                 name=wf_name,
                 fn=fn,
@@ -202,7 +212,7 @@ class Registrations:
         if service is not None and not service:
             raise ConfigError("service", "must be a non-empty name")
         if service is not None:
-            _checked_name("service", service)
+            checked_name("service", service)
         if isinstance(resource, str) and (
             problem := too_long("resource name", resource, NAME_BYTES)
         ):
@@ -216,16 +226,16 @@ class Registrations:
                 "exclusive_by", "must be a payload field name or a function of the payload"
             )
         check = functools.partial(
-            _check_options, breaker=breaker, service=service, exclusive_by=exclusive_by, batch=batch
+            check_options, breaker=breaker, service=service, exclusive_by=exclusive_by, batch=batch
         )
         if name is not None:  # refused here already, before the handler is written
             check(name)
 
         def register(fn: F) -> F:
-            agent_name = _checked_name("agent", name or fn.__name__)
+            agent_name = checked_name("agent", name or fn.__name__)
             check(agent_name)
             if breaker is not None:
-                _check_shared_breaker(self.agents, agent_name, service or agent_name, breaker)
+                check_shared_breaker(self.agents, agent_name, service or agent_name, breaker)
             check_handler(agent_name, fn, threads=threads)
             idle = check_life_cycle(
                 agent_name,
@@ -299,6 +309,73 @@ class Registrations:
         self.resources[resource.name] = resource
         return resource
 
+    def schedule(
+        self,
+        name: str,
+        *,
+        workflow: str,
+        cron: str | None = None,
+        every: float | None = None,
+        data: JsonValue = None,
+        timezone: str = "UTC",
+        catch_up: CatchUp | str = CatchUp.SKIP,
+        max_catch_up: int = 10,
+    ) -> Schedule:
+        """Declare a schedule: its row is created when the app opens, if none has its name.
+
+        The leading supervisor then starts `workflow` with `data` once per
+        tick, cluster-wide. An existing row is never overwritten: an
+        operator's change (`shepherd schedules set`, `pause`) stays, whatever
+        the code declares. Declare it after its workflow.
+
+        Args:
+            name: The schedule's name (a task's key holds it and the tick).
+            workflow: The registered workflow each tick starts.
+            cron: A cron expression (5 fields, or 6 with seconds first), in `timezone`.
+            every: Or seconds between ticks (ticks at whole multiples since the Unix epoch).
+            data: Each task's input (JSON).
+            timezone: The IANA zone `cron` reads its hours in.
+            catch_up: What ticks missed in an outage become: `skip` (none),
+                `latest` (the newest one), `all` (each, at most `max_catch_up`).
+            max_catch_up: The most missed ticks `all` fires (the newest).
+
+        Raises:
+            ConfigError: A value is wrong (the field names it, the message the
+                schedule), the workflow is not registered, or `name` was
+                declared already with other values.
+        """
+        if workflow not in self.workflows:
+            raise ConfigError(
+                "workflow", f"schedule {name!r}: unknown workflow {workflow!r} (declare it first)"
+            )
+        schedule = checked_schedule(
+            Schedule(
+                name=name,
+                workflow=workflow,
+                cron=cron,
+                every=every,
+                data=data,
+                timezone=timezone,
+                catch_up=catch_up,  # type: ignore[arg-type]  # checked: a CatchUp after
+                max_catch_up=max_catch_up,
+            )
+        )
+        try:
+            dumps(data)
+        except ShepherdError as exc:
+            raise ConfigError("data", f"schedule {name!r}: {exc}") from None
+        declared = self.schedules.get(schedule.name)
+        if declared is not None and declared != schedule:
+            raise ConfigError("name", f"schedule {name!r} declared twice, with different values")
+        self.schedules[schedule.name] = schedule
+        return schedule
+
+    async def declare_in(self, store: Store) -> None:
+        """Create the declared resources and schedules `store` does not hold yet (one transaction)."""
+        resources = [store.declare_resource(r) for r in self.resources.values()]
+        schedules = [store.declare_schedule(s) for s in self.schedules.values()]
+        await asyncio.gather(*resources, *schedules)
+
     def check(self) -> None:
         """Check that every agent a workflow calls is registered on this app.
 
@@ -317,150 +394,3 @@ class Registrations:
                 the agent, the workflow and why.
         """
         check_wiring(self.workflows.values(), self.agents)
-
-
-def check_wiring(workflows: Iterable[Workflow], agents: Mapping[str, Agent]) -> None:
-    """Check that every agent the workflows call is registered (see `Registrations.check`).
-
-    Raises:
-        IncompleteAppError: Agents are missing; the message names each one, where
-            it is called, and the workflow that calls it.
-        ConfigError: A workflow names an exclusive agent as an undo (not
-            supported yet); the message names the agent, the workflow and why.
-    """
-    problems = missing_agents(workflows, agents)
-    if problems:
-        raise IncompleteAppError(describe(problems))
-    exclusive = {name for name, spec in agents.items() if spec.exclusive_by is not None}
-    undos = exclusive_undos(workflows, exclusive)
-    if undos:
-        raise ConfigError("undo", "; ".join(undos))
-
-
-def _check_options(
-    agent: object,
-    *,
-    breaker: BreakerPolicy | None,
-    service: str | None,
-    exclusive_by: object,
-    batch: object,
-) -> None:
-    """Refuse an agent's options that would be ignored together, naming the agent and why.
-
-    Every other combination is built: `resource=`, `breaker=` and a resource's
-    rate govern an exclusive agent's handlings (a batch is one handling),
-    `threads=True` runs an exclusive or batching handler in a thread, and
-    `resource=` with an entity that lives elsewhere is refused when called.
-
-    Raises:
-        ConfigError: `batch` is not a Batch, or is given without `exclusive_by`
-            (only an owner gathers a key's calls); `service` is given without
-            `breaker` (it names the breaker, and there is none).
-    """
-    if batch is not None and not isinstance(batch, Batch):
-        raise ConfigError(
-            "batch",
-            f"agent {agent!r}: must be a Batch(max_items=..., max_delay=...), not {batch!r}",
-        )
-    if batch is not None and exclusive_by is None:
-        raise ConfigError(
-            "batch",
-            f"agent {agent!r}: only an exclusive agent (exclusive_by=...) can batch its calls "
-            "(an owner gathers one key's calls; other calls have nobody to gather them)",
-        )
-    if service is not None and breaker is None:
-        raise ConfigError(
-            "service",
-            f"agent {agent!r}: service= names the circuit breaker the agent shares, and it "
-            "has none; add breaker=BreakerPolicy(...) or drop service=",
-        )
-
-
-def _check_shared_breaker(
-    agents: Mapping[str, Agent], name: str, service: str, breaker: BreakerPolicy
-) -> None:
-    """Refuse a breaker policy other than the one another agent of `service` declared:
-    the agents share one breaker, which each would open and close by its own rules.
-
-    Raises:
-        ConfigError: Names both agents, the service and the two policies.
-    """
-    for other in agents.values():
-        if other.name == name or other.service_name != service:
-            continue
-        if other.breaker is not None and other.breaker != breaker:
-            raise ConfigError(
-                "breaker",
-                f"agent {name!r}: service {service!r} shares one breaker with agent "
-                f"{other.name!r}, declared with another policy ({other.breaker} there, "
-                f"{breaker} here); give them the same BreakerPolicy",
-            )
-
-
-def _checked_name(field: str, name: object) -> str:
-    """`name` if it can name a workflow, an agent or a service (the store indexes it).
-
-    Raises:
-        ConfigError: It is not a non-empty str, or is longer than NAME_BYTES of
-            UTF-8 (`shepherd.core.limits`), or holds a NUL or a lone surrogate.
-    """
-    if not isinstance(name, str) or not name:
-        raise ConfigError(field, f"a {field}'s name is a non-empty str, not {name!r}")
-    if (problem := too_long(f"{field} name", name, NAME_BYTES)) is not None:
-        raise TooLongError(field, problem)
-    if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
-        raise ConfigError(field, f"{name!r} holds a NUL or a lone surrogate")
-    return name
-
-
-class CallPlan(NamedTuple):
-    """A call checked against its agent (`registration.call_plan`): its window (`within`),
-    its handlings (`attempts`), how long its caller waits, and its owning key, if any."""
-
-    within: float
-    attempts: int
-    wait: float
-    owner_key: str | None
-
-
-def call_plan(
-    agents: Mapping[str, Agent],
-    agent: str,
-    payload: JsonValue,
-    within: float | None,
-    attempts: int,
-    timeout: float | None,
-    settings: Settings,
-    *,
-    entity: object = None,
-) -> CallPlan:
-    """A call's window, its handlings, how long its caller waits, and its owning key
-    (exclusive agents).
-
-    The window is `within`, else the agent's, else `default_step_within`; the
-    wait is `timeout`, else the window times `attempts` plus a second per attempt.
-
-    Raises:
-        UnknownAgentError: No agent of that name is registered.
-        ConfigError: `within`, `attempts` or `timeout` is not positive, or
-            `entity` is given and is not a str.
-        OwnerKeyError: The agent is exclusive and the payload gives no owning key.
-    """
-    spec = agents.get(agent)
-    if spec is None:
-        raise UnknownAgentError(agent)
-    if entity is not None and not isinstance(entity, str):
-        raise ConfigError(
-            "entity", f"call to agent {agent!r}: must be a str, not {type(entity).__name__}"
-        )
-    window = within if within is not None else spec.within or settings.default_step_within
-    for name, value in (("within", window), ("attempts", attempts), ("timeout", timeout)):
-        if value is not None and (isinstance(value, bool) or not value > 0):
-            raise ConfigError(name, f"must be positive, not {value!r}")
-    wait = timeout if timeout is not None else (window + 1.0) * attempts
-    if spec.exclusive_by is None:
-        return CallPlan(window, attempts, wait, None)
-    found = owner_key_of(spec.exclusive_by, payload)
-    if isinstance(found, ValueError):
-        raise OwnerKeyError(agent, str(found))
-    return CallPlan(window, attempts, wait, found)

@@ -1,4 +1,4 @@
-"""The how-tos of delayed tasks and deadlines: each example is the file the session runs,
+"""The how-tos of delayed tasks, deadlines and schedules: each example is the file the session runs,
 and it prints what its page shows."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from doctools import DOCS, Command, Session, code_blocks, session_steps
 PAGES = [
     (DOCS / "howto" / "delayed-tasks.md", DOCS / "howto" / "delayed_app.py"),
     (DOCS / "howto" / "deadlines.md", DOCS / "howto" / "deadline_app.py"),
+    (DOCS / "howto" / "schedules.md", DOCS / "howto" / "schedules_app.py"),
 ]
 
 

@@ -22,6 +22,7 @@ from shepherd.config import Settings
 from shepherd.core.records import Event, JsonValue, Lease, Reply, Request, Task
 from shepherd.core.resources import Slot
 from shepherd.core.retry import RetryPolicy
+from shepherd.core.schedules import StoredSchedule
 from shepherd.core.states import ProcessState
 from shepherd.core.supervision import (
     Decision,
@@ -44,6 +45,7 @@ from shepherd.store.ops import (
     FailTask,
     FinishTask,
     HeldRequests,
+    ListSchedules,
     NextDeadline,
     NextDue,
     PurgeCalls,
@@ -381,6 +383,7 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
             ReleaseLease: self.release,
             ExpiredClaims: self.expired_claims_op,
             NextDeadline: self.no_deadline,
+            ListSchedules: self.no_schedules,
             ApplySupervision: self.apply,
             TaskEvents: self.events,
             DeadWorkers: self.dead,
@@ -404,6 +407,9 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
 
     async def no_deadline(self, op: NextDeadline) -> datetime | None:
         return None
+
+    async def no_schedules(self, op: ListSchedules) -> list[StoredSchedule]:
+        return []
 
     async def apply(self, op: ApplySupervision) -> bool:
         self.applied[op.task.id] = op.decision

@@ -43,6 +43,7 @@ HANDLER_MODULES = (
     "rates",
     "resources",
     "retention",
+    "schedules",
     "slots",
     "steps",
     "tasks",

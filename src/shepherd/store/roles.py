@@ -30,6 +30,7 @@ from shepherd.store.ops.queues import Queues
 from shepherd.store.ops.rates import Rates
 from shepherd.store.ops.resources import Resources
 from shepherd.store.ops.retention import Retention
+from shepherd.store.ops.schedules import Schedules
 from shepherd.store.ops.slots import Slots
 from shepherd.store.ops.steps import Steps
 from shepherd.store.ops.supervision import Supervision
@@ -91,8 +92,10 @@ class AgentStore(Queues, Steps, Events, DoneKeys, Breakers, Slots, Rates, Signal
     """What an agent worker (its requests, heartbeats, done keys, breakers and gates) does."""
 
 
-class SupervisorStore(Leases, Supervision, Workers, Crashes, Retention, Events, Alerts, Clocked):
-    """What the supervisor (leadership, expired claims, crashes, retention, resolved alerts) does."""
+class SupervisorStore(
+    Leases, Supervision, Workers, Crashes, Retention, Schedules, Tasks, Events, Alerts, Clocked
+):
+    """What the supervisor (leadership, expired claims, crashes, retention, alerts, schedules) does."""
 
     @abstractmethod
     async def checkpoint(self) -> None:

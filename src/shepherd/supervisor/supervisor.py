@@ -37,6 +37,7 @@ from shepherd.supervisor.crashes import CrashAttribution, event_kind
 from shepherd.supervisor.deadlines import cancel_overdue
 from shepherd.supervisor.resolutions import Resolutions
 from shepherd.supervisor.retention import purge
+from shepherd.supervisor.schedules import fire_schedules, grace_of
 from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ class Supervisor(CrashAttribution):
         self.compensations = 0
         #: Tasks cancelled because their deadline passed (`supervisor.deadlines`).
         self.deadlines = 0
+        #: Tasks created by schedules' ticks (`supervisor.schedules`).
+        self.fired = 0
         self._became_leader = asyncio.Event()
         self.scan_outage = Outage("supervisor scans", log=log, clock=clock, watch=store.watch)
         self.lease_outage = Outage("supervisor lease", log=log, clock=clock, watch=store.watch)
@@ -143,6 +146,7 @@ class Supervisor(CrashAttribution):
             "escalations": self.escalations,
             "compensations": self.compensations,
             "deadlines": self.deadlines,
+            "fired": self.fired,
             "forgiven": self.forgiven,
             "crashes": self.crashes,
         }
@@ -320,7 +324,8 @@ class Supervisor(CrashAttribution):
 
     async def scan_once(self) -> int:
         """One scan: renew leadership, cancel tasks past their deadline (`deadlines`),
-        attribute crashes, then handle every expired claim.
+        fire schedules' due ticks (`schedules`), attribute crashes, then handle
+        every expired claim.
 
         An expired claim is charged to its task only when nothing else explains
         it: one held by a silent process waits for the registry's verdict
@@ -333,6 +338,7 @@ class Supervisor(CrashAttribution):
             return 0
         self.scans += 1
         self.deadlines += await cancel_overdue(self.store, lease)
+        self.fired += await fire_schedules(self.store, grace=grace_of(self.interval, self.ttl))
         expired, held = await self._expired()
         workers = await self.store.unreaped_workers()
         stalled = {i for t in expired for i in _holders(t, held)}

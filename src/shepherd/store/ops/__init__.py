@@ -32,6 +32,7 @@ from shepherd.store.ops import (
     rates,
     resources,
     retention,
+    schedules,
     slots,
     steps,
     supervision,
@@ -54,6 +55,7 @@ from shepherd.store.ops.queues import *  # noqa: F403 - every name of every conc
 from shepherd.store.ops.rates import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.resources import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.retention import *  # noqa: F403 - every name of every concept, re-exported
+from shepherd.store.ops.schedules import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.slots import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.steps import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.supervision import *  # noqa: F403 - every name of every concept, re-exported
@@ -77,6 +79,7 @@ __all__ = [
     *rates.__all__,
     *resources.__all__,
     *retention.__all__,
+    *schedules.__all__,
     *slots.__all__,
     *steps.__all__,
     *supervision.__all__,
