@@ -15,9 +15,11 @@ Two exceptions to "off the event loop":
   that batch rather than the next.
 - A lone write of the kinds the store names (a client's submit), awaited when
   nothing else is ready on the loop and the thread is idle, commits on the loop
-  itself if the store is free at once: the two thread hops it saves cost about
-  as much as the commit. It never waits for a lock there; if the store is busy,
-  the write goes to the thread after all.
+  itself if the store is free within `LONE_WAIT`: the two thread hops it saves
+  cost about as much as the commit. While another process writes, it looks for
+  the writers' turn there in short steps, its flag raised so that the holder
+  lets the turn go at its next commit (`write_lock`); if the turn does not
+  come by then, or SQLite's own lock is taken, the write goes to the thread.
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ from typing import Any, Generic, Protocol, TypeVar, final
 from shepherd.store.group_commit import Pending, fail, settle
 from shepherd.store.ops import Write
 
-__all__ = ["AfterCommit", "BatchRunner", "ConnectionThread", "Turn"]
+__all__ = ["LONE_WAIT", "AfterCommit", "BatchRunner", "ConnectionThread", "LoneDone", "Turn"]
 
-#: A lone write on the loop slower than this (s)...
+#: The longest a lone write on the loop looks for the writers' turn (s): about
+#: two of a busy worker's transactions.
+LONE_WAIT = 0.003
+#: A lone write's transaction on the loop slower than this (s), its wait for the turn apart...
 LONE_SLOW = 0.005
 #: ...sends lone writes to the thread for this long (s).
 LONE_PAUSE = 1.0
@@ -64,9 +69,12 @@ class Turn(Protocol):
     def release(self) -> None: ...
 
 
-#: Runs one lone write on the event loop if the store is free at once: its outcomes
-#: and rings, or None (another writer holds the store; nothing was written).
-LoneRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]] | None]
+#: A lone write committed on the loop: its outcomes, the channels to ring, and the
+#: seconds it waited for the writers' turn before its transaction began.
+LoneDone = tuple[list[object], set[str], float]
+#: Runs one lone write on the event loop if the store is free within `LONE_WAIT`:
+#: what it did, or None (another writer holds the store; nothing was written).
+LoneRunner = Callable[[Sequence[Write[Any]]], LoneDone | None]
 #: Called on the event loop once a batch has committed, with the channels it rings.
 AfterCommit = Callable[[set[str]], None]
 
@@ -206,10 +214,11 @@ class ConnectionThread:
         """Commit the waiting write on the loop if it is lone and nothing else uses the store.
 
         A lone write that finds no other write waiting, no call queued, the
-        thread idle and the store free at once commits on the loop: two thread
-        hops cost about as much as the commit itself. It blocks the loop for
-        that one commit; one slower than `LONE_SLOW` (a slow disk, a
-        checkpoint) sends lone writes to the thread for the next `LONE_PAUSE` s.
+        thread idle and the store free within `LONE_WAIT` commits on the loop:
+        two thread hops cost about as much as the commit itself. It blocks the
+        loop for that wait and one commit; a transaction slower than
+        `LONE_SLOW` (a slow disk, a checkpoint) sends lone writes to the
+        thread for the next `LONE_PAUSE` s.
         """
         done = False
         if self._busy.acquire(blocking=False):
@@ -227,12 +236,17 @@ class ConnectionThread:
         """Run `batch` (one write) on the loop; False if the store was busy (nothing written)."""
         assert self._run_lone is not None
         began = time.monotonic()
-        done: tuple[list[object], set[str]] | Exception | None
+        done: LoneDone | Exception | None
         try:
             done = self._run_lone([p.op for p in batch])
         except Exception as exc:  # the caller's to see, as from the thread
             done = exc
-        if time.monotonic() - began > LONE_SLOW:
+        took = time.monotonic() - began
+        if done is None:  # the turn did not come: for LONE_WAIT, if it looked in vain
+            slow = took >= LONE_WAIT
+        else:
+            slow = took - (done[2] if isinstance(done, tuple) else 0.0) > LONE_SLOW
+        if slow:
             self._lone_after = time.monotonic() + LONE_PAUSE
         if done is None:
             return False
@@ -247,7 +261,7 @@ class ConnectionThread:
             self._fail(batch, done)
             return True
         try:
-            self._settle(batch, *done)
+            self._settle(batch, done[0], done[1])
         except Exception as exc:  # committed: the caller must not see a failed wake-up
             batch[0].future.get_loop().call_exception_handler(
                 {"message": "announcing a lone write's commit failed", "exception": exc}
