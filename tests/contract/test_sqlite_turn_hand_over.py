@@ -201,3 +201,31 @@ def test_a_writer_lets_the_turn_go_only_while_another_waits(tmp_path: Path) -> N
         assert os.path.isfile(wait_path(db))
     finally:
         first.close()
+
+
+def test_a_batch_writer_lingers_once_after_each_turn_it_handed_over(tmp_path: Path) -> None:
+    db = str(tmp_path / "turn.db")
+    turn = WriteLock(db, timeout=PATIENCE, hand_over=PATIENCE, linger=0.0001)
+    turn.open()
+    other = WaitFlag(wait_path(db))  # another writer's flag, raised and lowered by hand
+    try:
+        assert turn.acquire(linger=True)
+        other.raise_()  # another writer waits while this one holds the turn...
+        turn.release()
+        other.lower()  # ...and has taken it (it lowers its flag once it holds the turn)
+        assert turn.acquire(linger=True)  # handed over: it lingers before asking again
+        turn.release()
+        assert turn.acquire(linger=True)  # nobody waited: no hand-over, no linger
+        turn.release()
+        other.raise_()
+        turn.release()  # not held: nothing let go, nothing owed
+        assert turn.acquire(linger=True)
+        turn.release()  # let go while the other waits
+        other.lower()
+        assert turn.acquire(linger=False)  # a client's submit does not linger
+        turn.release()
+    finally:
+        other.close()
+        turn.close()
+
+    assert (turn.hand_overs, turn.hand_overs_missed, turn.lingers) == (2, 0, 1)

@@ -44,8 +44,12 @@ class Turn:
         self.free = threading.Event()
         self.free.set()
         self.waiting = threading.Event()
+        # `linger` of each wait for the turn.
+        self.lingered: list[bool] = []
 
-    def acquire(self, *, wait: bool = True) -> bool:
+    def acquire(self, *, wait: bool = True, linger: bool = False) -> bool:
+        if wait:
+            self.lingered.append(linger)
         if not wait:
             return self.free.is_set()
         self.waiting.set()
@@ -217,6 +221,18 @@ async def test_a_lone_write_that_looked_for_the_turn_in_vain_sends_the_next_ones
 
     assert runners.on_loop == []
     assert runners.on_thread == [["refused"], ["after"]]
+
+
+async def test_only_a_batch_with_more_than_submits_lingers_after_a_hand_over(
+    thread: ConnectionThread, runners: Runners, turn: Turn
+) -> None:
+    runners.store_busy = True  # the submit goes to the thread too
+
+    assert await thread.write(Echo("submit")) == "SUBMIT"
+    assert await thread.write(Other("work")) == "WORK"
+
+    assert runners.on_thread == [["submit"], ["work"]]
+    assert turn.lingered == [False, True]
 
 
 async def test_a_write_while_the_thread_runs_a_call_waits_for_the_thread(

@@ -184,6 +184,7 @@ class SQLiteStore(Facade):
         stats["turn_lone_turns"] = turn.lone_turns
         stats["turn_hand_overs"] = turn.hand_overs
         stats["turn_hand_overs_missed"] = turn.hand_overs_missed
+        stats["turn_lingers"] = turn.lingers
         stats["turn_waited_s"] = turn.waited_s
         stats["turn_held_s"] = turn.held_s
         stats.update(self.wakeups.statistics())

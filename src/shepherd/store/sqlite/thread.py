@@ -62,8 +62,8 @@ BatchRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]]]
 class Turn(Protocol):
     """The writers' turn among processes (`write_lock.WriteLock`)."""
 
-    def acquire(self, *, wait: bool = True) -> bool:
-        """Take the turn (waiting for it, or not); raise if a wait lasts too long."""
+    def acquire(self, *, wait: bool = True, linger: bool = False) -> bool:
+        """Take the turn (waiting for it, or not; after a hand-over, `linger` first); raise if a wait lasts too long."""
         ...
 
     def release(self) -> None: ...
@@ -296,8 +296,10 @@ class ConnectionThread:
         refused: Exception | None = None
         post: Posting
         if turn is not None:
+            with self._lock:  # a batch of submits only is a client's: it does not linger
+                linger = any(type(p.op) not in self._lone_kinds for p in self._writes)
             try:
-                turn.acquire()
+                turn.acquire(linger=linger)
             except Exception as exc:  # the turn did not come in time: this batch fails
                 refused = exc
         try:

@@ -43,12 +43,23 @@ from typing import final
 
 from shepherd.errors import StoreUnavailableError
 
-__all__ = ["HAND_OVER", "POLL", "WaitFlag", "WriteLock", "holder_pid", "lock_path", "wait_path"]
+__all__ = [
+    "HAND_OVER",
+    "LINGER",
+    "POLL",
+    "WaitFlag",
+    "WriteLock",
+    "holder_pid",
+    "lock_path",
+    "wait_path",
+]
 
 log = logging.getLogger("shepherd.store.sqlite")
 
 #: Seconds a writer that let the turn go to a waiter waits for it to be taken.
 HAND_OVER = 0.005
+#: Seconds a batch writer that handed the turn over waits before it asks for it again.
+LINGER = 0.001
 #: Seconds a waiting writer looks for the turn itself, in short steps, before a thread waits.
 POLL = 0.003
 #: Seconds between looks at the waiters' flag while handing the turn over.
@@ -100,6 +111,8 @@ class WriteLock:
             waiting when the turn was let go to take it.
         poll: Seconds a writer that must wait looks for the turn itself, in
             short steps, before the lock's thread waits for it (0: at once).
+        linger: Seconds an `acquire(linger=True)` that follows a hand-over
+            waits before it asks for the turn (0: never).
     """
 
     def __init__(
@@ -109,11 +122,13 @@ class WriteLock:
         timeout: float = 5.0,
         hand_over: float = HAND_OVER,
         poll: float = POLL,
+        linger: float = LINGER,
     ) -> None:
         self.db_path = db_path
         self.timeout = timeout
         self.hand_over = hand_over
         self.poll = poll
+        self.linger = linger
         self._fd: int | None = None
         # The open file the lock is held through now, if it is held.
         self._held: int | None = None
@@ -121,6 +136,8 @@ class WriteLock:
         self._flag: WaitFlag | None = None
         # Another writer waited when the turn was last let go: it goes first.
         self._owed = False
+        # That writer took the turn, handed over: the next batch may linger.
+        self._handed = False
         self.waits = 0
         self.timeouts = 0
         #: Short looks for the turn on the caller's thread (`acquire_within`), and those it came in.
@@ -129,6 +146,8 @@ class WriteLock:
         #: Turns let go to a waiting writer, and those it did not take within `hand_over`.
         self.hand_overs = 0
         self.hand_overs_missed = 0
+        #: Waits of `linger` s after a hand-over.
+        self.lingers = 0
         #: Seconds spent waiting for the turn (for another process), and holding it.
         self.waited_s = 0.0
         self.held_s = 0.0
@@ -156,8 +175,14 @@ class WriteLock:
                 exc,
             )
 
-    def acquire(self, *, wait: bool = True) -> bool:
+    def acquire(self, *, wait: bool = True, linger: bool = False) -> bool:
         """Take the lock (waiting for it at most `timeout`, or not); whether it is held now.
+
+        With `linger` (a worker's batch, not a client's submit), a writer that
+        has just handed the turn over waits `linger` s before it asks again:
+        the writer it let in may commit again meanwhile (a client's next
+        submit) without waiting for this one, and this writer's next batch
+        gathers what its loop wrote meanwhile, so it commits less often.
 
         Raises:
             StoreUnavailableError: Another process held it for all of `timeout`.
@@ -169,6 +194,10 @@ class WriteLock:
             None if not wait else time.monotonic() + self.hand_over
         ):
             return False
+        handed, self._handed = self._handed, False
+        if handed and wait and linger and self.linger > 0:
+            self.lingers += 1
+            time.sleep(self.linger)
         if self._take_now(fd):
             return True
         if not wait:
@@ -196,6 +225,7 @@ class WriteLock:
         deadline = began + seconds
         if self._owed and not self._let_waiter_go_first(deadline):
             return False
+        self._handed = False  # a lone write never lingers
         if self._take_now(fd):
             return True
         self.lone_waits += 1
@@ -316,8 +346,9 @@ class WriteLock:
         while flag.raised():
             if time.monotonic() >= deadline:
                 self.hand_overs_missed += 1
-                break
+                return True
             time.sleep(_HAND_OVER_STEP)
+        self._handed = True
         return True
 
 
