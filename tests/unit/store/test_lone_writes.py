@@ -208,19 +208,19 @@ async def test_a_lone_writes_wait_for_the_turn_does_not_count_as_slow(
     assert runners.on_thread == []
 
 
-async def test_a_lone_write_that_looked_for_the_turn_in_vain_sends_the_next_ones_to_the_thread(
+async def test_a_lone_write_that_looked_for_the_turn_in_vain_leaves_the_next_one_its_look(
     thread: ConnectionThread, runners: Runners, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(thread_module, "LONE_WAIT", 0.0)  # every look lasted its whole time
+    monkeypatch.setattr(thread_module, "LONE_SLOW", 0.0)  # only a wait could make it slow
     monkeypatch.setattr(thread_module, "LONE_PAUSE", 3600.0)
-    runners.store_busy = True
+    runners.store_busy = True  # the turn did not come: the thread's
 
     assert await thread.write(Echo("refused")) == "REFUSED"
     runners.store_busy = False
     assert await thread.write(Echo("after")) == "AFTER"
 
-    assert runners.on_loop == []
-    assert runners.on_thread == [["refused"], ["after"]]
+    assert runners.on_thread == [["refused"]]
+    assert runners.on_loop == [["after"]]
 
 
 async def test_only_a_batch_with_more_than_submits_lingers_after_a_hand_over(

@@ -15,7 +15,7 @@ Two exceptions to "off the event loop":
   that batch rather than the next.
 - A lone write of the kinds the store names (a client's submit), awaited when
   nothing else is ready on the loop and the thread is idle, commits on the loop
-  itself if the store is free within `LONE_WAIT`: the two thread hops it saves
+  itself if the store is free within `LONE_WAIT` (5 ms): the two thread hops it saves
   cost about as much as the commit. While another process writes, it looks for
   the writers' turn there in short steps, its flag raised so that the holder
   lets the turn go at its next commit (`write_lock`); if the turn does not
@@ -38,9 +38,9 @@ from shepherd.store.ops import Write
 
 __all__ = ["LONE_WAIT", "AfterCommit", "BatchRunner", "ConnectionThread", "LoneDone", "Turn"]
 
-#: The longest a lone write on the loop looks for the writers' turn (s): about
-#: two of a busy worker's transactions.
-LONE_WAIT = 0.003
+#: The longest a lone write on the loop looks for the writers' turn (s): a busy
+#: worker's transaction, and its hand-over.
+LONE_WAIT = 0.005
 #: A lone write's transaction on the loop slower than this (s), its wait for the turn apart...
 LONE_SLOW = 0.005
 #: ...sends lone writes to the thread for this long (s).
@@ -218,7 +218,8 @@ class ConnectionThread:
         two thread hops cost about as much as the commit itself. It blocks the
         loop for that wait and one commit; a transaction slower than
         `LONE_SLOW` (a slow disk, a checkpoint) sends lone writes to the
-        thread for the next `LONE_PAUSE` s.
+        thread for the next `LONE_PAUSE` s. A look in vain does not: the
+        write goes on waiting on the thread, and the next one looks again.
         """
         done = False
         if self._busy.acquire(blocking=False):
@@ -241,12 +242,10 @@ class ConnectionThread:
             done = self._run_lone([p.op for p in batch])
         except Exception as exc:  # the caller's to see, as from the thread
             done = exc
-        took = time.monotonic() - began
-        if done is None:  # the turn did not come: for LONE_WAIT, if it looked in vain
-            slow = took >= LONE_WAIT
-        else:
-            slow = took - (done[2] if isinstance(done, tuple) else 0.0) > LONE_SLOW
-        if slow:
+        # Its wait for the turn apart: a look in vain goes on on the thread, and
+        # pausing lone writes for it would send the next submits through two hops.
+        waited = done[2] if isinstance(done, tuple) else 0.0
+        if done is not None and time.monotonic() - began - waited > LONE_SLOW:
             self._lone_after = time.monotonic() + LONE_PAUSE
         if done is None:
             return False
