@@ -52,6 +52,8 @@ class OneByOneResult:
     engine_s: float
     #: The client's store: commits and operations of its submits and reads.
     client_stats: dict[str, float]
+    #: The worker's store statistics at the end (on SQLite, its writers' turn among them).
+    worker_stats: dict[str, float]
     #: Store commits of the client and the worker from the first submit to the
     #: last result (`shepherd.bench.counts`), per workflow.
     commits_per_workflow: float
@@ -98,6 +100,7 @@ async def run_one_by_one(
             began = time.perf_counter()
             ended = await unless_exits(worker, drive(app))
             total_s = time.perf_counter() - began
+            worker_stats = await worker.snapshot()
             commits = await commits_now(app, worker) - before
             exit_code = None if ended else worker.proc.returncode
         stats = dict(app.store.statistics())
@@ -123,6 +126,7 @@ async def run_one_by_one(
         workflows_per_s=tally.processed / total_s if total_s > 0 else math.nan,
         engine_s=engine,
         client_stats=stats,
+        worker_stats=worker_stats,
         commits_per_workflow=per(commits, len(tally.ids)),
         worker_exit=exit_code,
     )

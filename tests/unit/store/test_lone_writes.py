@@ -19,7 +19,7 @@ import pytest
 from shepherd.errors import StoreUnavailableError
 from shepherd.store.ops import Write
 from shepherd.store.sqlite import thread as thread_module
-from shepherd.store.sqlite.thread import ConnectionThread
+from shepherd.store.sqlite.thread import ConnectionThread, LoneDone
 from shepherd.testing import wait_until
 
 PATIENCE = 30.0
@@ -44,8 +44,12 @@ class Turn:
         self.free = threading.Event()
         self.free.set()
         self.waiting = threading.Event()
+        # `linger` of each wait for the turn.
+        self.lingered: list[bool] = []
 
-    def acquire(self, *, wait: bool = True) -> bool:
+    def acquire(self, *, wait: bool = True, linger: bool = False) -> bool:
+        if wait:
+            self.lingered.append(linger)
         if not wait:
             return self.free.is_set()
         self.waiting.set()
@@ -64,20 +68,22 @@ class Runners:
         self.store_busy = False
         self.fail_with: Exception | None = None
         self.before_jobs = 0
+        # The seconds each lone write says it waited for the turn.
+        self.waited = 0.0
 
     def batch(self, ops: Sequence[Write[Any]]) -> tuple[list[object], set[str]]:
         texts = [op.text for op in ops if isinstance(op, Echo | Other)]
         self.on_thread.append(texts)
         return [t.upper() for t in texts], {"rung"}
 
-    def lone(self, ops: Sequence[Write[Any]]) -> tuple[list[object], set[str]] | None:
+    def lone(self, ops: Sequence[Write[Any]]) -> LoneDone | None:
         if self.store_busy:
             return None
         if self.fail_with is not None:
             raise self.fail_with
         texts = [op.text for op in ops if isinstance(op, Echo)]
         self.on_loop.append(texts)
-        return [t.upper() for t in texts], {"rung"}
+        return [t.upper() for t in texts], {"rung"}, self.waited
 
     def before_job(self) -> None:
         self.before_jobs += 1
@@ -186,6 +192,47 @@ async def test_a_slow_lone_write_sends_the_next_ones_to_the_thread_for_a_while(
 
     assert runners.on_loop == [["slow"]]
     assert runners.on_thread == [["after"]]
+
+
+async def test_a_lone_writes_wait_for_the_turn_does_not_count_as_slow(
+    thread: ConnectionThread, runners: Runners, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(thread_module, "LONE_SLOW", 0.0)
+    monkeypatch.setattr(thread_module, "LONE_PAUSE", 3600.0)
+    runners.waited = 3600.0  # all of its time went in the wait for the turn
+
+    assert await thread.write(Echo("waited")) == "WAITED"
+    assert await thread.write(Echo("after")) == "AFTER"
+
+    assert runners.on_loop == [["waited"], ["after"]]
+    assert runners.on_thread == []
+
+
+async def test_a_lone_write_that_looked_for_the_turn_in_vain_leaves_the_next_one_its_look(
+    thread: ConnectionThread, runners: Runners, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(thread_module, "LONE_SLOW", 0.0)  # only a wait could make it slow
+    monkeypatch.setattr(thread_module, "LONE_PAUSE", 3600.0)
+    runners.store_busy = True  # the turn did not come: the thread's
+
+    assert await thread.write(Echo("refused")) == "REFUSED"
+    runners.store_busy = False
+    assert await thread.write(Echo("after")) == "AFTER"
+
+    assert runners.on_thread == [["refused"]]
+    assert runners.on_loop == [["after"]]
+
+
+async def test_only_a_batch_with_more_than_submits_lingers_after_a_hand_over(
+    thread: ConnectionThread, runners: Runners, turn: Turn
+) -> None:
+    runners.store_busy = True  # the submit goes to the thread too
+
+    assert await thread.write(Echo("submit")) == "SUBMIT"
+    assert await thread.write(Other("work")) == "WORK"
+
+    assert runners.on_thread == [["submit"], ["work"]]
+    assert turn.lingered == [False, True]
 
 
 async def test_a_write_while_the_thread_runs_a_call_waits_for_the_thread(

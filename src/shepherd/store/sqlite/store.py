@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, final
@@ -26,7 +27,7 @@ from shepherd.store.sqlite.batch import Reading
 from shepherd.store.sqlite.connection import connect, inspect, path_from_url
 from shepherd.store.sqlite.errors import is_busy, translate
 from shepherd.store.sqlite.handlers import READS
-from shepherd.store.sqlite.thread import ConnectionThread
+from shepherd.store.sqlite.thread import LONE_WAIT, ConnectionThread, LoneDone
 from shepherd.store.sqlite.wakeups import Wakeups
 from shepherd.store.sqlite.write_lock import WriteLock
 from shepherd.store.sqlite.writer import Writer
@@ -177,6 +178,15 @@ class SQLiteStore(Facade):
     def statistics(self) -> dict[str, float]:
         stats = self._writer.statistics()
         stats["lone_writes"] = 0 if self._executor is None else self._executor.lone
+        turn = self._turn
+        stats["turn_waits"] = turn.waits
+        stats["turn_lone_waits"] = turn.lone_waits
+        stats["turn_lone_turns"] = turn.lone_turns
+        stats["turn_hand_overs"] = turn.hand_overs
+        stats["turn_hand_overs_missed"] = turn.hand_overs_missed
+        stats["turn_lingers"] = turn.lingers
+        stats["turn_waited_s"] = turn.waited_s
+        stats["turn_held_s"] = turn.held_s
         stats.update(self.wakeups.statistics())
         return stats
 
@@ -195,18 +205,25 @@ class SQLiteStore(Facade):
         except sqlite3.Error as exc:
             raise translate(exc, self.url) from exc
 
-    def _run_lone(self, batch: Sequence[ops.Write[Any]]) -> tuple[list[object], set[str]] | None:
-        """Run `batch` on the event loop if the store is free at once; None if it is not.
+    def _run_lone(self, batch: Sequence[ops.Write[Any]]) -> LoneDone | None:
+        """Run `batch` on the event loop if the store is free within `LONE_WAIT`; None if not.
 
-        Neither the writers' turn nor SQLite's lock is waited for (the busy
-        timeout is 0 for the BEGIN), so the loop blocks for one commit at most.
+        The writers' turn is looked for on the loop for at most `LONE_WAIT`
+        (the holder, seeing the waiters' flag, lets it go at its next commit);
+        SQLite's own lock is not waited for (the busy timeout is 0 for the
+        BEGIN). So the loop blocks for that look and one commit at most.
         """
         conn = self._conn
-        if conn is None or not self._turn.acquire(wait=False):
+        if conn is None:
             return None
+        began = time.monotonic()
+        if not self._turn.acquire_within(LONE_WAIT):
+            return None
+        waited = time.monotonic() - began
         try:
             self._set_busy_timeout(conn, 0)
-            return self._writer.run(conn, batch)
+            outcomes, rings = self._writer.run(conn, batch)
+            return outcomes, rings, waited
         except sqlite3.Error as exc:
             if is_busy(exc):  # rolled back: nothing was written
                 return None

@@ -15,9 +15,11 @@ Two exceptions to "off the event loop":
   that batch rather than the next.
 - A lone write of the kinds the store names (a client's submit), awaited when
   nothing else is ready on the loop and the thread is idle, commits on the loop
-  itself if the store is free at once: the two thread hops it saves cost about
-  as much as the commit. It never waits for a lock there; if the store is busy,
-  the write goes to the thread after all.
+  itself if the store is free within `LONE_WAIT` (5 ms): the two thread hops it saves
+  cost about as much as the commit. While another process writes, it looks for
+  the writers' turn there in short steps, its flag raised so that the holder
+  lets the turn go at its next commit (`write_lock`); if the turn does not
+  come by then, or SQLite's own lock is taken, the write goes to the thread.
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ from typing import Any, Generic, Protocol, TypeVar, final
 from shepherd.store.group_commit import Pending, fail, settle
 from shepherd.store.ops import Write
 
-__all__ = ["AfterCommit", "BatchRunner", "ConnectionThread", "Turn"]
+__all__ = ["LONE_WAIT", "AfterCommit", "BatchRunner", "ConnectionThread", "LoneDone", "Turn"]
 
-#: A lone write on the loop slower than this (s)...
+#: The longest a lone write on the loop looks for the writers' turn (s): a busy
+#: worker's transaction, and its hand-over.
+LONE_WAIT = 0.005
+#: A lone write's transaction on the loop slower than this (s), its wait for the turn apart...
 LONE_SLOW = 0.005
 #: ...sends lone writes to the thread for this long (s).
 LONE_PAUSE = 1.0
@@ -57,16 +62,19 @@ BatchRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]]]
 class Turn(Protocol):
     """The writers' turn among processes (`write_lock.WriteLock`)."""
 
-    def acquire(self, *, wait: bool = True) -> bool:
-        """Take the turn (waiting for it, or not); raise if a wait lasts too long."""
+    def acquire(self, *, wait: bool = True, linger: bool = False) -> bool:
+        """Take the turn (waiting for it, or not; after a hand-over, `linger` first); raise if a wait lasts too long."""
         ...
 
     def release(self) -> None: ...
 
 
-#: Runs one lone write on the event loop if the store is free at once: its outcomes
-#: and rings, or None (another writer holds the store; nothing was written).
-LoneRunner = Callable[[Sequence[Write[Any]]], tuple[list[object], set[str]] | None]
+#: A lone write committed on the loop: its outcomes, the channels to ring, and the
+#: seconds it waited for the writers' turn before its transaction began.
+LoneDone = tuple[list[object], set[str], float]
+#: Runs one lone write on the event loop if the store is free within `LONE_WAIT`:
+#: what it did, or None (another writer holds the store; nothing was written).
+LoneRunner = Callable[[Sequence[Write[Any]]], LoneDone | None]
 #: Called on the event loop once a batch has committed, with the channels it rings.
 AfterCommit = Callable[[set[str]], None]
 
@@ -206,10 +214,12 @@ class ConnectionThread:
         """Commit the waiting write on the loop if it is lone and nothing else uses the store.
 
         A lone write that finds no other write waiting, no call queued, the
-        thread idle and the store free at once commits on the loop: two thread
-        hops cost about as much as the commit itself. It blocks the loop for
-        that one commit; one slower than `LONE_SLOW` (a slow disk, a
-        checkpoint) sends lone writes to the thread for the next `LONE_PAUSE` s.
+        thread idle and the store free within `LONE_WAIT` commits on the loop:
+        two thread hops cost about as much as the commit itself. It blocks the
+        loop for that wait and one commit; a transaction slower than
+        `LONE_SLOW` (a slow disk, a checkpoint) sends lone writes to the
+        thread for the next `LONE_PAUSE` s. A look in vain does not: the
+        write goes on waiting on the thread, and the next one looks again.
         """
         done = False
         if self._busy.acquire(blocking=False):
@@ -227,12 +237,15 @@ class ConnectionThread:
         """Run `batch` (one write) on the loop; False if the store was busy (nothing written)."""
         assert self._run_lone is not None
         began = time.monotonic()
-        done: tuple[list[object], set[str]] | Exception | None
+        done: LoneDone | Exception | None
         try:
             done = self._run_lone([p.op for p in batch])
         except Exception as exc:  # the caller's to see, as from the thread
             done = exc
-        if time.monotonic() - began > LONE_SLOW:
+        # Its wait for the turn apart: a look in vain goes on on the thread, and
+        # pausing lone writes for it would send the next submits through two hops.
+        waited = done[2] if isinstance(done, tuple) else 0.0
+        if done is not None and time.monotonic() - began - waited > LONE_SLOW:
             self._lone_after = time.monotonic() + LONE_PAUSE
         if done is None:
             return False
@@ -247,7 +260,7 @@ class ConnectionThread:
             self._fail(batch, done)
             return True
         try:
-            self._settle(batch, *done)
+            self._settle(batch, done[0], done[1])
         except Exception as exc:  # committed: the caller must not see a failed wake-up
             batch[0].future.get_loop().call_exception_handler(
                 {"message": "announcing a lone write's commit failed", "exception": exc}
@@ -282,8 +295,10 @@ class ConnectionThread:
         refused: Exception | None = None
         post: Posting
         if turn is not None:
+            with self._lock:  # a batch of submits only is a client's: it does not linger
+                linger = any(type(p.op) not in self._lone_kinds for p in self._writes)
             try:
-                turn.acquire()
+                turn.acquire(linger=linger)
             except Exception as exc:  # the turn did not come in time: this batch fails
                 refused = exc
         try:
