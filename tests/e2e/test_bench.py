@@ -103,6 +103,26 @@ def test_bench_event_writer_writes_every_acknowledged_event_once() -> None:
     assert w5["keys"] == 8
 
 
+def test_bench_steps_through_an_owner_batched_and_not() -> None:
+    """W7: every workflow processed, its step's line in its key's file once; the
+    batching owner handles the steps in fewer handlings than the one-at-a-time owner."""
+    proc = shepherd_bench("--workloads", "W7", "--w7-n", "50", "--json")
+    assert proc.returncode == 0, proc.stderr
+    w7 = json.loads(proc.stdout)["workloads"]["W7"]
+    assert (w7["keys"], w7["max_items"], w7["fsync"]) == (8, 200, True)
+    batched, unbatched = w7["batched"], w7["unbatched"]
+    for run in (batched, unbatched):
+        assert (run["n"], run["processed"], run["tasks_lost"]) == (50, 50, 0)
+        assert (run["items"], run["missing_lines"], run["lines_twice"]) == (50, 0, 0)
+        assert run["workflows_per_s"] > 0
+    assert unbatched["handlings"] == 50
+    assert unbatched["biggest_batch"] == 1
+    assert batched["handlings"] < 50
+    assert w7["speedup"] > 0
+    (target,) = (t for t in json.loads(proc.stdout)["targets"] if t["workload"].startswith("W7"))
+    assert "0 lost" in target["measured"]
+
+
 def test_bench_prints_tables_without_json() -> None:
     proc = shepherd_bench("--workloads", "w1", "--n", "20")
     assert proc.returncode == 0, proc.stderr
@@ -146,6 +166,7 @@ def test_bench_takes_the_store_given_before_the_command(tmp_path: Path) -> None:
         (("--minutes", "0"), "--minutes"),
         (("--kill-every", "nan"), "--kill-every"),
         (("--w4-n", "0"), "--w4-n"),
+        (("--w7-n", "0"), "--w7-n"),
         (("--w6-rates", "100,fast"), "--w6-rates"),
         (("--w6-rates", "0"), "--w6-rates"),
         (("--w6-rates", "inf"), "--w6-rates"),
@@ -172,7 +193,9 @@ def test_bench_rejects_an_unknown_workload() -> None:
         check=False,
     )
     assert proc.returncode == 2
-    assert "unknown workload 'W9'; choose from W1, W2, W3, W4, W5, W6, lone, soak" in proc.stderr
+    assert (
+        "unknown workload 'W9'; choose from W1, W2, W3, W4, W5, W6, W7, lone, soak" in proc.stderr
+    )
 
 
 def test_bench_help_lists_the_options() -> None:
@@ -180,6 +203,7 @@ def test_bench_help_lists_the_options() -> None:
     assert proc.returncode == 0
     for option in (
         "--store", "--workloads", "--n", "--w3-n", "--capacity", "--w4-n", "--w6-rates", "--w6-seconds",
+        "--w7-n", "--w7-fsync",
         "--lone-n", "--idle-seconds", "--synchronous", "--json", "--sleep",
         "--max-in-flight", "--agent-concurrency", "--claim-batch", "--w3-within",
         "--w3-interval", "--w3-in-flight", "--timeout", "--minutes", "--rate",

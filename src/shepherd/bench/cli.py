@@ -17,8 +17,8 @@ from shepherd.console.logs import configure_logging, log_options
 
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
-#: Every workload; W1apart, W4, W6, lone and soak only when asked for (W6 and soak take minutes).
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "lone", "soak", "capacity", "W1apart")
+#: Every workload; W1apart, W4 to W7, lone and soak only when asked for (W6 and soak take minutes).
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "lone", "soak", "capacity", "W1apart")
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
 _COUNT = click.IntRange(min=1)
@@ -111,6 +111,21 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     show_default=True,
     metavar="N",
     help="W5: concurrent producers, each sending its events one app.call at a time.",
+)
+@click.option(
+    "--w7-n",
+    type=_COUNT,
+    default=5000,
+    show_default=True,
+    metavar="N",
+    help="W7: workflows for each run (batched, then unbatched).",
+)
+@click.option(
+    "--w7-fsync/--w7-no-fsync",
+    default=True,
+    show_default=True,
+    help="W7: whether the owner appends each handling's lines to its key's file and fsyncs it "
+    "(without: it writes nothing, and only the store's cost of a handling is left).",
 )
 @click.option(
     "--w4-n", type=_COUNT, default=2000, show_default=True, metavar="N", help="Workflows for W4."
@@ -286,6 +301,8 @@ def bench(
     capacity: int,
     w5_n: int,
     w5_producers: int,
+    w7_n: int,
+    w7_fsync: bool,
     w4_n: int,
     w6_rates: tuple[float, ...],
     w6_seconds: float,
@@ -320,6 +337,7 @@ def bench(
     apart; soak, minutes of steady load with worker kills and, on PostgreSQL,
     server restarts; capacity, W2 through a resource of `--capacity` slots;
     W5, the event writer: producers `app.call` exclusive batched writers;
+    W7, one-step workflows whose step an exclusive owner handles, batched and not;
     W1apart, W1's workflows queued by this process for a `shepherd run` worker.
     Every workload counts its store transactions (commits) per workflow.
     Exits 1 if a workload lost a task (or a worker of W1apart,
@@ -346,6 +364,8 @@ def bench(
         capacity=capacity,
         w5_n=w5_n,
         w5_producers=w5_producers,
+        w7_n=w7_n,
+        w7_fsync=w7_fsync,
         w4_n=w4_n,
         w6_rates=w6_rates,
         w6_seconds=w6_seconds,

@@ -21,6 +21,9 @@ from shepherd.bench.latency_report import targets as latency_targets
 from shepherd.bench.lone import LoneResult
 from shepherd.bench.one_by_one import OneByOneResult
 from shepherd.bench.open_loop import OpenLoopResult
+from shepherd.bench.owned import OwnedResult
+from shepherd.bench.owned_report import render_owned
+from shepherd.bench.owned_report import targets as owned_targets
 from shepherd.bench.queued import QueuedResult, render_queued
 from shepherd.bench.soak_report import render_soak
 from shepherd.bench.soak_report import targets as soak_targets
@@ -31,7 +34,13 @@ from shepherd.bench.throughput import ThroughputResult
 TARGET_WORKFLOWS_PER_S = 1000.0
 
 Result = (
-    ThroughputResult | CrashResult | SoakResult | LatencyResult | EventWriterResult | QueuedResult
+    ThroughputResult
+    | CrashResult
+    | SoakResult
+    | LatencyResult
+    | EventWriterResult
+    | QueuedResult
+    | OwnedResult
 )
 #: The workloads that run a fixed number of workflows.
 _Counted = ThroughputResult | CrashResult
@@ -88,6 +97,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
                 )
         elif isinstance(r, EventWriterResult):
             out.extend(_writer_targets(r))
+        elif isinstance(r, OwnedResult):
+            out.extend(owned_targets(r))
         elif isinstance(r, SoakResult):
             out.extend(soak_targets(r))
         elif isinstance(r, LoneResult | OneByOneResult | OpenLoopResult):
@@ -282,6 +293,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
         render_queued(queued, console)
     for writer in (r for r in results if isinstance(r, EventWriterResult)):
         render_writer(writer, console)
+    for owned in (r for r in results if isinstance(r, OwnedResult)):
+        render_owned(owned, console)
     for soak in (r for r in results if isinstance(r, SoakResult)):
         render_soak(soak, console)
     goals = Table(title="Targets")

@@ -17,6 +17,7 @@ from shepherd.bench.event_writer import run_event_writer
 from shepherd.bench.lone import run_lone
 from shepherd.bench.one_by_one import run_one_by_one
 from shepherd.bench.open_loop import run_open_loop
+from shepherd.bench.owned import run_owned
 from shepherd.bench.queued import run_queued
 from shepherd.bench.report import Result, as_json, environment, render
 from shepherd.bench.soak import run_soak
@@ -60,6 +61,8 @@ class BenchOptions:
     capacity: int = 50
     w5_n: int = 20000
     w5_producers: int = 200
+    w7_n: int = 5000
+    w7_fsync: bool = True
 
 
 def run_bench(opts: BenchOptions) -> bool:
@@ -119,6 +122,13 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
                     lambda run: opts.store or f"sqlite:///{tmp / run}.db", tmp, events=opts.w5_n,
                     producers=opts.w5_producers, budget=opts.timeout,
                     settings={"sqlite_synchronous": opts.synchronous},
+                )
+            )  # fmt: skip
+        elif name == "W7":
+            results.append(
+                await run_owned(
+                    lambda run: opts.store or f"sqlite:///{tmp / run}.db", tmp, n=opts.w7_n,
+                    fsync=opts.w7_fsync, budget=opts.timeout, settings=settings,
                 )
             )  # fmt: skip
         elif name == "W1apart":
