@@ -1,0 +1,28 @@
+"""The how-to of an order workflow through a per-user owner and a capacity-limited
+database: its example is the file the session runs, and it prints what the page shows."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from doctools import DOCS, Command, Session, code_blocks, session_steps
+
+PAGE = DOCS / "howto" / "order-through-owners.md"
+EXAMPLE = DOCS / "howto" / "order_owner_app.py"
+
+
+def test_the_page_shows_the_whole_example() -> None:
+    blocks = [block.text for block in code_blocks(PAGE.read_text(), "python")]
+    assert blocks == [EXAMPLE.read_text()]
+
+
+@pytest.mark.slow
+def test_the_example_prints_what_the_page_shows(session: Session) -> None:
+    shutil.copy(EXAMPLE, session.cwd)
+    steps = session_steps(PAGE.read_text())
+    assert [step.line for step in steps if isinstance(step, Command)] == [
+        "python order_owner_app.py"
+    ]
+    assert len(steps) == 1
+    session.play(steps)
