@@ -91,7 +91,8 @@ class OwnedResult:
 
     @property
     def tasks_lost(self) -> int:
-        return self.batched.tasks_lost + self.unbatched.tasks_lost
+        """Tasks not processed, and processed steps whose line is not in its file (exit 1)."""
+        return sum(run.tasks_lost + run.missing_lines for run in (self.batched, self.unbatched))
 
 
 @dataclass
