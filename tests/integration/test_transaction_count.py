@@ -175,3 +175,30 @@ async def _ended(app: App, task_id: str) -> Any:
 
     await wait_until(ended, timeout=PATIENCE)
     return await app.get_task(task_id)
+
+
+async def test_a_lone_three_step_workflow_through_an_exclusive_agent(app: App) -> None:
+    """The same three steps, each through an exclusive agent's owner in the same process: 12.
+
+    Submit, claim, then per step three transactions: its start (the request
+    queued with its key), the owner's take of it (`take_key_work`, fenced by
+    the key's lease), and its reply with the owner state (`reply_owned`); then
+    the finish alone. Target: 6, as for plain steps (the reply and owner state
+    riding with the workflow's next write, `reply_then`, and the start handing
+    the request to the key's owner of this process as it hands a plain step's
+    to its agent worker); neither is built yet.
+    """
+
+    @app.agent("ledger", exclusive_by="user")
+    async def ledger(request: Any) -> JsonValue:
+        return request.payload["n"]
+
+    @app.workflow("three_owned")
+    async def three_owned(ctx: WorkflowContext, data: Any) -> JsonValue:
+        total = 0
+        for i in range(STEPS):
+            total += await ctx.call("ledger", {"user": "user-1", "n": i})
+        return total
+
+    took = await _measured(app, "three_owned", 3)
+    assert took == 1 + 1 + 3 * STEPS + 1, f"a lone {STEPS}-step workflow took {took} transactions"
