@@ -30,7 +30,9 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, cast, final
 
+from shepherd.agents.ends import HOLD_TURNS, pending_reply
 from shepherd.agents.helpers import WorkerHelpers
+from shepherd.agents.pending import HandedBack
 from shepherd.agents.request import AgentRequest
 from shepherd.core.batching import BATCH_ERROR
 from shepherd.core.events import EventKind
@@ -47,12 +49,13 @@ from shepherd.core.ownership import NO_STATE, NoState
 from shepherd.core.records import Reply, idempotency_key
 from shepherd.errors import CommitUnknownError, StepSupersededError, StoreUnavailableError
 from shepherd.failures import bug_body, classify, error_body
-from shepherd.store.ops import ReplyAndAck
+from shepherd.store.ops import AnswerOwned, ReplyAndAck
 
 if TYPE_CHECKING:
     from shepherd.agents.agent import Agent, BlockingHandler, Handler
     from shepherd.agents.ends import Recorder
     from shepherd.agents.gates import Gates
+    from shepherd.agents.pending import PendingReply
     from shepherd.clock import Clock
     from shepherd.core.handling import Next
     from shepherd.core.records import JsonValue, Request
@@ -142,7 +145,10 @@ class OwnedSteps:
             for request, (ok, body) in zip(requests, outcome, strict=True)
         ]
         kept = new_state if new_state != state else NO_STATE
-        owned = await self._reply(spec, key, epoch, replies, kept)
+        if len(replies) == 1 and self.recorder is not None:
+            owned = await self._offer(spec, key, epoch, replies[0], kept)
+        else:
+            owned = await self._reply(spec, key, epoch, replies, kept)
         if owned is None:
             return True, state, True
         if not owned:
@@ -152,6 +158,47 @@ class OwnedSteps:
             return False, state, True
         return True, new_state, False
 
+    async def _offer(
+        self, spec: Agent, key: str, epoch: int, op: ReplyAndAck, state: JsonValue | NoState
+    ) -> bool | None:
+        """Hand the reply to its step waiting in this process, before it is written: its
+        workflow's next write takes it, with the owner's fence and state (`reply_then`).
+
+        As an agent worker's reply (`Ends.reply`): not taken within HOLD_TURNS
+        turns of the event loop, it is withdrawn and written alone; taken but
+        not written, or not counted, it is written alone (a reply lands once:
+        its request is gone once written), which also tells whether the key is
+        still owned. Returns as `_reply` does.
+        """
+        recorder = self.recorder
+        pending = pending_reply(op)
+        if recorder is None or pending is None:
+            return await self._reply(spec, key, epoch, [op], state)
+        pending.owned = AnswerOwned(
+            spec.name,
+            key,
+            owner=self.owner,
+            epoch=epoch,
+            answers=[],
+            set_state=not isinstance(state, NoState),
+            state=None if isinstance(state, NoState) else state,
+        )
+        if not recorder.offer(pending):
+            return await self._reply(spec, key, epoch, [op], state)
+        for _ in range(HOLD_TURNS):  # the turns its workflow's next write has to take it
+            await asyncio.sleep(0)
+        if pending.withdraw():
+            return await self._reply(spec, key, epoch, [op], state, withdrawn=pending)
+        try:
+            outcome = await pending.done
+        except (HandedBack, StoreUnavailableError):
+            return await self._reply(spec, key, epoch, [op], state)
+        if not isinstance(outcome, Reply):  # not counted: was the key still owned?
+            return await self._reply(spec, key, epoch, [op], state)
+        self.outage.over()
+        self.replied += 1
+        return True
+
     async def _reply(
         self,
         spec: Agent,
@@ -159,34 +206,49 @@ class OwnedSteps:
         epoch: int,
         replies: list[ReplyAndAck],
         state: JsonValue | NoState,
+        *,
+        withdrawn: PendingReply | None = None,
     ) -> bool | None:
         """Write the replies with the owner state; whether the key was still owned (None:
-        the store stayed unreachable until the earliest complete_by)."""
+        the store stayed unreachable until the earliest complete_by).
+
+        `withdrawn`: the one reply was handed to its step already (`_offer`): its
+        outcome settles the hand-over, and it is not handed over again.
+        """
         deadline = min(r.request.complete_by for r in replies)
-        while True:
-            try:
-                owned, outcomes = await self.store.reply_owned(
-                    spec.name,
-                    key,
-                    owner=self.owner,
-                    epoch=epoch,
-                    replies=replies,
-                    state=state,
-                )
-            except StoreUnavailableError as exc:
-                recorder = self.recorder
-                if recorder is not None and isinstance(exc, CommitUnknownError):
-                    for r in replies:  # recorded for the scheduler here, perhaps: look again
-                        recorder.recheck(r.request.task_id, r.request.seq)
-                if self.store.now() >= deadline:
-                    log.warning("%s: replies of key %r lost to a store outage", spec.name, key)
-                    return None
-                await self.outage.pause(exc)
-                continue
-            self.outage.over()
-            break
+        outcomes: list[bool | Reply] = []
+        owned: bool | None = None
+        try:
+            while True:
+                try:
+                    owned, outcomes = await self.store.reply_owned(
+                        spec.name,
+                        key,
+                        owner=self.owner,
+                        epoch=epoch,
+                        replies=replies,
+                        state=state,
+                    )
+                except StoreUnavailableError as exc:
+                    recorder = self.recorder
+                    if recorder is not None and isinstance(exc, CommitUnknownError):
+                        for r in replies:  # recorded for the scheduler here, perhaps: look again
+                            recorder.recheck(r.request.task_id, r.request.seq)
+                    if self.store.now() >= deadline:
+                        log.warning("%s: replies of key %r lost to a store outage", spec.name, key)
+                        return None
+                    await self.outage.pause(exc)
+                    continue
+                self.outage.over()
+                break
+        finally:
+            if withdrawn is not None:  # its step's workflow learns how its commit went
+                if owned is None:
+                    withdrawn.settle(StoreUnavailableError("a reply's owner could not commit it"))
+                else:  # not owned: not written, so it did not count
+                    withdrawn.settle(outcomes[0] if outcomes else False)
         for outcome in outcomes:
-            if isinstance(outcome, Reply) and self.recorder is not None:
+            if isinstance(outcome, Reply) and self.recorder is not None and withdrawn is None:
                 self.recorder.deliver(outcome)
             if outcome:
                 self.replied += 1
