@@ -251,6 +251,7 @@ async def test_steps_of_four_keys_through_a_resource_of_capacity_1_run_one_at_a_
     await app.open()
     await app.store.add_resource(Resource(name="db", kind="sqlite", info={}, capacity=1))
     events: list[tuple[str, str]] = []
+    sizes: list[int] = []
 
     @app.agent("ledger", exclusive_by="user", resource="db")
     async def ledger(request: AgentRequest) -> JsonValue:
@@ -259,9 +260,18 @@ async def test_steps_of_four_keys_through_a_resource_of_capacity_1_run_one_at_a_
         events.append(("end", str(request.owner_key)))
         return request.payload
 
+    # A batch is one handling: it holds one slot of the same resource.
+    @app.agent("journal", exclusive_by="user", resource="db", batch=Batch(max_items=10))
+    async def journal(requests: list[AgentRequest]) -> list[JsonValue]:
+        sizes.append(len(requests))
+        events.append(("start", str(requests[0].owner_key)))
+        await asyncio.sleep(0.01)
+        events.append(("end", str(requests[0].owner_key)))
+        return [r.payload["n"] for r in requests]
+
     @app.workflow("order")
     async def order(ctx: Any, data: Any) -> Any:
-        return await ctx.call("ledger", data)
+        return [await ctx.call("ledger", data), await ctx.call("journal", data)]
 
     keys = [f"user-{n}" for n in range(4)]
     async with app.running(["scheduler", "agent", "supervisor"]):
@@ -269,14 +279,15 @@ async def test_steps_of_four_keys_through_a_resource_of_capacity_1_run_one_at_a_
         results = [await app.result(i, timeout=PATIENCE) for i in ids]
         slots_after = await held_slots(store_url, "db")
 
-    assert results == [{"user": k, "n": n} for n in range(3) for k in keys]
+    assert results == [[{"user": k, "n": n}, n] for n in range(3) for k in keys]
     at_once, most = 0, 0
-    for event, _ in events:  # the handler's own events: how many handlings were under way
+    for event, _ in events:  # the handlers' own events: how many handlings were under way
         at_once += 1 if event == "start" else -1
         most = max(most, at_once)
     assert most == 1
-    assert sorted({k for _, k in events}) == keys  # four keys, four owner loops
-    assert len(events) == 2 * len(ids)
+    assert sorted({k for _, k in events}) == keys  # four keys, four owner loops per agent
+    assert sum(sizes) == len(ids)
+    assert len(events) == 2 * (len(ids) + len(sizes))
     assert slots_after == []
 
 
@@ -325,3 +336,29 @@ async def test_an_open_breaker_holds_steps_back_until_it_closes(app: App) -> Non
     assert "step_failed" not in history
     assert breaker is not None
     assert breaker.state is BreakerState.CLOSED
+
+
+@pytest.mark.fake_time
+async def test_steps_through_an_owner_obey_the_resources_rate(app: App) -> None:
+    await app.open()
+    await app.store.add_resource(Resource(name="api", kind="http", info={}, rate=1.0))
+    tried: list[float] = []
+
+    @app.agent("ledger", exclusive_by="user", resource="api")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        tried.append(app.store.now().timestamp())
+        return request.payload
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data, within=60.0)
+
+    async with app.running(["scheduler", "agent", "supervisor"]):
+        ids = [await app.submit("order", {"user": f"user-{n}"}) for n in range(8)]
+        tasks = [await fake_time.ended(app, i) for i in ids]
+
+    assert [t.process_state for t in tasks] == [ProcessState.PROCESSED] * 8
+    assert len(tried) == 8
+    # At 1 call/s (one second's burst, tokens spent within HOLD = 1 s), n calls span
+    # at least (n - 1) - 1 seconds; ungoverned, all eight would come at once.
+    assert max(tried) - min(tried) >= 8 - 1 - 1

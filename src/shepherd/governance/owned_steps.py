@@ -185,8 +185,13 @@ class OwnedSteps:
         )
         if not recorder.offer(pending):
             return await self._reply(spec, key, epoch, [op], state)
-        for _ in range(HOLD_TURNS):  # the turns its workflow's next write has to take it
-            await asyncio.sleep(0)
+        try:
+            for _ in range(HOLD_TURNS):  # the turns its workflow's next write has to take it
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:  # the key's loop stops: its workflow replays from the store
+            if pending.withdraw():
+                pending.settle(HandedBack())
+            raise
         if pending.withdraw():
             return await self._reply(spec, key, epoch, [op], state, withdrawn=pending)
         try:
