@@ -18,7 +18,10 @@ The replies are written as every step's reply is (`ReplyAndAck`: fenced by
 the request's lease, the task's epoch and the step's attempt, and recorded at
 once for the scheduler of this process), inside one transaction with the
 owner state and the owner's fence (`ReplyOwned`): a stale owner's replies
-never land.
+never land. A lone step's reply whose step waits in this process's scheduler
+is handed to it first, as an agent worker's is (`agents.pending`): it rides,
+with the owner's fence and state, in its workflow's next write
+(`reply_then`), and is written alone only if no write takes it.
 """
 
 from __future__ import annotations
