@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -13,13 +14,14 @@ import pytest
 
 from shepherd.core.records import Reply
 from shepherd.core.states import StepState
-from shepherd.store.ops import ReplyAndAck
+from shepherd.errors import StaleEpochError
+from shepherd.store.ops import AnswerOwned, ReplyAndAck, StartStep
 from shepherd.store.sql.owned_steps import key_lock
 from shepherd.testing import wait_until
 from support.factories import claimed_task, step_start, submitted_task
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Request, Task
+    from shepherd.core.records import JsonValue, Request, Task
     from shepherd.store.contract import Store
     from shepherd.testing import FakeClock
     from support.factories import Backend, Stores
@@ -179,3 +181,59 @@ async def test_a_keys_requests_are_queued_one_transaction_at_a_time(
         await start
     epoch = await own(store, "u1", "p1")
     assert [r.task_id for r in await work(store, "u1", "p1", epoch)] == [task.id]
+
+
+def _fence(owner: str, epoch: int, state: JsonValue) -> AnswerOwned:
+    return AnswerOwned(
+        AGENT, "u1", owner=owner, epoch=epoch, answers=[], set_state=True, state=state
+    )
+
+
+async def test_an_owners_reply_rides_with_the_next_step_start_fenced_by_its_lease(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    task = await claimed_task(store, locked_by="s1")
+    await started(store, task, "u1", within=60.0)
+    epoch = await own(store, "u1", "p1")
+    (request,) = await work(store, "u1", "p1", epoch)
+    reply = ReplyAndAck(request, worker="p1/a", ok=True, body={"n": 1}, recorder="s1")
+
+    went = await store.reply_then(
+        [reply], then=StartStep(step_start(task, seq=2)), owned=[_fence("p1", epoch, {"c": 1})]
+    )
+
+    (answer,) = went.replies
+    assert isinstance(answer, Reply)
+    assert (answer.seq, answer.body) == (1, {"n": 1})
+    assert isinstance(went.then, datetime)  # the next step started in the same transaction
+    after = await store.get_task(task.id)
+    assert after is not None
+    assert [(s.seq, s.state) for s in after.steps] == [
+        (1, StepState.COMPLETED),
+        (2, StepState.RUNNING),
+    ]
+    await store.release_keys(AGENT, ["u1"], owner="p1")
+    (again,) = await store.take_keys(AGENT, ["u1"], owner="p2", lease=LEASE)
+    assert again.state == {"c": 1}  # the owner state, with the reply
+
+    # A stale owner's reply (its lease taken over by p2) writes nothing and starts nothing.
+    other = await claimed_task(store, locked_by="s1")
+    await started(store, other, "u1", within=60.0)
+    (late,) = await work(store, "u1", "p2", again.lease.epoch, worker="p2/a")
+    stale = ReplyAndAck(late, worker="p2/a", ok=True, body={"n": 2}, recorder="s1")
+    fake_clock.advance(LEASE + 1)  # p2's lease lapses; p3 takes the key over
+    newest = await own(store, "u1", "p3")
+    went = await store.reply_then(
+        [stale],
+        then=StartStep(step_start(other, seq=2)),
+        owned=[_fence("p2", again.lease.epoch, {"c": 99})],
+    )
+    assert went.replies == (False,)
+    assert isinstance(went.then, StaleEpochError)
+    before = await store.get_task(other.id)
+    assert before is not None
+    assert [(s.seq, s.state) for s in before.steps] == [(1, StepState.RUNNING)]
+    await store.release_keys(AGENT, ["u1"], owner="p3")
+    (last,) = await store.take_keys(AGENT, ["u1"], owner="p4", lease=LEASE)
+    assert last.state == {"c": 1}  # the stale owner's state was not set
+    assert newest < last.lease.epoch

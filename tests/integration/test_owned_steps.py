@@ -1,5 +1,7 @@
 """Steps through an exclusive agent (`ctx.call`): their key's owner handles them, one at a time
-per key, batched when the agent batches; a step keeps its own rules; what is not built is refused.
+per key, batched when the agent batches; a step keeps its own rules; the handling passes the
+same gates as a plain step's (a capacity slot of the agent's or the entity's resource, the breaker,
+whose open state holds steps back, and the rate); what is not built is refused.
 """
 
 from __future__ import annotations
@@ -11,16 +13,22 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from shepherd import App, BreakerPolicy, PermanentError, RetryPolicy, Submission, TransientError
+from shepherd.core.breaker import BreakerState
+from shepherd.core.resources import Resolution, Resource
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError
 from shepherd.governance.batch import Batch
+from support import fake_time
 from support.backends import sqlite_only
+from support.fake_time import WINDOW
+from support.slots import held_slots
 
 if TYPE_CHECKING:
     from shepherd.agents import AgentRequest
     from shepherd.core.records import JsonValue
 
 PATIENCE = 30.0
+DB1 = Resource(name="db1", kind="sqlite", info={"path": "one.db"}, capacity=3)
 USERS = [f"user-{n}" for n in range(3)]
 
 
@@ -146,27 +154,38 @@ async def test_what_an_owner_does_not_apply_yet_is_refused_naming_the_agent(app:
     assert "an exclusive agent cannot undo a step yet" in str(refused.value)
 
 
-@sqlite_only()  # the refusal is the scheduler's, whatever the store
-async def test_a_step_to_an_exclusive_agent_with_an_entity_is_refused_not_ignored(
-    app: App,
+async def test_a_step_with_an_entity_records_its_resolution_and_holds_its_slot(
+    app: App, store_url: str
 ) -> None:
+    await app.open()
+    await app.store.add_resource(DB1)
+    await app.store.move_partition("p1", "db1")
+    await app.store.assign_entity("user-1", "p1")
+    seen: list[tuple[Resolution | None, list[str]]] = []
+
     @app.agent("ledger", exclusive_by="user")
     async def ledger(request: AgentRequest) -> JsonValue:
-        return None
+        holders = [s.holder for s in await held_slots(store_url, "db1")]
+        seen.append((request.resolution, holders))
+        return None if request.resolution is None else request.resolution.resource.info
 
     @app.workflow("order")
     async def order(ctx: Any, data: Any) -> Any:
-        try:
-            return await ctx.call("ledger", data, entity="user-1")
-        except ConfigError as exc:
-            return {"refused": str(exc)}
+        return await ctx.call("ledger", data, entity="user-1")
 
-    async with app, app.running(["scheduler"]):
+    async with app.running(["scheduler", "agent", "supervisor"]):
         task_id = await app.submit("order", {"user": "user-1"})
         result = await app.result(task_id, timeout=PATIENCE)
+        task = await app.get_task(task_id)
+        slots_after = await held_slots(store_url, "db1")
 
-    assert "agent 'ledger' is exclusive" in result["refused"]
-    assert "entity= is refused rather than ignored" in result["refused"]
+    expected = Resolution(entity="user-1", partition="p1", resource=DB1)
+    assert result == {"path": "one.db"}
+    ((resolution, holders),) = seen
+    assert resolution == expected  # the handler sees it
+    assert [s.resolution for s in task.steps] == [expected]  # recorded on the step
+    assert len(holders) == 1  # the owner's handling held a slot of the entity's resource
+    assert slots_after == []  # given back
 
 
 async def test_a_step_through_an_owner_keeps_its_window_and_is_retried_by_the_supervisor(
@@ -226,33 +245,120 @@ async def test_a_step_through_an_owner_may_beat_and_run_an_effect_once(app: App)
     assert effects == [task_id]
 
 
-@sqlite_only()  # the refusal is the scheduler's, whatever the store
-async def test_a_step_to_an_exclusive_agent_with_a_resource_or_breaker_is_refused(
-    app: App,
+async def test_steps_of_four_keys_through_a_resource_of_capacity_1_run_one_at_a_time(
+    app: App, store_url: str
 ) -> None:
-    async def handler(request: AgentRequest) -> JsonValue:
-        return None
+    await app.open()
+    await app.store.add_resource(Resource(name="db", kind="sqlite", info={}, capacity=1))
+    events: list[tuple[str, str]] = []
+    sizes: list[int] = []
 
-    # app.call to them is governed (test_call_governance); a step is not yet.
-    app.agent("ledger", exclusive_by="user", resource="db")(handler)
-    app.agent("mailer", exclusive_by="user", breaker=BreakerPolicy())(handler)
+    @app.agent("ledger", exclusive_by="user", resource="db")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        events.append(("start", str(request.owner_key)))
+        await asyncio.sleep(0.01)  # the resource's own work, while other keys could start
+        events.append(("end", str(request.owner_key)))
+        return request.payload
+
+    # A batch is one handling: it holds one slot of the same resource.
+    @app.agent("journal", exclusive_by="user", resource="db", batch=Batch(max_items=10))
+    async def journal(requests: list[AgentRequest]) -> list[JsonValue]:
+        sizes.append(len(requests))
+        events.append(("start", str(requests[0].owner_key)))
+        await asyncio.sleep(0.01)
+        events.append(("end", str(requests[0].owner_key)))
+        return [r.payload["n"] for r in requests]
 
     @app.workflow("order")
     async def order(ctx: Any, data: Any) -> Any:
-        refused = []
-        for agent in ("ledger", "mailer"):
-            try:
-                await ctx.call(agent, data)
-            except ConfigError as exc:
-                refused.append(str(exc))
-        return refused
+        return [await ctx.call("ledger", data), await ctx.call("journal", data)]
 
-    async with app, app.running(["scheduler"]):
-        task_id = await app.submit("order", {"user": "user-1"})
-        result = await app.result(task_id, timeout=PATIENCE)
+    keys = [f"user-{n}" for n in range(4)]
+    async with app.running(["scheduler", "agent", "supervisor"]):
+        ids = [await app.submit("order", {"user": k, "n": n}) for n in range(3) for k in keys]
+        results = [await app.result(i, timeout=PATIENCE) for i in ids]
+        slots_after = await held_slots(store_url, "db")
 
-    assert isinstance(result, list)
-    assert len(result) == 2
-    assert "agent 'ledger' is exclusive (exclusive_by=...) and declares resource=" in result[0]
-    assert "agent 'mailer' is exclusive (exclusive_by=...) and declares breaker=" in result[1]
-    assert all("refused rather than run ungoverned" in r for r in result)
+    assert results == [[{"user": k, "n": n}, n] for n in range(3) for k in keys]
+    at_once, most = 0, 0
+    for event, _ in events:  # the handlers' own events: how many handlings were under way
+        at_once += 1 if event == "start" else -1
+        most = max(most, at_once)
+    assert most == 1
+    assert sorted({k for _, k in events}) == keys  # four keys, four owner loops per agent
+    assert sum(sizes) == len(ids)
+    assert len(events) == 2 * (len(ids) + len(sizes))
+    assert slots_after == []
+
+
+@pytest.mark.fake_time
+async def test_an_open_breaker_holds_steps_back_until_it_closes(app: App) -> None:
+    policy = BreakerPolicy(failure_threshold=2, cool_down=3.0)
+    down = True
+    tries: list[tuple[str, bool]] = []
+
+    @app.agent(
+        "ledger",
+        exclusive_by="user",
+        breaker=policy,
+        service="ledger-db",
+        retry=RetryPolicy(max_attempts=100, initial_delay=0.1, max_delay=0.1),
+    )
+    async def ledger(request: AgentRequest) -> JsonValue:
+        tries.append((str(request.owner_key), down))
+        if down:
+            raise TransientError("the ledger database is down")
+        return request.payload
+
+    @app.workflow("order", max_failures=1)
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data, within=WINDOW)
+
+    async def opened() -> bool:
+        breaker = await app.store.get_breaker("ledger-db")
+        return breaker is not None and breaker.state is BreakerState.OPEN
+
+    async with app.running(["scheduler", "agent", "supervisor"]):
+        first = await app.submit("order", {"user": "user-0"})
+        await fake_time.pass_until(app, opened, message="the breaker did not open")
+        later = [await app.submit("order", {"user": u}) for u in USERS]
+        down = False  # the service is back; only the half-open probe finds out
+        tasks = [await fake_time.ended(app, i) for i in [first, *later]]
+        breaker = await app.store.get_breaker("ledger-db")
+        history = [e.kind for t in tasks for e in await app.history(t.id)]
+
+    # The steps waited while it was open: none failed, none was tried meanwhile.
+    assert [t.process_state for t in tasks] == [ProcessState.PROCESSED] * 4
+    assert all(t.failure_count == 0 for t in tasks)
+    assert tries[: policy.failure_threshold] == [("user-0", True)] * policy.failure_threshold
+    assert all(not was_down for _, was_down in tries[policy.failure_threshold :])
+    assert sorted(k for k, _ in tries[policy.failure_threshold :]) == sorted(["user-0", *USERS])
+    assert "step_failed" not in history
+    assert breaker is not None
+    assert breaker.state is BreakerState.CLOSED
+
+
+@pytest.mark.fake_time
+async def test_steps_through_an_owner_obey_the_resources_rate(app: App) -> None:
+    await app.open()
+    await app.store.add_resource(Resource(name="api", kind="http", info={}, rate=1.0))
+    tried: list[float] = []
+
+    @app.agent("ledger", exclusive_by="user", resource="api")
+    async def ledger(request: AgentRequest) -> JsonValue:
+        tried.append(app.store.now().timestamp())
+        return request.payload
+
+    @app.workflow("order")
+    async def order(ctx: Any, data: Any) -> Any:
+        return await ctx.call("ledger", data, within=60.0)
+
+    async with app.running(["scheduler", "agent", "supervisor"]):
+        ids = [await app.submit("order", {"user": f"user-{n}"}) for n in range(8)]
+        tasks = [await fake_time.ended(app, i) for i in ids]
+
+    assert [t.process_state for t in tasks] == [ProcessState.PROCESSED] * 8
+    assert len(tried) == 8
+    # At 1 call/s (one second's burst, tokens spent within HOLD = 1 s), n calls span
+    # at least (n - 1) - 1 seconds; ungoverned, all eight would come at once.
+    assert max(tried) - min(tried) >= 8 - 1 - 1

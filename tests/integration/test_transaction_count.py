@@ -175,3 +175,56 @@ async def _ended(app: App, task_id: str) -> Any:
 
     await wait_until(ended, timeout=PATIENCE)
     return await app.get_task(task_id)
+
+
+async def test_a_lone_three_step_workflow_through_an_exclusive_agent(app: App) -> None:
+    """The same three steps, each through an exclusive agent's owner in the same process: 10.
+
+    Submit, claim, start 1; then per step the owner's take of it
+    (`take_key_work`, fenced by the key's lease) and its reply with the owner
+    state, which rides with the workflow's next write (`reply_then`: reply 1 +
+    start 2, reply 2 + start 3, reply 3 + the finish); last, the key's loop
+    looks once more and finds nothing (an empty take is a write too). 12
+    before the reply rode (each reply alone, `reply_owned`). Target: 6, as for
+    plain steps: the start would hand the request to the key's owner of this
+    process as it hands a plain step's to its agent worker, with no take; not
+    built yet. The count waits for the loop's last look of each run, which
+    may come before or after its result is read.
+    """
+    takes: list[bool] = []  # per finished take of the key's work: whether it found any
+    take_key_work = app.store.take_key_work
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        takes.append(True)
+        steps, calls, given_up = await take_key_work(*args, **kwargs)
+        takes[-1] = bool(steps or calls or given_up)
+        return steps, calls, given_up
+
+    app.store.take_key_work = spy
+
+    async def looked_again() -> bool:
+        return bool(takes) and takes[-1] is False
+
+    @app.agent("ledger", exclusive_by="user")
+    async def ledger(request: Any) -> JsonValue:
+        return request.payload["n"]
+
+    @app.workflow("three_owned")
+    async def three_owned(ctx: WorkflowContext, data: Any) -> JsonValue:
+        total = 0
+        for i in range(STEPS):
+            total += await ctx.call("ledger", {"user": "user-1", "n": i})
+        return total
+
+    async with app.running(["scheduler", "agent"]):
+        warm_up = await app.submit("three_owned", {})
+        assert await app.result(warm_up, timeout=PATIENCE) == 3
+        await wait_until(looked_again, timeout=PATIENCE)
+        before = _commits(app)
+        task_id = await app.submit("three_owned", {})
+        assert await app.result(task_id, timeout=PATIENCE) == 3
+        await wait_until(looked_again, timeout=PATIENCE)
+        took = _commits(app) - before
+    assert took == 1 + 1 + 1 + 2 * STEPS + 1, (
+        f"a lone {STEPS}-step workflow took {took} transactions"
+    )

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from shepherd.metrics import AgentCounters
     from shepherd.store.roles import AgentStore
 
-__all__ = ["Ends", "Recorder"]
+__all__ = ["HOLD_TURNS", "Ends", "Recorder", "pending_reply"]
 
 log = logging.getLogger("shepherd.agent")
 
@@ -242,7 +242,7 @@ class Ends:
         )
         failure: StoreUnavailableError | None = None
         if recorder is not None:
-            pending = _pending(op)
+            pending = pending_reply(op)
             if pending is not None and recorder.offer(pending):
                 asyncio.get_running_loop().call_soon(self._hold, pending, HOLD_TURNS)
                 try:
@@ -350,7 +350,7 @@ class Ends:
 HOLD_TURNS = 3
 
 
-def _pending(op: ReplyAndAck) -> PendingReply | None:
+def pending_reply(op: ReplyAndAck) -> PendingReply | None:
     """`op` to hand over before its commit, with its body as a replay reads it (the JSON
     text read back); None if its body is not JSON.
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, final
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Reply
-    from shepherd.store.ops import ReplyAndAck
+    from shepherd.store.ops import AnswerOwned, ReplyAndAck
 
 __all__ = ["HandedBack", "PendingReply"]
 
@@ -38,12 +38,15 @@ class PendingReply:
         body: The body handed to the step: as the store keeps it (JSON read back).
     """
 
-    __slots__ = ("body", "done", "op", "state")
+    __slots__ = ("body", "done", "op", "owned", "state")
 
     def __init__(self, op: ReplyAndAck, body: JsonValue) -> None:
         self.op = op
         self.body = body
         self.state = _OFFERED
+        #: A reply made by an exclusive key's owner: its fence and owner state, which
+        #: its write checks and sets with it (`reply_then`); None for any other.
+        self.owned: AnswerOwned | None = None
         #: The commit's outcome: what `reply_and_ack` returns for it, or its error.
         #: Its worker awaits it (and so reads any failure) until it is settled.
         self.done: asyncio.Future[bool | Reply] = asyncio.get_running_loop().create_future()

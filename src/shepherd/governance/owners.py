@@ -130,6 +130,7 @@ class OwnerServer:
             worker=worker or f"{instance}/a",
             clock=clock,
             outage=self.outage,
+            gates=gates,
         )
         #: Whether this process may take keys (its heartbeats reach the store); None: always.
         self.standing: Standing | None = None

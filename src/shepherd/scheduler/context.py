@@ -126,9 +126,8 @@ class WorkflowContext:
             StepBugError: The agent's handler kept raising an unexpected
                 exception (a bug); not a PermanentError.
             UnknownAgentError: No agent of that name is registered.
-            ConfigError: `undo` names an exclusive agent, or `entity` is given for
-                an exclusive agent (neither is supported yet: the message names the
-                agent and why).
+            ConfigError: `undo` names an exclusive agent (not supported yet: the
+                message names the agent and why).
             TypeError: `entity` is not a str.
             ConfigError: `entity` is given and the scheduler has no resolver.
         """
@@ -139,7 +138,7 @@ class WorkflowContext:
             raise UnknownAgentError(agent)
         if undo is not None and undo not in agents:
             raise UnknownAgentError(undo)
-        _refuse_exclusive(agents, agent, undo, entity)
+        _refuse_exclusive_undo(agents, undo)
         if entity is not None and not isinstance(entity, str):
             raise TypeError(f"entity must be a str, not {type(entity).__name__}")
         recorded = self.steps.get(seq)
@@ -468,31 +467,11 @@ def _describe(failure: AgentError) -> str:
     return f"{type(failure).__name__}: {failure.message}"
 
 
-def _refuse_exclusive(
-    agents: Mapping[str, Agent], agent: str, undo: str | None, entity: str | None
-) -> None:
-    """Refuse what a step through an exclusive agent does not support yet, naming the agent.
+def _refuse_exclusive_undo(agents: Mapping[str, Agent], undo: str | None) -> None:
+    """Refuse an exclusive agent as a step's undo (not supported yet), naming the agent.
 
     Raises:
-        ConfigError: `undo` is exclusive, or `entity` is given for an exclusive `agent`,
-            or an exclusive `agent` declares a resource or a breaker.
+        ConfigError: `undo` is exclusive.
     """
     if undo is not None and agents[undo].exclusive_by is not None:
         raise ConfigError("undo", f"agent {undo!r}: {EXCLUSIVE_UNDO}")
-    if entity is not None and agents[agent].exclusive_by is not None:
-        raise ConfigError(
-            "entity",
-            f"ctx.call({agent!r}, ..., entity={entity!r}): agent {agent!r} is exclusive "
-            "(exclusive_by=...): its key's owner does not hold the resolved resource's slots "
-            "nor obey its rate yet, so entity= is refused rather than ignored",
-        )
-    spec = agents[agent]
-    if spec.exclusive_by is not None and (spec.resource is not None or spec.breaker is not None):
-        given = "resource=" if spec.resource is not None else "breaker="
-        raise ConfigError(
-            given.rstrip("="),
-            f"ctx.call({agent!r}, ...): agent {agent!r} is exclusive (exclusive_by=...) and "
-            f"declares {given}: a step's handling by its key's owner does not pass the "
-            "resource's slots, rate or breaker yet (app.call's does), so the step is refused "
-            "rather than run ungoverned",
-        )

@@ -129,7 +129,12 @@ async def write(parts: SchedulerParts, replies: list[PendingReply], then: Then) 
         StoreUnavailableError: The transaction failed, or its outcome is unknown.
     """
     try:
-        went = await parts.store.reply_then([p.op for p in replies], then=then)
+        owned = [p.owned for p in replies]
+        went = await parts.store.reply_then(
+            [p.op for p in replies],
+            then=then,
+            owned=owned if any(o is not None for o in owned) else (),
+        )
     except BaseException as exc:
         # A failed transaction is a lost reply's (its worker tries it alone through
         # the outage); anything else (this caller cancelled) has it tried alone now.

@@ -11,6 +11,7 @@ from shepherd.core.resources import Resolution
 from shepherd.core.states import StepKind
 from shepherd.store.ops.base import Runs, Write, method, operation
 from shepherd.store.ops.claims import FailTask, FinishTask, StartCompensation
+from shepherd.store.ops.owners import AnswerOwned
 from shepherd.store.ops.queues import ReplyAndAck
 
 __all__ = [
@@ -122,11 +123,20 @@ class ReplyThen(Write[Went]):
     start of its compensation), is written only if EVERY reply counted as the result (or failure)
     it was handed over as; otherwise nothing of it is written and its outcome is
     `StaleEpochError`. A stale reply is thus recorded nowhere and starts nothing.
+
+    A reply made by an exclusive key's owner (a step through an exclusive
+    agent) comes with its owner's fence and owner state (`owned`, one per
+    reply, None for the others): as `ReplyOwned` writes it, the state is set
+    and the reply written only while the owner holds the key's live lease at
+    its epoch; otherwise neither is, and the reply's outcome is False (it did
+    not count).
     """
 
     replies: Sequence[ReplyAndAck]
     _: KW_ONLY
     then: StartStep | FinishTask | FailTask | StartCompensation
+    #: Per reply, its owner's fence and state (`answers` empty), or None; empty: none.
+    owned: Sequence[AnswerOwned | None] = ()
 
 
 @operation

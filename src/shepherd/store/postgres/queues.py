@@ -9,7 +9,7 @@ replied to.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from shepherd.core.records import Event
 from shepherd.store import signals as ch
@@ -40,7 +40,7 @@ from shepherd.store.postgres.rows import (
 from shepherd.store.postgres.steps import start_with, write_recorded
 from shepherd.store.postgres.tasks import finish_with, send_lock_owners, write_owned
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
-from shepherd.store.sql import queues
+from shepherd.store.sql import owned_steps, queues
 from shepherd.store.sql.dialect import POSTGRES
 from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
@@ -195,14 +195,18 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
     the tasks of the `then`s; the second records the replies, then writes the
     `then`s that go (starts, finishes), each kind as its own handler would.
     """
-    replying = await reply(batch, [r for op in ops for r in op.replies])
+    if any(op.owned for op in ops):  # the owners' fences read the batch's instant
+        await batch.clock()
+    replies, kept = await batch.run(owned_steps.fenced_replies(batch, ops))
+    replying = await reply(batch, [replies[i] for i in kept]) if kept else None
     starts = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, StartStep)]
     finishes = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, FinishTask)]
     tasks = [then.start.task_id for _, then in starts] + [then.task_id for _, then in finishes]
     locked = await send_lock_owners(batch, tasks)
 
     async def second() -> list[object]:
-        decided = go_on(ops, cast("list[bool | Reply]", await replying()))
+        written = [] if replying is None else await replying()
+        decided = go_on(ops, owned_steps.spread(len(replies), kept, written))
         owners = await locked()
         thens: list[object] = [
             None if counted else stale_then(op)

@@ -5,23 +5,26 @@ A step that calls an exclusive agent queues its request with its owning key
 its epoch as a take of the key's calls is, and in the order the key's requests
 were queued (PostgreSQL queues a key's requests one transaction at a time:
 `key_lock`). Its reply is written by `ReplyAndAck`'s own handler, inside the
-owner's fenced transaction (each backend's `owned_steps` module).
+owner's fenced transaction (each backend's `owned_steps` module), or, when
+the step's scheduler runs in the owner's process, with its workflow's next
+write (`reply_then`, fenced the same way: `fenced_replies`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from shepherd.store.rows import REQUEST_COLUMNS
-from shepherd.store.sql.calls import key_calls, owns
+from shepherd.store.sql.calls import answer_owned, key_calls, owns
 from shepherd.store.sql.plan import one
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import TakeKeyWork
+    from shepherd.core.records import Reply
+    from shepherd.store.ops import AnswerOwned, ReplyAndAck, ReplyThen, TakeKeyWork
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["key_lock", "take_key_work"]
+__all__ = ["fenced_replies", "key_lock", "spread", "take_key_work"]
 
 
 def key_lock(agent: str, key: str) -> str:
@@ -73,4 +76,37 @@ def take_key_work(batch: Writing, ops: Sequence[TakeKeyWork]) -> Plan[list[objec
         requests = [d.records.request(row) for row in taken]
         requests.sort(key=lambda r: r.id)  # RETURNING's order is not promised
         out.append((requests, [], []))
+    return out
+
+
+def fenced_replies(
+    batch: Writing, ops: Sequence[ReplyThen]
+) -> Plan[tuple[list[ReplyAndAck], list[int]]]:
+    """Every `reply_then` operation's replies, in order, and the indexes of those to write.
+
+    A reply an exclusive key's owner made (`ReplyThen.owned`) is written only
+    where its owner still holds the key's live lease at its epoch; there its
+    owner state is set first, as `ReplyOwned` sets it. The others are left out
+    (`spread` gives them the outcome False: they did not count).
+    """
+    replies: list[ReplyAndAck] = []
+    fences: list[tuple[int, AnswerOwned]] = []
+    for op in ops:
+        assert not op.owned or len(op.owned) == len(op.replies), "one fence (or None) per reply"
+        for reply, fence in zip(op.replies, op.owned or [None] * len(op.replies), strict=True):
+            if fence is not None:
+                fences.append((len(replies), fence))
+            replies.append(reply)
+    if not fences:
+        return replies, list(range(len(replies)))
+    held = yield from answer_owned(batch, [fence for _, fence in fences])
+    off = {i for (i, _), h in zip(fences, held, strict=True) if h is not True}
+    return replies, [i for i in range(len(replies)) if i not in off]
+
+
+def spread(n: int, kept: Sequence[int], answers: Sequence[object]) -> list[bool | Reply]:
+    """The outcomes of `n` replies, given those of the `kept` ones (False for the others)."""
+    out: list[bool | Reply] = [False] * n
+    for i, answer in zip(kept, answers, strict=True):
+        out[i] = cast("bool | Reply", answer)
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from shepherd.store import signals as ch
 from shepherd.store.ops import (
@@ -25,7 +25,7 @@ from shepherd.store.ops import (
     Write,
 )
 from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
-from shepherd.store.sql import queues
+from shepherd.store.sql import owned_steps, queues
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
@@ -41,7 +41,7 @@ from shepherd.store.step_writes import (
 )
 
 if TYPE_CHECKING:
-    from shepherd.core.records import Event, Reply
+    from shepherd.core.records import Event
     from shepherd.store.sqlite.batch import SqliteBatch
 
 __all__ = ["note", "read_events", "reply", "reply_then", "take", "task_events"]
@@ -147,8 +147,9 @@ def reply_then(batch: SqliteBatch, ops: Sequence[ReplyThen]) -> list[object]:
     Every operation's replies are written as one `reply_and_ack` batch, then
     the `then`s that go, grouped by kind, each by its own handler.
     """
-    answers = reply(batch, [r for op in ops for r in op.replies])
-    decided = go_on(ops, cast("list[bool | Reply]", answers))
+    replies, kept = batch.run(owned_steps.fenced_replies(batch, ops))
+    written = reply(batch, [replies[i] for i in kept]) if kept else []
+    decided = go_on(ops, owned_steps.spread(len(replies), kept, written))
     thens: list[object] = [None] * len(ops)
     grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
     for i, (op, (_, counted)) in enumerate(zip(ops, decided, strict=True)):
