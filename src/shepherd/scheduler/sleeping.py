@@ -18,7 +18,7 @@ not workflow code: it has no context to sleep with.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from shepherd.core import sleeping
 from shepherd.core.replay import NonDeterminism
@@ -30,17 +30,28 @@ from shepherd.store.ops import SleepTask
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shepherd.scheduler.context import WorkflowContext
+    from shepherd.core.records import Step
     from shepherd.scheduler.parts import SchedulerParts
 
-__all__ = ["Slept", "sleep", "sleep_until"]
+__all__ = ["Sleeper", "Slept", "sleep", "sleep_until"]
+
+
+class Sleeper(Protocol):
+    """What a sleep needs of its `WorkflowContext`."""
+
+    task_id: str
+    epoch: int
+    #: The steps recorded so far, by seq.
+    steps: dict[int, Step]
+    #: The tasks running a call of the workflow right now.
+    _in_flight: set[asyncio.Task[object]]
 
 
 class Slept(Abandoned):
     """The task went to sleep: its claim is given up, so this run stops here."""
 
 
-async def sleep(ctx: WorkflowContext, parts: SchedulerParts, seq: int, seconds: object) -> None:
+async def sleep(ctx: Sleeper, parts: SchedulerParts, seq: int, seconds: object) -> None:
     """`ctx.sleep(seconds)` at `seq`.
 
     Raises:
@@ -54,7 +65,7 @@ async def sleep(ctx: WorkflowContext, parts: SchedulerParts, seq: int, seconds: 
     await _sleep(ctx, parts, seq, wake_at)
 
 
-async def sleep_until(ctx: WorkflowContext, parts: SchedulerParts, seq: int, when: object) -> None:
+async def sleep_until(ctx: Sleeper, parts: SchedulerParts, seq: int, when: object) -> None:
     """`ctx.sleep_until(when)` at `seq`.
 
     Raises:
@@ -68,7 +79,7 @@ async def sleep_until(ctx: WorkflowContext, parts: SchedulerParts, seq: int, whe
     await _sleep(ctx, parts, seq, wake_at)
 
 
-async def _sleep(ctx: WorkflowContext, parts: SchedulerParts, seq: int, wake_at: datetime) -> None:
+async def _sleep(ctx: Sleeper, parts: SchedulerParts, seq: int, wake_at: datetime) -> None:
     """Return at once if the sleep at `seq` is over; else record it, give up the claim, stop."""
     me = asyncio.current_task()
     if any(t is not me and not t.done() for t in ctx._in_flight):
