@@ -64,8 +64,8 @@ def sleep(batch: Writing, ops: Sequence[SleepTask]) -> Plan[list[object]]:
         detail = dumps_detail({"seq": op.seq, "wake_at": op.wake_at.isoformat()})
         batch.event(op.task_id, row[0], row[1], EventKind.SLEEPING, detail)
         out.append(None)
-    if any(item is None for item in out):
-        batch.rings.add(ch.TASKS)  # the claimers learn the new due time
+    # No ring: the task is not claimable before its wake-up, and an idle claimer
+    # reads the next due time (`next_due`) before each wait, so none is woken for it.
     return out
 
 
