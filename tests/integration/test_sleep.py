@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from shepherd import AgentRequest, App, ProcessState, WorkflowContext
 from shepherd.core.states import StepKind, StepState
+from shepherd.dashboard import create_dashboard
 from shepherd.errors import InvalidStateError, UnknownTaskError
 from support.backends import sqlite_only
 from support.fake_time import PERIODS, clock_of, ended, has_event, pass_until, task_is
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.fake_time
 
 HOUR = 3600.0
+TOKEN = "the-shared-dashboard-token"
 
 
 def _napping(app: App, calls: dict[str, int]) -> None:
@@ -253,3 +257,33 @@ async def test_a_non_deterministic_sleep_is_an_error(app: App) -> None:
         task = await ended(app, task_id)
     assert task.process_state is ProcessState.ERROR
     assert "non-deterministic" in str(task.error)
+
+
+@sqlite_only()
+async def test_the_dashboard_shows_a_sleeping_task_and_its_button_wakes_it(app: App) -> None:
+    calls = {"before": 0, "after": 0}
+    _napping(app, calls)
+    async with app.running():
+        task_id = await app.submit("nap", {})
+        await pass_until(app, task_is(app, task_id, _asleep))
+        transport = httpx.ASGITransport(app=create_dashboard(app, token=TOKEN))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            login = await http.post("/login", data={"token": TOKEN, "next": "/"})
+            assert login.status_code == 303
+            page = (await http.get(f"/tasks/{task_id}")).text
+            assert '<dd id="asleep">until ' in page
+            assert f'action="/tasks/{task_id}/wake"' in page
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+            assert csrf is not None
+            woke = await http.post(f"/tasks/{task_id}/wake", data={"csrf": csrf.group(1)})
+            assert woke.status_code == 303
+            task = await ended(app, task_id)
+            assert task.result == ["fed", "walked"]
+            page = (await http.get(f"/tasks/{task_id}")).text
+            assert 'id="asleep"' not in page
+            again = await http.post(f"/tasks/{task_id}/wake", data={"csrf": csrf.group(1)})
+            assert again.status_code == 409
+            assert "not sleeping" in again.text
+    (woken,) = [e for e in await app.history(task_id) if e.kind == "woken"]
+    assert isinstance(woken.detail, dict)
+    assert woken.detail["by"]  # the operator the dashboard knows the session as

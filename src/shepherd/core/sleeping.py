@@ -110,8 +110,12 @@ def asleep_until(task: Task, *, now: datetime) -> datetime | None:
     """
     if task.process_state is not ProcessState.PENDING or task.locked_by is not None:
         return None
-    sleeps = [s for s in task.steps if s.kind is StepKind.SLEEP and s.complete_by is not None]
-    latest = max(sleeps, key=lambda s: s.seq, default=None)
-    if latest is None or latest.complete_by is None or latest.complete_by <= now:
+    wakes = [
+        (s.seq, s.complete_by)
+        for s in task.steps
+        if s.kind is StepKind.SLEEP and s.complete_by is not None
+    ]
+    if not wakes:
         return None
-    return latest.complete_by
+    _, wake_at = max(wakes)
+    return wake_at if wake_at > now else None
