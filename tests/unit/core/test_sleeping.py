@@ -73,7 +73,7 @@ def test_a_sleep_where_a_call_was_recorded_and_the_reverse_are_non_determinism()
     ],
 )
 def test_bad_seconds_are_refused_by_name(seconds: object, says: str) -> None:
-    with pytest.raises(ValueError, match="ctx.sleep's seconds") as refused:
+    with pytest.raises(ValueError, match=r"ctx\.sleep's seconds") as refused:
         wake_at_after(seconds, now=NOW)
     assert says in str(refused.value)
 
