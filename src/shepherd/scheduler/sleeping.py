@@ -26,11 +26,12 @@ from shepherd.errors import ConfigError, NonDeterminismError, StaleEpochError, S
 from shepherd.scheduler import replied
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store.ops import SleepTask
+from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shepherd.core.records import Step
+    from shepherd.core.records import Step, Task
     from shepherd.scheduler.parts import SchedulerParts
 
 __all__ = ["Sleeper", "Slept", "sleep", "sleep_until"]
@@ -39,6 +40,7 @@ __all__ = ["Sleeper", "Slept", "sleep", "sleep_until"]
 class Sleeper(Protocol):
     """What a sleep needs of its `WorkflowContext`."""
 
+    task: Task
     task_id: str
     epoch: int
     #: The steps recorded so far, by seq.
@@ -117,4 +119,5 @@ async def _sleep(ctx: Sleeper, parts: SchedulerParts, seq: int, wake_at: datetim
         raise Abandoned from exc
     except StoreUnavailableError as exc:
         raise StoreLost(exc) from exc
+    task_event(ctx.task_id, ctx.task.workflow, "sleeping", f"until {op.wake_at.isoformat()}")
     raise Slept
