@@ -38,7 +38,9 @@ async def main() -> None:
         except TaskFailedError as exc:
             print(f"{exc.state}: {exc.error['reason']}")
         task = await app.get_task(task_id)
-        print(f"its deadline was {(task.deadline - task.created_at).total_seconds()} s after its submit")
+        print(
+            f"its deadline was {(task.deadline - task.created_at).total_seconds()} s after its submit"
+        )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ for span in sorted(mine, key=lambda s: s["start_time"]):
 
 def show(span: dict[str, Any], depth: int) -> None:
     status = span["status"]["status_code"]
-    print(f"{'  ' * depth}{span['name']} (pid {span['pid']}){'' if status == 'UNSET' else ' ' + status}")
+    print(
+        f"{'  ' * depth}{span['name']} (pid {span['pid']}){'' if status == 'UNSET' else ' ' + status}"
+    )
     for child in children.get(span["context"]["span_id"], []):
         show(child, depth + 1)
 

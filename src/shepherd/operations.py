@@ -178,12 +178,14 @@ class Operations:
         return await self._host.store.retry_task(task_id, seq=seq, payload=payload, by=by)
 
     async def cancel(self, task_id: str, *, by: str | None = None) -> Task:
-        """Undo a task that has not ended: it is compensated, then `cancelled`.
-
-        `by`, who cancels it, is recorded in the task's `cancel_requested` event.
-        """
+        """Undo a task that has not ended: compensated, then `cancelled` (`by` in its event)."""
         await self.open()
         return await self._host.store.cancel_task(task_id, by=by)
+
+    async def wake(self, task_id: str, *, by: str | None = None) -> None:
+        """Wake a sleeping task (`ctx.sleep`) now, `by` in its `woken` event; else InvalidStateError."""
+        await self.open()
+        await self._host.store.wake_task(task_id, by=by)
 
     # -- alerts ----------------------------------------------------------------
     async def alerts(

@@ -1,4 +1,4 @@
-"""The how-tos of delayed tasks, deadlines and schedules: each example is the file the session runs,
+"""The how-tos of delayed tasks, deadlines, schedules and sleep: each example is the file the session runs,
 and it prints what its page shows."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ PAGES = [
     (DOCS / "howto" / "delayed-tasks.md", DOCS / "howto" / "delayed_app.py"),
     (DOCS / "howto" / "deadlines.md", DOCS / "howto" / "deadline_app.py"),
     (DOCS / "howto" / "schedules.md", DOCS / "howto" / "schedules_app.py"),
+    (DOCS / "howto" / "sleep.md", DOCS / "howto" / "sleep_app.py"),
 ]
 
 

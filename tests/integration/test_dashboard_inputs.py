@@ -321,6 +321,7 @@ def routes(seeded: Seeded) -> dict[str, Shape]:
             form={"seq": st.one_of(WHOLE, st.just("1")), "payload": JSON_TEXT}
         ),
         "POST /tasks/{task_id}/cancel": Shape(),
+        "POST /tasks/{task_id}/wake": Shape(),
         "POST /alerts/{alert_id:int}/acknowledge": Shape(form={"next": LOCAL_PATH}),
         "GET /live/overview": Shape(query={"since": TEXT}),
         "GET /live/tasks/{task_id}": Shape(query={"since": TEXT}),

@@ -228,3 +228,42 @@ async def test_a_lone_three_step_workflow_through_an_exclusive_agent(app: App) -
     assert took == 1 + 1 + 1 + 2 * STEPS + 1, (
         f"a lone {STEPS}-step workflow took {took} transactions"
     )
+
+
+async def test_a_step_a_sleep_and_a_step(app: App) -> None:
+    """Step 1, a sleep, step 2: the sleep's write carries step 1's reply, as a step's start does.
+
+    Until asleep, 4, as a lone two-step workflow takes until its second step
+    starts: submit, claim, start 1, reply 1 with the sleep (its step recorded
+    and the claim given up, `reply_then`). Woken (here by an operator, 1 of
+    its own, as the clock stands still), 3 more: the claim, start 2, reply 2
+    with the finish. The sleep costs one claim (a task waiting holds none).
+    """
+
+    @app.agent("noop")
+    async def noop(request: Any) -> JsonValue:
+        return request.payload
+
+    @app.workflow("nap")
+    async def nap(ctx: WorkflowContext, data: Any) -> JsonValue:
+        first = await ctx.call("noop", 1)
+        await ctx.sleep(3600)
+        return [first, await ctx.call("noop", 2)]
+
+    async def asleep(task_id: str) -> bool:
+        task = await app.get_task(task_id)
+        return task.process_state is ProcessState.PENDING and len(task.steps) == 2
+
+    async with app.running(["scheduler", "agent"]):
+        warm_up = await app.submit("nap", {})
+        await wait_until(lambda: asleep(warm_up), timeout=PATIENCE)
+        await app.operations.wake(warm_up)
+        assert await app.result(warm_up, timeout=PATIENCE) == [1, 2]
+        before = _commits(app)
+        task_id = await app.submit("nap", {})
+        await wait_until(lambda: asleep(task_id), timeout=PATIENCE)
+        to_sleep = _commits(app) - before
+        await app.operations.wake(task_id)
+        assert await app.result(task_id, timeout=PATIENCE) == [1, 2]
+        after_wake = _commits(app) - before - to_sleep
+    assert (to_sleep, after_wake) == (4, 1 + 3), f"took {to_sleep} + {after_wake}"

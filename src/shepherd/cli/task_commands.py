@@ -283,5 +283,30 @@ def cancel(
     _echo_state(run_with(ops, work), as_json)
 
 
+@click.command(cls=Command, epilog=_TASK_HELP)
+@_task_argument
+@by_option
+@app_option
+@store_option
+@json_option
+def wake(
+    name: str,
+    workflow: str | None,
+    by: str,
+    app_spec: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Wake a sleeping task now (one waiting in ctx.sleep): it goes on at once."""
+    ops = operations_for(app_spec, store, existing=True)
+
+    async def work() -> Task:
+        task_id = await find_task_id(ops, name, workflow=workflow)
+        await ops.wake(task_id, by=by)
+        return await ops.get_task(task_id)
+
+    _echo_state(run_with(ops, work), as_json)
+
+
 #: The commands of this module, for the `shepherd` group.
-COMMANDS = (tasks, show, retry, cancel)
+COMMANDS = (tasks, show, retry, cancel, wake)

@@ -53,7 +53,8 @@ def plan(steps: Sequence[Step]) -> list[UndoStep]:
     seqs = [step.seq for step in forward]
     if len(set(seqs)) != len(seqs):
         raise ValueError(f"steps: forward seqs must be unique, got {sorted(seqs)}")
-    base = max(seqs, default=0)
+    # A sleep's seq is the workflow's too: undo seqs follow it, never reuse it.
+    base = max((step.seq for step in steps if step.kind is not StepKind.UNDO), default=0)
     to_undo = sorted(
         (
             (step, step.undo)

@@ -40,3 +40,7 @@ class EventKind(StrEnum):
     CANCEL_REQUESTED = "cancel_requested"
     #: An operator acknowledged the task's open alerts (a bulk acknowledgement).
     ALERT_ACKNOWLEDGED = "alert_acknowledged"
+    #: The workflow went to sleep (`ctx.sleep`): its claim given up until its wake-up.
+    SLEEPING = "sleeping"
+    #: An operator woke a sleeping task before its wake-up.
+    WOKEN = "woken"

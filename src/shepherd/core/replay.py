@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shepherd.core.states import StepState
+from shepherd.core.states import StepKind, StepState
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Step
@@ -45,6 +45,9 @@ class NonDeterminism:
     called: str
 
 
+#: How a sleep step is named where a call was expected (and in its `agent` column).
+SLEEP_NAME = "ctx.sleep"
+
 ReplayDecision = Replay | ReplayFailure | Run | NonDeterminism
 
 
@@ -63,6 +66,8 @@ def decide(recorded: Step | None, agent: str, seq: int) -> ReplayDecision:
         return Run(attempt=1)
     if recorded.seq != seq:
         raise ValueError(f"seq {seq} does not match the recorded step's seq {recorded.seq}")
+    if recorded.kind is StepKind.SLEEP:  # a sleep was recorded here (`core.sleeping`)
+        return NonDeterminism(seq=seq, recorded=SLEEP_NAME, called=agent)
     if recorded.agent != agent:
         return NonDeterminism(seq=seq, recorded=recorded.agent, called=agent)
     if recorded.state in (StepState.COMPLETED, StepState.COMPENSATED):

@@ -28,10 +28,14 @@ class StepState(StrEnum):
 
 
 class StepKind(StrEnum):
-    """A forward step of the workflow, or an undo run during compensation."""
+    """A forward step of the workflow, an undo run during compensation, or a sleep.
+
+    A sleep step (`ctx.sleep`) calls no agent: its `complete_by` is its wake-up instant.
+    """
 
     FORWARD = "forward"
     UNDO = "undo"
+    SLEEP = "sleep"
 
 
 #: States in which no role works on the task any more. `error` waits for an operator.

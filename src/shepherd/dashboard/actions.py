@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
     from shepherd.operations import Operations
 
-__all__ = ["acknowledge", "cancel", "retry"]
+__all__ = ["acknowledge", "cancel", "retry", "wake"]
 
 
 async def retry(request: Request) -> Response:
@@ -63,6 +63,18 @@ async def cancel(request: Request) -> Response:
     task_id = params.task_id(request)
     try:
         await ops.cancel(task_id, by=request.state.who.operator)
+    except ShepherdError as exc:
+        return await _refused(request, task_id, exc)
+    return RedirectResponse(f"/tasks/{task_id}", status_code=303)
+
+
+async def wake(request: Request) -> Response:
+    """POST /tasks/{id}/wake: a sleeping task (`ctx.sleep`) goes on now."""
+    await posted_form(request)
+    ops: Operations = request.app.state.guard.operations
+    task_id = params.task_id(request)
+    try:
+        await ops.wake(task_id, by=request.state.who.operator)
     except ShepherdError as exc:
         return await _refused(request, task_id, exc)
     return RedirectResponse(f"/tasks/{task_id}", status_code=303)

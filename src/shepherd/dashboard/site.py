@@ -7,6 +7,7 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     GET  /tasks/{id}             the task page     GET /live/tasks/{id}   its live part (SSE)
     POST /tasks/{id}/retry       retry (from step `seq`, with a new `payload`)
     POST /tasks/{id}/cancel      cancel (compensate)
+    POST /tasks/{id}/wake        wake a sleeping task now (`ctx.sleep`)
     GET  /alerts                 the alert list (`state`: open, acknowledged, resolved, all; paged)
     POST /alerts/{id}/acknowledge
     POST /tasks/bulk             the bulk actions' confirmation (ids fixed)  POST /tasks/bulk/confirm
@@ -121,6 +122,7 @@ def create_dashboard(
         Route("/tasks/{task_id}", guarded(task_page, page=True)),
         Route("/tasks/{task_id}/retry", guarded(actions.retry), methods=["POST"]),
         Route("/tasks/{task_id}/cancel", guarded(actions.cancel), methods=["POST"]),
+        Route("/tasks/{task_id}/wake", guarded(actions.wake), methods=["POST"]),
         Route("/alerts", guarded(alert_list, page=True)),
         Route("/alerts/{alert_id:int}/acknowledge", guarded(actions.acknowledge), methods=["POST"]),
         Route("/live/overview", guarded(live.live_overview)),

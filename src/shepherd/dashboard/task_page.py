@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from shepherd.core.events import EventKind
 from shepherd.core.operator import may_cancel, may_retry
+from shepherd.core.sleeping import asleep_until
 from shepherd.core.states import StepState
 from shepherd.dashboard import params
 from shepherd.dashboard.failure import failure_of, prefills, undo_plan
@@ -136,6 +137,7 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
         "actions": actions,
         "may_retry": may_retry(task.process_state),
         "may_cancel": may_cancel(task.process_state),
+        "asleep_until": asleep_until(task, now=ops.now()),
         "failed_seq": failed,
         "failure": failure,
         "payloads": payloads,

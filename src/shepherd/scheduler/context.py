@@ -30,8 +30,9 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.scheduler import replied
+from shepherd.scheduler import replied, sleeping
 from shepherd.scheduler.recheck import stored_outcome
+from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
 from shepherd.store.contract import REPLY_GRACE, StepStart
 from shepherd.store.ops import StartStep
@@ -46,28 +47,9 @@ if TYPE_CHECKING:
     from shepherd.tracing import TaskTrace
 
 
-class Abandoned(BaseException):
-    """The scheduler lost its claim (fenced off, or past complete_by): stop silently.
-
-    A BaseException so that a workflow's `except Exception` cannot swallow it.
-    """
-
-
 #: A step that was running at a crash may wait this many of its windows in the queue
 #: for an agent that runs no other suspect (its window restarts when it is taken).
 SUSPECT_QUEUE_WINDOWS = 5
-
-
-class StoreLost(BaseException):
-    """The store failed under a step's write (`cause`): the scheduler waits it out.
-
-    A BaseException so that a workflow's `except Exception` cannot swallow it
-    and mistake a store outage for the step's failure.
-    """
-
-    def __init__(self, cause: StoreUnavailableError) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 @final
@@ -179,6 +161,24 @@ class WorkflowContext:
         finally:
             if me is not None:
                 self._in_flight.discard(me)
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep `seconds`, durably: the task gives up its claim until then (`scheduler.sleeping`).
+
+        Raises:
+            ConfigError: `seconds` is negative, NaN, infinite or over 100 years.
+        """
+        self._seq += 1
+        await sleeping.sleep(self, self._parts, self._seq, seconds)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep until the aware instant `when`, durably, as `sleep` does.
+
+        Raises:
+            ConfigError: `when` is naive, not a datetime, or out of range.
+        """
+        self._seq += 1
+        await sleeping.sleep_until(self, self._parts, self._seq, when)
 
     async def _resolution(
         self, entity: str, recorded: Step | None, agent: str, seq: int, attempt: int

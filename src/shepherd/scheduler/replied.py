@@ -3,7 +3,7 @@
 An agent worker of this process offers its reply to the scheduler before it
 commits it (`agents.pending`); the step is handed the body at once and its
 workflow goes on. The next write of that task must not get ahead of those
-replies: a write that can carry them (a step's start, the finish) records them
+replies: a write that can carry them (a step's start, a sleep, the finish) records them
 in its own transaction (`reply_then`), written only if they all count; any
 other write first waits for them to be committed alone. A reply that did not
 count (the claim or the step moved on meanwhile) stops the workflow that went
@@ -25,10 +25,10 @@ from shepherd.store.ops import FailTask, FinishTask
 if TYPE_CHECKING:
     from shepherd.agents.pending import PendingReply
     from shepherd.scheduler.parts import SchedulerParts
-    from shepherd.store.ops import StartCompensation, StartStep
+    from shepherd.store.ops import SleepTask, StartCompensation, StartStep
 
     #: A write of a task that may carry its replies (`reply_then`).
-    Then = StartStep | FinishTask | FailTask | StartCompensation
+    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask
 
 __all__ = ["counted", "end", "taken", "write"]
 

@@ -22,9 +22,10 @@ from shepherd.idle import IdleBackoff
 from shepherd.metrics import Metrics, WorkflowCounters
 from shepherd.outage import Outage
 from shepherd.scheduler import ending
-from shepherd.scheduler.context import Abandoned, StoreLost, WorkflowContext
+from shepherd.scheduler.context import WorkflowContext
 from shepherd.scheduler.mailbox import ReplyMailbox
 from shepherd.scheduler.parts import SchedulerParts, Taker
+from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
 from shepherd.tasklog import task_event, task_fields

@@ -19,6 +19,7 @@ __all__ = [
     "ExtendStep",
     "RecordReplies",
     "ReplyThen",
+    "SleepTask",
     "StartStep",
     "StepStart",
     "Steps",
@@ -111,6 +112,25 @@ class Went:
 
 
 @operation
+class SleepTask(Write[None]):
+    """The holder records sleep step `seq` until `wake_at` and gives up its claim.
+
+    In one transaction, fenced by `locked_by` and `epoch` (else
+    `StaleEpochError`, nothing written): the step, kind `sleep`, `completed`,
+    its `complete_by` the wake-up (one already recorded at `seq` is kept as
+    it is), and the task `pending`, unowned, `not_before` = `wake_at`, with
+    a `sleeping` event. The claim path wakes it then (`core.sleeping`).
+    """
+
+    task_id: str
+    _: KW_ONLY
+    locked_by: str
+    epoch: int
+    seq: int
+    wake_at: datetime
+
+
+@operation
 class ReplyThen(Write[Went]):
     """Record replies made in this process, then write `then`, in ONE transaction.
 
@@ -119,7 +139,7 @@ class ReplyThen(Write[Went]):
     recorded on its step with the same checks: the request still taken by its
     worker and unexpired, the task's epoch and the step's attempt current).
     `then`, the next write of the same task (the start of its next step, its
-    finish, its failure into `error`, `compensated` or `cancelled`, or the
+    sleep, its finish, its failure into `error`, `compensated` or `cancelled`, or the
     start of its compensation), is written only if EVERY reply counted as the result (or failure)
     it was handed over as; otherwise nothing of it is written and its outcome is
     `StaleEpochError`. A stale reply is thus recorded nowhere and starts nothing.
@@ -134,7 +154,7 @@ class ReplyThen(Write[Went]):
 
     replies: Sequence[ReplyAndAck]
     _: KW_ONLY
-    then: StartStep | FinishTask | FailTask | StartCompensation
+    then: StartStep | FinishTask | FailTask | StartCompensation | SleepTask
     #: Per reply, its owner's fence and state (`answers` empty), or None; empty: none.
     owned: Sequence[AnswerOwned | None] = ()
 
@@ -163,6 +183,7 @@ class Steps(Runs):
     record_replies = method(RecordReplies)
     reply_then = method(ReplyThen)
     extend_step = method(ExtendStep)
+    sleep_task = method(SleepTask)
 
     async def start_step(self, start: StepStart) -> datetime:
         """`StartStep` queued for any worker: the step's complete_by."""

@@ -29,6 +29,7 @@ __all__ = [
     "Submitted",
     "TaskFilters",
     "Tasks",
+    "WakeTask",
     "checked_listing",
 ]
 
@@ -213,6 +214,21 @@ class CancelTask(Write[Task]):
     by: str | None = None
 
 
+@operation
+class WakeTask(Write[None]):
+    """Wake a sleeping task now: its sleep step's wake-up and its `not_before` become now.
+
+    Sleeping: `pending`, unowned, its latest sleep step's wake-up still ahead
+    (`core.sleeping`). Otherwise `InvalidStateError` (or `UnknownTaskError`)
+    and nothing changes. `by` is recorded in the `woken` event's detail.
+    """
+
+    task_id: str
+    _: KW_ONLY
+    #: Who wakes it (recorded in the event's detail as "by"), or None.
+    by: str | None = None
+
+
 class Tasks(Runs):
     """The store's methods for tasks as the application and the operator see them."""
 
@@ -248,6 +264,10 @@ class Tasks(Runs):
     async def cancel_task(self, task_id: str, *, by: str | None = None) -> Task:
         """`CancelTask`, `by` checked first (`checked_actor`)."""
         return await self.write(CancelTask(task_id, by=checked_actor(by)))
+
+    async def wake_task(self, task_id: str, *, by: str | None = None) -> None:
+        """`WakeTask`, `by` checked first (`checked_actor`)."""
+        await self.write(WakeTask(task_id, by=checked_actor(by)))
 
 
 def checked_listing(op: ListTasks) -> ListTasks:

@@ -20,6 +20,7 @@ from shepherd.store.ops import (
     ReadEvents,
     ReplyAndAck,
     ReplyThen,
+    SleepTask,
     StartCompensation,
     StartStep,
     TakeRequests,
@@ -40,7 +41,7 @@ from shepherd.store.postgres.rows import (
 from shepherd.store.postgres.steps import start_with, write_recorded
 from shepherd.store.postgres.tasks import finish_with, send_lock_owners, write_owned
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
-from shepherd.store.sql import owned_steps, queues
+from shepherd.store.sql import owned_steps, queues, sleeps
 from shepherd.store.sql.dialect import POSTGRES
 from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
@@ -230,6 +231,12 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
         if failing:
             failed = await write_owned(batch, [then for _, then in failing])
             for (i, _), outcome in zip(failing, failed, strict=True):
+                thens[i] = outcome
+        sleeping = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, SleepTask)]
+        going_to_sleep = [(i, then) for i, then in sleeping if decided[i][1]]
+        if going_to_sleep:
+            slept = await batch.run(sleeps.sleep(batch, [then for _, then in going_to_sleep]))
+            for (i, _), outcome in zip(going_to_sleep, slept, strict=True):
                 thens[i] = outcome
         return [_went(mine, then) for (mine, _), then in zip(decided, thens, strict=True)]
 

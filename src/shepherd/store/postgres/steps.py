@@ -16,11 +16,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import RecordReplies, StartStep
-from shepherd.store.postgres.batch import Later
+from shepherd.store.ops import RecordReplies, SleepTask, StartStep
+from shepherd.store.postgres.batch import WRITES, Later
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.rows import columns, limit_of
 from shepherd.store.postgres.tasks import send_lock_owners
+from shepherd.store.sql import sleeps
 from shepherd.store.sql.owned_steps import key_lock
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
 
@@ -251,3 +252,9 @@ async def write_recorded(batch: PostgresBatch, replies: Replies) -> None:
         await batch.send(_TOUCH, (now, now, replies.touched))
     for event in replies.events:
         batch.event(*event)
+
+
+@WRITES.handles(SleepTask)
+async def sleep(batch: PostgresBatch, ops: Sequence[SleepTask]) -> list[object]:
+    """Record sleep steps and give up their tasks' claims until the wake-up (fenced)."""
+    return await batch.run(sleeps.sleep(batch, ops))

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import RecordReplies, StartStep
+from shepherd.store.ops import RecordReplies, SleepTask, StartStep
 from shepherd.store.rows import unix_instant
+from shepherd.store.sql import sleeps
 from shepherd.store.sqlite.batch import WRITES
 from shepherd.store.sqlite.rows import owners, tuples
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
@@ -125,3 +126,9 @@ def write_recorded(batch: SqliteBatch, replies: Replies) -> None:
     conn.executemany(_COMPENSATED, replies.compensated)
     conn.executemany(_EXTEND_CLAIM, [(now, now, task_id) for task_id in replies.touched])
     batch.events([(*event, now) for event in replies.events])
+
+
+@WRITES.handles(SleepTask)
+def sleep(batch: SqliteBatch, ops: Sequence[SleepTask]) -> list[object]:
+    """Record sleep steps and give up their tasks' claims until the wake-up (fenced)."""
+    return batch.run(sleeps.sleep(batch, ops))
