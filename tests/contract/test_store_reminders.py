@@ -52,6 +52,7 @@ async def test_a_periodic_reminder_fires_once_per_tick_and_skips_ticks_while_wai
     start = fake_clock.now()
     await remind(store, "flush", delay=1.0)
     assert await store.fire_reminders(limit=10) == (0, start + timedelta(seconds=1))
+    assert await store.next_reminder() == start + timedelta(seconds=1)
     fake_clock.advance(1.5)
     assert await store.fire_reminders(limit=10) == (1, start + timedelta(seconds=2))
     assert await store.fire_reminders(limit=10) == (0, start + timedelta(seconds=2))  # fired once
@@ -102,6 +103,7 @@ async def test_replace_forget_and_a_refused_payload(store: Store, fake_clock: Fa
     assert await store.forget_reminder(AGENT, "csv", "flush") is False
     fake_clock.advance(60)
     assert await store.fire_reminders(limit=10) == (0, None)
+    assert await store.next_reminder() is None
 
 
 async def test_concurrent_firings_queue_one_call_per_tick(

@@ -30,9 +30,14 @@ FIRE_LIMIT = 1000
 async def fire_reminders(store: SupervisorStore) -> tuple[int, datetime | None]:
     """Fire the due reminders: how many calls were queued, and the next tick of any reminder.
 
+    Only a scan at which one is due writes.
+
     Raises:
         StoreUnavailableError: The store cannot be reached (the scan's caller retries).
     """
+    following = await store.next_reminder()  # a read: an idle scan writes nothing here
+    if following is None or following > store.now():
+        return 0, following
     queued, following = await store.fire_reminders(limit=FIRE_LIMIT)
     if queued:
         log.debug("fired %d reminder(s)", queued)

@@ -17,7 +17,14 @@ from shepherd.core.records import JsonValue
 from shepherd.core.reminders import Reminder
 from shepherd.store.ops.base import Read, Runs, Write, method, operation
 
-__all__ = ["FireReminders", "ForgetReminder", "ListReminders", "Reminders", "SetReminder"]
+__all__ = [
+    "FireReminders",
+    "ForgetReminder",
+    "ListReminders",
+    "NextReminder",
+    "Reminders",
+    "SetReminder",
+]
 
 
 @operation
@@ -75,6 +82,14 @@ class FireReminders(Write[tuple[int, datetime | None]]):
 
 
 @operation
+class NextReminder(Read[datetime | None]):
+    """The earliest next tick of any reminder, or None.
+
+    One index-only read: an idle supervisor's scan writes nothing for reminders.
+    """
+
+
+@operation
 class ListReminders(Read[list[Reminder]]):
     """The reminders, of `agent` (and its `key`) or all, by agent, key and name."""
 
@@ -89,3 +104,4 @@ class Reminders(Runs):
     forget_reminder = method(ForgetReminder)
     fire_reminders = method(FireReminders)
     list_reminders = method(ListReminders)
+    next_reminder = method(NextReminder)

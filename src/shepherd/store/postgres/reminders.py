@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import FireReminders, ForgetReminder, ListReminders, SetReminder
+from shepherd.store.ops import (
+    FireReminders,
+    ForgetReminder,
+    ListReminders,
+    NextReminder,
+    SetReminder,
+)
 from shepherd.store.postgres.batch import WRITES
 from shepherd.store.postgres.reader import READS, read
 from shepherd.store.sql import reminders
 from shepherd.store.sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.reminders import Reminder
     from shepherd.store.postgres.batch import PostgresBatch
     from shepherd.store.postgres.reader import Reader
@@ -43,3 +51,9 @@ async def fire_reminders(batch: PostgresBatch, ops: Sequence[FireReminders]) -> 
 async def list_reminders(reader: Reader, op: ListReminders) -> list[Reminder]:
     """The reminders of an agent (and key), or all."""
     return await read(reader, reminders.list_reminders(POSTGRES, op))
+
+
+@READS.handles(NextReminder)
+async def next_reminder(reader: Reader, op: NextReminder) -> datetime | None:
+    """The earliest next tick of any reminder, or None."""
+    return await read(reader, reminders.next_reminder(POSTGRES))

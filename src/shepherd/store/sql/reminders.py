@@ -10,6 +10,7 @@ whose id is the tick's (`ON CONFLICT DO NOTHING`): one tick, one call.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.reminders import Reminder, fire, tick_call_id
@@ -18,11 +19,23 @@ from shepherd.store import signals as ch
 from shepherd.store.sql.plan import Query, first, one
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import FireReminders, ForgetReminder, ListReminders, SetReminder
+    from shepherd.store.ops import (
+        FireReminders,
+        ForgetReminder,
+        ListReminders,
+        SetReminder,
+    )
     from shepherd.store.sql.dialect import Dialect
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["KEEP_AFTER", "fire_reminders", "forget", "list_reminders", "set_reminders"]
+__all__ = [
+    "KEEP_AFTER",
+    "fire_reminders",
+    "forget",
+    "list_reminders",
+    "next_reminder",
+    "set_reminders",
+]
 
 #: Seconds a reminder's call outlives its handlings before it may be deleted unanswered.
 KEEP_AFTER = 60.0
@@ -127,9 +140,7 @@ def fire_reminders(batch: Writing, ops: Sequence[FireReminders]) -> Plan[list[ob
                 insert = Query(d.sql(_PERIODIC), (*call, r.agent, r.key, r.name, now))
             _, inserted = yield [move, insert]
             queued += len(inserted)
-        following = yield from first(d.sql(_NEXT))
-        nxt = None if following is None or following[0] is None else d.instant(following[0])
-        out.append((queued, nxt))
+        out.append((queued, (yield from next_reminder(d))))
         if queued:
             batch.rings.add(ch.CALLS)
     return out
@@ -147,6 +158,12 @@ def _reminder(d: Dialect, row: Sequence[Any]) -> Reminder:
         generation=int(generation),
         fired_at=None if fired_at is None else d.instant(fired_at),
     )
+
+
+def next_reminder(d: Dialect) -> Plan[datetime | None]:
+    """The earliest next tick of any reminder, or None."""
+    row = yield from first(d.sql(_NEXT))
+    return None if row is None or row[0] is None else d.instant(row[0])
 
 
 def list_reminders(d: Dialect, op: ListReminders) -> Plan[list[Reminder]]:

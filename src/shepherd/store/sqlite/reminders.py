@@ -5,12 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shepherd.store.ops import FireReminders, ForgetReminder, ListReminders, SetReminder
+from shepherd.store.ops import (
+    FireReminders,
+    ForgetReminder,
+    ListReminders,
+    NextReminder,
+    SetReminder,
+)
 from shepherd.store.sql import reminders
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from shepherd.core.reminders import Reminder
     from shepherd.store.sqlite.batch import SqliteBatch
 
@@ -41,3 +49,9 @@ def fire_reminders(batch: SqliteBatch, ops: Sequence[FireReminders]) -> list[obj
 def list_reminders(at: Reading, op: ListReminders) -> list[Reminder]:
     """The reminders of an agent (and key), or all."""
     return at.run(reminders.list_reminders(SQLITE, op))
+
+
+@READS.handles(NextReminder)
+def next_reminder(at: Reading, op: NextReminder) -> datetime | None:
+    """The earliest next tick of any reminder, or None."""
+    return at.run(reminders.next_reminder(SQLITE))
