@@ -68,6 +68,8 @@ class ReminderMethods:
         (no supervisor leading, or the key's previous reminder call not handled
         yet) are skipped, never queued twice. docs/howto/exclusive-owners.md.
 
+        Nothing is stored when it raises.
+
         Raises:
             UnknownAgentError: No agent of that name is registered.
             ConfigError: The agent is not exclusive (`exclusive_by`), the key or
@@ -75,7 +77,6 @@ class ReminderMethods:
                 (negative, NaN, infinite, a naive datetime, both `delay` and `at`);
                 the message names it.
             PayloadError: `payload` is not JSON or is too large.
-            Nothing is stored when it raises.
         """
         spec = self._exclusive(agent)
         try:
