@@ -60,19 +60,24 @@ _MOVE = (
 )
 _DONE = "DELETE FROM reminders WHERE agent = ? AND key = ? AND name = ? AND generation = ?"
 _NEXT = "SELECT min(next_at) FROM reminders"
-_CALL = (
-    "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
-    "created_at, expires_at, owner_key, resolution, reminder, reminder_at) "
-    "SELECT ?, ?, ?, ?{float}, 0, ?{int}, ?, ?, ?, ?, NULL, ?, ? WHERE {pending} "
-    "ON CONFLICT (call_id) DO NOTHING RETURNING 1"
-)
+
+
+def _call_into(pending: str) -> str:
+    """The INSERT of a tick's call, queued where `pending` holds, once per call id."""
+    return (
+        "INSERT INTO calls (call_id, agent, payload, within, attempts, max_attempts, visible_at, "
+        "created_at, expires_at, owner_key, resolution, reminder, reminder_at) "
+        f"SELECT ?, ?, ?, ?{{float}}, 0, ?{{int}}, ?, ?, ?, ?, NULL, ?, ? WHERE {pending} "
+        "ON CONFLICT (call_id) DO NOTHING RETURNING 1"
+    )
+
+
 #: A periodic reminder's tick waits for none of its calls to be unanswered.
-_PERIODIC = _CALL.replace(
-    "{pending}",
+_PERIODIC = _call_into(
     "NOT EXISTS (SELECT 1 FROM calls WHERE agent = ? AND owner_key = ? AND reminder = ? "
-    "AND answered_at IS NULL AND expires_at > ?)",
+    "AND answered_at IS NULL AND expires_at > ?)"
 )
-_ONCE = _CALL.replace("{pending}", "1 = 1")
+_ONCE = _call_into("1 = 1")
 _LIST = f"SELECT {_COLUMNS} FROM reminders"
 
 
