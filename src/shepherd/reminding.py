@@ -102,13 +102,12 @@ class ReminderMethods:
     async def forget(self, agent: str, key: str, name: str) -> bool:
         """Cancel the reminder `name` on `agent`'s `key`; whether there was one.
 
-        A tick's call already queued is still received.
+        A tick's call already queued is still received. The agent need not be
+        registered any more: a reminder of an agent the app dropped can be forgotten.
 
         Raises:
-            UnknownAgentError: No agent of that name is registered.
-            ConfigError: The agent is not exclusive, or the key or name is refused.
+            ConfigError: The key or name is empty or too long.
         """
-        self._exclusive(agent)
         self._check_key(agent, key)
         try:
             checked_name(name)
