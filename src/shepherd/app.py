@@ -27,6 +27,7 @@ from shepherd.operations import Operations
 from shepherd.operator_methods import OperatorMethods
 from shepherd.registration import Registrations
 from shepherd.registration_checks import call_plan
+from shepherd.reminding import ReminderMethods
 from shepherd.scheduler import Workflow
 from shepherd.submission import Submission, new_task, new_tasks, submit_all, submit_one
 from shepherd.waiting import follow_events, wait_result
@@ -41,9 +42,10 @@ log = logging.getLogger("shepherd")
 
 
 @final
-class App(Registrations, OperatorMethods):
+class App(Registrations, OperatorMethods, ReminderMethods):
     """A shepherd application: it registers (`Registrations`), reads and acts on its
-    tasks as an operator does (`OperatorMethods`), and runs."""
+    tasks as an operator does (`OperatorMethods`), reminds its owners (`ReminderMethods`),
+    and runs."""
 
     def __init__(
         self,

@@ -17,7 +17,11 @@ PAGES = [
     ),
     (
         DOCS / "howto" / "exclusive-owners.md",
-        [DOCS / "howto" / "owners_app.py", DOCS / "howto" / "owner_life_app.py"],
+        [
+            DOCS / "howto" / "owners_app.py",
+            DOCS / "howto" / "owner_life_app.py",
+            DOCS / "howto" / "reminder_app.py",
+        ],
     ),
 ]
 #: The test ids: the pages' names.

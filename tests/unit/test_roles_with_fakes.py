@@ -48,6 +48,7 @@ from shepherd.store.ops import (
     ListSchedules,
     NextDeadline,
     NextDue,
+    NextReminder,
     PurgeCalls,
     PurgeTasks,
     PurgeTombstones,
@@ -384,6 +385,7 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
             ExpiredClaims: self.expired_claims_op,
             NextDeadline: self.no_deadline,
             ListSchedules: self.no_schedules,
+            NextReminder: self.no_reminders,
             ApplySupervision: self.apply,
             TaskEvents: self.events,
             DeadWorkers: self.dead,
@@ -410,6 +412,9 @@ class FakeSupervisorStore(ByOperation, SupervisorStore):
 
     async def no_schedules(self, op: ListSchedules) -> list[StoredSchedule]:
         return []
+
+    async def no_reminders(self, op: NextReminder) -> datetime | None:
+        return None
 
     async def apply(self, op: ApplySupervision) -> bool:
         self.applied[op.task.id] = op.decision

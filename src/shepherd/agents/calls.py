@@ -197,6 +197,8 @@ def call_request(call: CallRequest) -> AgentRequest:
         agent=call.agent,
         within=call.within,
         resolution=call.resolution,
+        reminder=call.reminder,
+        reminder_at=call.reminder_at,
     )
 
 

@@ -70,6 +70,10 @@ class AgentRequest:
     owner_key: str | None = None
     owner_epoch: int | None = None
     owner_state: JsonValue = None
+    #: For a call a reminder queued (`app.remind`): the reminder's name, and the tick
+    #: (an instant) it stands for; None otherwise.
+    reminder: str | None = None
+    reminder_at: datetime | None = None
     _helpers: StepHelpers = field(default_factory=StepHelpers, repr=False, compare=False)
     _source: Request | None = field(default=None, repr=False, compare=False)
 

@@ -126,6 +126,9 @@ class CallRequest:
     owner_key: str | None = None
     #: Where the call's entity lived when it was sent (`app.call(..., entity=)`), or None.
     resolution: Resolution | None = None
+    #: The name of the reminder this call stands for (`app.remind`), and its tick; else None.
+    reminder: str | None = None
+    reminder_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

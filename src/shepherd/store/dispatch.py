@@ -41,6 +41,7 @@ HANDLER_MODULES = (
     "owners",
     "queues",
     "rates",
+    "reminders",
     "resources",
     "retention",
     "schedules",

@@ -28,6 +28,7 @@ from shepherd.store.ops.leases import Leases
 from shepherd.store.ops.owners import Owners
 from shepherd.store.ops.queues import Queues
 from shepherd.store.ops.rates import Rates
+from shepherd.store.ops.reminders import Reminders
 from shepherd.store.ops.resources import Resources
 from shepherd.store.ops.retention import Retention
 from shepherd.store.ops.schedules import Schedules
@@ -93,9 +94,20 @@ class AgentStore(Queues, Steps, Events, DoneKeys, Breakers, Slots, Rates, Signal
 
 
 class SupervisorStore(
-    Leases, Supervision, Workers, Crashes, Retention, Schedules, Tasks, Events, Alerts, Clocked
+    Leases,
+    Supervision,
+    Workers,
+    Crashes,
+    Retention,
+    Schedules,
+    Reminders,
+    Tasks,
+    Events,
+    Alerts,
+    Clocked,
 ):
-    """What the supervisor (leadership, expired claims, crashes, retention, alerts, schedules) does."""
+    """What the supervisor (leadership, expired claims, crashes, retention, alerts, schedules,
+    reminders) does."""
 
     @abstractmethod
     async def checkpoint(self) -> None:

@@ -35,6 +35,7 @@ from shepherd.outage import Outage
 from shepherd.store.contract import REPLY_GRACE
 from shepherd.supervisor.crashes import CrashAttribution, event_kind
 from shepherd.supervisor.deadlines import cancel_overdue
+from shepherd.supervisor.reminders import fire_reminders, until_next
 from shepherd.supervisor.resolutions import Resolutions
 from shepherd.supervisor.retention import purge
 from shepherd.supervisor.schedules import fire_schedules, grace_of
@@ -117,6 +118,9 @@ class Supervisor(CrashAttribution):
         self.deadlines = 0
         #: Tasks created by schedules' ticks (`supervisor.schedules`).
         self.fired = 0
+        #: Calls queued by reminders' ticks, and the next tick (`supervisor.reminders`).
+        self.reminded = 0
+        self._next_reminder: datetime | None = None
         self._became_leader = asyncio.Event()
         self.scan_outage = Outage("supervisor scans", log=log, clock=clock, watch=store.watch)
         self.lease_outage = Outage("supervisor lease", log=log, clock=clock, watch=store.watch)
@@ -147,6 +151,7 @@ class Supervisor(CrashAttribution):
             "compensations": self.compensations,
             "deadlines": self.deadlines,
             "fired": self.fired,
+            "reminded": self.reminded,
             "forgiven": self.forgiven,
             "crashes": self.crashes,
         }
@@ -178,7 +183,10 @@ class Supervisor(CrashAttribution):
                     self.scan_outage.over(wrote=False)
                 self._became_leader.clear()
                 waited.mark()
-                await self.clock.wait_event(self._became_leader, self.interval)
+                wait = self.interval
+                if self.lease is not None and self._next_reminder is not None:
+                    wait = until_next(self._next_reminder, now=self.store.now(), interval=wait)
+                await self.clock.wait_event(self._became_leader, wait)
         finally:
             holder.cancel()
             await asyncio.gather(holder, return_exceptions=True)
@@ -324,7 +332,8 @@ class Supervisor(CrashAttribution):
 
     async def scan_once(self) -> int:
         """One scan: renew leadership, cancel tasks past their deadline (`deadlines`),
-        fire schedules' due ticks (`schedules`), attribute crashes, then handle
+        fire schedules' and reminders' due ticks (`schedules`, `reminders`), attribute
+        crashes, then handle
         every expired claim.
 
         An expired claim is charged to its task only when nothing else explains
@@ -339,6 +348,8 @@ class Supervisor(CrashAttribution):
         self.scans += 1
         self.deadlines += await cancel_overdue(self.store, lease)
         self.fired += await fire_schedules(self.store, grace=grace_of(self.interval, self.ttl))
+        reminded, self._next_reminder = await fire_reminders(self.store)
+        self.reminded += reminded
         expired, held = await self._expired()
         workers = await self.store.unreaped_workers()
         stalled = {i for t in expired for i in _holders(t, held)}

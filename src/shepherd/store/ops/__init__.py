@@ -30,6 +30,7 @@ from shepherd.store.ops import (
     owners,
     queues,
     rates,
+    reminders,
     resources,
     retention,
     schedules,
@@ -53,6 +54,7 @@ from shepherd.store.ops.operators import *  # noqa: F403 - every name of every c
 from shepherd.store.ops.owners import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.queues import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.rates import *  # noqa: F403 - every name of every concept, re-exported
+from shepherd.store.ops.reminders import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.resources import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.retention import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.schedules import *  # noqa: F403 - every name of every concept, re-exported
@@ -77,6 +79,7 @@ __all__ = [
     *owners.__all__,
     *queues.__all__,
     *rates.__all__,
+    *reminders.__all__,
     *resources.__all__,
     *retention.__all__,
     *schedules.__all__,

@@ -69,7 +69,8 @@ _SEND_ARRAYS = (
     "resolution, n) ORDER BY v.n"
 )
 _COLUMNS = (
-    "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key, resolution"
+    "call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key, resolution, "
+    "reminder, reminder_at"
 )
 #: The columns a claim of waiting calls (`take_calls`' `waiting`) selects.
 WAITING_COLUMNS = "call_id, agent, attempts, max_attempts, within"
@@ -131,7 +132,8 @@ Taken = tuple[list[CallRequest], list[CallRequest]]
 
 
 def _call(d: Dialect, row: Sequence[Any]) -> CallRequest:
-    call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key, where = row
+    call_id, agent, payload, attempts, max_attempts, within, complete_by, owner_key, where = row[:9]
+    reminder, reminder_at = row[9:11]
     return CallRequest(
         call_id=str(call_id),
         agent=str(agent),
@@ -142,6 +144,8 @@ def _call(d: Dialect, row: Sequence[Any]) -> CallRequest:
         complete_by=_EPOCH if complete_by is None else d.instant(complete_by),
         owner_key=None if owner_key is None else str(owner_key),
         resolution=load_resolution(None if where is None else str(where)),
+        reminder=None if reminder is None else str(reminder),
+        reminder_at=None if reminder_at is None else d.instant(reminder_at),
     )
 
 
