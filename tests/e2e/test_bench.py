@@ -123,6 +123,21 @@ def test_bench_steps_through_an_owner_batched_and_not() -> None:
     assert "0 lost" in target["measured"]
 
 
+def test_bench_sleepers_wake_every_task_and_report_the_idle_cpu() -> None:
+    """sleepers: every task wakes, its lateness and the idle CPU reported, in the table too."""
+    args = ("--workloads", "sleepers", "--sleepers-n", "50", "--sleepers-spread", "1")
+    proc = shepherd_bench(*args, "--sleepers-lead", "2.5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    figures = document["workloads"]["sleepers"]
+    assert (figures["n"], figures["woken"], figures["spread_s"]) == (50, 50, 1.0)
+    assert 0 <= figures["lateness_p50_s"] <= figures["lateness_p99_s"] <= figures["lateness_max_s"]
+    assert figures["idle_cpu_while_asleep"] is None or figures["idle_cpu_while_asleep"] >= 0
+    cpu, woken = (t for t in document["targets"] if t["workload"] == "sleepers")
+    assert "idle worker's CPU" in cpu["target"]
+    assert woken["measured"].endswith(", 0 lost")
+
+
 def test_bench_prints_tables_without_json() -> None:
     proc = shepherd_bench("--workloads", "w1", "--n", "20")
     assert proc.returncode == 0, proc.stderr
@@ -167,6 +182,8 @@ def test_bench_takes_the_store_given_before_the_command(tmp_path: Path) -> None:
         (("--kill-every", "nan"), "--kill-every"),
         (("--w4-n", "0"), "--w4-n"),
         (("--w7-n", "0"), "--w7-n"),
+        (("--sleepers-n", "0"), "--sleepers-n"),
+        (("--sleepers-spread", "nan"), "--sleepers-spread"),
         (("--w6-rates", "100,fast"), "--w6-rates"),
         (("--w6-rates", "0"), "--w6-rates"),
         (("--w6-rates", "inf"), "--w6-rates"),
@@ -203,7 +220,7 @@ def test_bench_help_lists_the_options() -> None:
     assert proc.returncode == 0
     for option in (
         "--store", "--workloads", "--n", "--w3-n", "--capacity", "--w4-n", "--w6-rates", "--w6-seconds",
-        "--w7-n", "--w7-fsync",
+        "--w7-n", "--w7-fsync", "--sleepers-n", "--sleepers-spread", "--sleepers-lead",
         "--lone-n", "--idle-seconds", "--synchronous", "--json", "--sleep",
         "--max-in-flight", "--agent-concurrency", "--claim-batch", "--w3-within",
         "--w3-interval", "--w3-in-flight", "--timeout", "--minutes", "--rate",

@@ -17,8 +17,11 @@ from shepherd.console.logs import configure_logging, log_options
 
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
-#: Every workload; W1apart, W4 to W7, lone and soak only when asked for (W6 and soak take minutes).
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "lone", "soak", "capacity", "W1apart")
+#: Every workload; W1apart, W4 to W7, lone, soak and sleepers only when asked for (W6 and soak
+#: take minutes).
+WORKLOADS = (
+    "W1", "W2", "W3", "W4", "W5", "W6", "W7", "lone", "soak", "capacity", "W1apart", "sleepers",
+)  # fmt: skip
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
 _COUNT = click.IntRange(min=1)
@@ -126,6 +129,33 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     show_default=True,
     help="W7: whether the owner appends each handling's lines to its key's file and fsyncs it "
     "(without: it writes nothing, and only the store's cost of a handling is left).",
+)
+@click.option(
+    "--sleepers-n",
+    type=_COUNT,
+    default=10000,
+    show_default=True,
+    metavar="N",
+    help="sleepers: tasks asleep at once (ctx.sleep_until).",
+)
+@click.option(
+    "--sleepers-spread",
+    type=_POSITIVE,
+    callback=_number,
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="sleepers: their due times spread evenly over this many seconds.",
+)
+@click.option(
+    "--sleepers-lead",
+    type=_POSITIVE,
+    callback=_number,
+    default=20.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="sleepers: seconds from the submit to the first due time (the idle CPU is measured "
+    "in what is left of it once every task is asleep).",
 )
 @click.option(
     "--w4-n", type=_COUNT, default=2000, show_default=True, metavar="N", help="Workflows for W4."
@@ -303,6 +333,9 @@ def bench(
     w5_producers: int,
     w7_n: int,
     w7_fsync: bool,
+    sleepers_n: int,
+    sleepers_spread: float,
+    sleepers_lead: float,
     w4_n: int,
     w6_rates: tuple[float, ...],
     w6_seconds: float,
@@ -338,7 +371,8 @@ def bench(
     server restarts; capacity, W2 through a resource of `--capacity` slots;
     W5, the event writer: producers `app.call` exclusive batched writers;
     W7, one-step workflows whose step an exclusive owner handles, batched and not;
-    W1apart, W1's workflows queued by this process for a `shepherd run` worker.
+    W1apart, W1's workflows queued by this process for a `shepherd run` worker;
+    sleepers, `--sleepers-n` tasks asleep at once: the idle worker's CPU, wake-up lateness.
     Every workload counts its store transactions (commits) per workflow.
     Exits 1 if a workload lost a task (or a worker of W1apart,
     W4, W6 or lone died).
@@ -366,6 +400,9 @@ def bench(
         w5_producers=w5_producers,
         w7_n=w7_n,
         w7_fsync=w7_fsync,
+        sleepers_n=sleepers_n,
+        sleepers_spread=sleepers_spread,
+        sleepers_lead=sleepers_lead,
         w4_n=w4_n,
         w6_rates=w6_rates,
         w6_seconds=w6_seconds,

@@ -25,6 +25,9 @@ from shepherd.bench.owned import OwnedResult
 from shepherd.bench.owned_report import render_owned
 from shepherd.bench.owned_report import targets as owned_targets
 from shepherd.bench.queued import QueuedResult, render_queued
+from shepherd.bench.sleepers import SleepersResult
+from shepherd.bench.sleepers_report import render_sleepers
+from shepherd.bench.sleepers_report import targets as sleepers_targets
 from shepherd.bench.soak_report import render_soak
 from shepherd.bench.soak_report import targets as soak_targets
 from shepherd.bench.soak_result import SoakResult
@@ -41,6 +44,7 @@ Result = (
     | EventWriterResult
     | QueuedResult
     | OwnedResult
+    | SleepersResult
 )
 #: The workloads that run a fixed number of workflows.
 _Counted = ThroughputResult | CrashResult
@@ -99,6 +103,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
             out.extend(_writer_targets(r))
         elif isinstance(r, OwnedResult):
             out.extend(owned_targets(r))
+        elif isinstance(r, SleepersResult):
+            out.extend(sleepers_targets(r))
         elif isinstance(r, SoakResult):
             out.extend(soak_targets(r))
         elif isinstance(r, LoneResult | OneByOneResult | OpenLoopResult):
@@ -297,6 +303,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
         render_owned(owned, console)
     for soak in (r for r in results if isinstance(r, SoakResult)):
         render_soak(soak, console)
+    for sleepers in (r for r in results if isinstance(r, SleepersResult)):
+        render_sleepers(sleepers, console)
     goals = Table(title="Targets")
     for name in ("workload", "target", "measured", "holds", "margin"):
         goals.add_column(name)

@@ -20,6 +20,7 @@ from shepherd.bench.open_loop import run_open_loop
 from shepherd.bench.owned import run_owned
 from shepherd.bench.queued import run_queued
 from shepherd.bench.report import Result, as_json, environment, render
+from shepherd.bench.sleepers import run_sleepers
 from shepherd.bench.soak import run_soak
 from shepherd.bench.soak_result import SoakOptions
 from shepherd.bench.throughput import run_throughput
@@ -63,6 +64,9 @@ class BenchOptions:
     w5_producers: int = 200
     w7_n: int = 5000
     w7_fsync: bool = True
+    sleepers_n: int = 10000
+    sleepers_spread: float = 10.0
+    sleepers_lead: float = 20.0
 
 
 def run_bench(opts: BenchOptions) -> bool:
@@ -129,6 +133,13 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
                 await run_owned(
                     lambda run: opts.store or f"sqlite:///{tmp / run}.db", tmp, n=opts.w7_n,
                     fsync=opts.w7_fsync, budget=opts.timeout, settings=settings,
+                )
+            )  # fmt: skip
+        elif name == "sleepers":
+            results.append(
+                await run_sleepers(
+                    store, n=opts.sleepers_n, spread=opts.sleepers_spread,
+                    lead=opts.sleepers_lead, budget=opts.timeout, settings=settings,
                 )
             )  # fmt: skip
         elif name == "W1apart":
