@@ -5,6 +5,9 @@ writer (`writer.py`): this process also runs the agent role, so it is one of
 the writers. Each producer `NAME-i` sends `--events` events, the n-th of type
 `type-(n % 8)`, with `app.call`, and appends each acknowledged event to
 `acks-NAME.log` as `producer,seq,type,line` once its call has returned.
+It runs the supervisor role too, whose leader (one process of all) queues
+the reminders' ticks, and sets each type's reminder `flush` (every
+`FLUSH_EVERY` seconds; each process sets the same ones, the last one wins).
 SIGTERM or Ctrl-C stops it cleanly: its writers close their files and hand
 their types back.
 """
@@ -19,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from writer import app
+from writer import FLUSH_EVERY, app
 
 TYPES = 8
 
@@ -45,9 +48,11 @@ async def main() -> None:
     assert main_task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     async with app:
-        roles = asyncio.create_task(app.run(["agent"], ready=ready.set))
+        roles = asyncio.create_task(app.run(["agent", "supervisor"], ready=ready.set))
         try:
             await ready.wait()
+            for n in range(TYPES):  # the owner of each type flushes its buffer at each tick
+                await app.remind("events.write", f"type-{n}", "flush", every=FLUSH_EVERY)
             print("ready", os.getpid(), flush=True)
             began = time.monotonic()
             producers = [

@@ -5,13 +5,16 @@ producers) starts first, then four processes that each run the agent role (so
 each is a writer too) and 50 producers, which send 100 events each through
 `app.call` to the one writer of the event's type (8 types): 20,000 events.
 Once acknowledgements flow, `w`, which owns keys then, is SIGKILLed; the
-producers all finish.
+producers all finish. The writers buffer (in each type's owner state) and
+flush when their buffer is full or at each tick of the type's reminder,
+every second here: once no event arrives, the reminders flush what is left.
 
 What must hold: exactly one CSV per type, with no partial or interleaved
 line; every acknowledged event in its type's file exactly once, on the line
 its acknowledgement gave, each producer's events of one type in send order;
 and the dead process's keys were taken over by the others with their epochs
-bumped (the store's lease rows).
+bumped (the store's lease rows); the last buffered events reached the files
+with no event arriving, and a reminder flushed (the line it prints).
 
 And the owners' life cycle: each process opens a type's file (`on_acquire`)
 and closes it (`on_release`) in turn, once per ownership: the opens of a type
@@ -49,6 +52,11 @@ def acks(folder: Path, name: str) -> list[tuple[str, int, str, int]]:
     return [(p, int(s), t, int(n)) for p, s, t, n in rows]
 
 
+def in_files(folder: Path) -> int:
+    """The lines written whole to the types' files so far."""
+    return sum(len(written_lines(path)) for path in (folder / "events").glob("*.csv"))
+
+
 async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
     shared_store: str, tmp_path: Path
 ) -> None:
@@ -56,6 +64,7 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
         shutil.copy(EXAMPLE / script, tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     env |= {"SHEPHERD_STORE": shared_store, "EVENT_FILES": str(tmp_path / "events")}
+    env |= {"EVENT_FLUSH_EVERY": "1"}
     names = ["a", "b", "c", "d"]
     argv = [sys.executable, "producers.py"]
     watcher = App(shared_store)
@@ -108,6 +117,12 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
                 timeout=PATIENCE,
                 message="the surviving producers did not finish",
             )
+            total = len(names) * PRODUCERS * EVENTS
+            await wait_until(  # no event arrives any more: only the reminders flush
+                lambda: in_files(tmp_path) >= total,
+                timeout=PATIENCE,
+                message="the reminders did not flush the last buffered events",
+            )
             for worker in running:
                 if worker is not victim:
                     assert worker.alive(), worker.stderr()
@@ -121,6 +136,9 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
             epochs = {t.lease.key: t.lease.epoch - 1 for t in taken}
 
     assert sorted(epochs) == TYPES
+    flushes = [line for lines in printed.values() for line in lines if line.startswith("remind")]
+    assert flushes, "no reminder flushed a buffer"
+    assert all(line.split()[:2] == ["reminder:", "flushed"] for line in flushes), flushes
     opens = dict.fromkeys(TYPES, 0)
     for name, lines in printed.items():
         for kind in TYPES:
