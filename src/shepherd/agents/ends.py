@@ -3,10 +3,13 @@
 `shepherd.core.handling` decides the end; this carries it out. A reply is
 written and its request acknowledged in one transaction, which also gives back
 the handling's capacity slot; through a store outage it is tried again until
-`complete_by`. When the scheduler of this process waits for the reply, it is
-handed over before it is written (`Recorder.offer`): the workflow's next write
-takes it into its own transaction, or, if none comes within `HOLD_TURNS` turns
-of the event loop, it is written alone as any other. A handling that replies nothing (given up, timed out) leaves its
+`complete_by`. When the scheduler of this process waits for the reply and
+riding would save a commit (the store's writer has little to do:
+`shepherd.core.riding`), it is handed over before it is written
+(`Recorder.offer`): the workflow's next write takes it into its own
+transaction, or, if none comes within `HOLD_TURNS` turns of the event loop, it
+is written alone as any other; with the writer busy, its next batch carries
+the reply anyway, written alone at once. A handling that replies nothing (given up, timed out) leaves its
 reason in the task's history, for the operator and the alert: the supervisor
 sees `complete_by` pass either way.
 """
@@ -23,6 +26,7 @@ from shepherd.agents.pending import HandedBack, PendingReply
 from shepherd.core.events import EventKind
 from shepherd.core.handling import GiveUp, Phase, ReplyError, TimedOut
 from shepherd.core.records import Reply
+from shepherd.core.riding import RIDE_BELOW, rides
 from shepherd.errors import CommitUnknownError, StoreUnavailableError
 from shepherd.failures import bug_body, error_body
 from shepherd.outage import Outage
@@ -104,6 +108,8 @@ class Ends:
         self.threaded = threaded
         self.replied = 0
         self.timeouts = 0
+        #: Replies offered to ride their workflow's next write, not yet committed.
+        self.riding = 0
         self.outage = Outage("agent replies", log=log, clock=clock, watch=store.watch)
 
     async def end(
@@ -231,29 +237,67 @@ class Ends:
             trace = tracing.current()
             if not ok:
                 tracing.failed(_told(body))
-        op = ReplyAndAck(
-            request,
-            worker=self.worker,
-            ok=ok,
-            body=body,
-            slot=slot,
-            recorder=None if recorder is None else recorder.owner,
-            trace=trace,
-        )
+        owner = None if recorder is None else recorder.owner
+        # `rides` asked only when the replies riding leave room (no call on the busy path).
+        if (
+            recorder is not None
+            and self.riding < RIDE_BELOW
+            and rides(self.store.backlog(), self.riding)
+        ):
+            return await self._offer(
+                recorder,
+                ReplyAndAck(
+                    request,
+                    worker=self.worker,
+                    ok=ok,
+                    body=body,
+                    slot=slot,
+                    recorder=owner,
+                    trace=trace,
+                ),
+            )
+        try:
+            replied = await self.store.reply_and_ack(
+                request,
+                worker=self.worker,
+                ok=ok,
+                body=body,
+                slot=slot,
+                recorder=owner,
+                trace=trace,
+            )
+        except StoreUnavailableError as exc:
+            op = ReplyAndAck(
+                request,
+                worker=self.worker,
+                ok=ok,
+                body=body,
+                slot=slot,
+                recorder=owner,
+                trace=trace,
+            )
+            return await self._alone(op, exc)
+        return self._replied(replied, slot, deliver=True)
+
+    async def _offer(self, recorder: Recorder, op: ReplyAndAck) -> bool:
+        """Offer `op` to its waiting step to ride its workflow's next write; if none waits,
+        none takes it in time or that write was not made, commit it alone."""
         failure: StoreUnavailableError | None = None
-        if recorder is not None:
-            pending = pending_reply(op)
-            if pending is not None and recorder.offer(pending):
-                asyncio.get_running_loop().call_soon(self._hold, pending, HOLD_TURNS)
-                try:
-                    return self._replied(await pending.done, slot, deliver=False)
-                except HandedBack:
-                    pass  # the write that took it was not made: alone, as any reply
-                except StoreUnavailableError as exc:
-                    # Recorded nowhere, or unknown: the workflow that went on with it
-                    # was stopped (`reply_then`), and the reply is tried alone as
-                    # before, delivered to whichever step then waits for it.
-                    failure = exc
+        pending = pending_reply(op)
+        if pending is not None and recorder.offer(pending):
+            asyncio.get_running_loop().call_soon(self._hold, pending, HOLD_TURNS)
+            self.riding += 1
+            try:
+                return self._replied(await pending.done, op.slot, deliver=False)
+            except HandedBack:
+                pass  # the write that took it was not made: alone, as any reply
+            except StoreUnavailableError as exc:
+                # Recorded nowhere, or unknown: the workflow that went on with it
+                # was stopped (`reply_then`), and the reply is tried alone as
+                # before, delivered to whichever step then waits for it.
+                failure = exc
+            finally:
+                self.riding -= 1
         return await self._alone(op, failure)
 
     def _hold(self, pending: PendingReply, turns: int) -> None:

@@ -45,6 +45,8 @@ class GroupCommitter:
         self._max_batch = max_batch
         self._pending: list[Pending] = []
         self._flusher: asyncio.Task[None] | None = None
+        # Operations of the batch being run.
+        self._in_flight = 0
         self.batches = 0
         self.operations = 0
 
@@ -57,6 +59,10 @@ class GroupCommitter:
             self._flusher = loop.create_task(self._flush())
         return future
 
+    def backlog(self) -> int:
+        """Operations queued or in flight."""
+        return len(self._pending) + self._in_flight
+
     async def drain(self) -> None:
         """Wait until every operation queued so far has been run (or failed)."""
         while self._flusher is not None and not self._flusher.done():
@@ -66,13 +72,16 @@ class GroupCommitter:
         while self._pending:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
+            self._in_flight = len(batch)
             try:
                 outcomes = await self._runner([p.op for p in batch])
             except BaseException as exc:  # the whole batch failed: tell every caller
+                self._in_flight = 0
                 fail(batch, exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
+            self._in_flight = 0
             self.batches += 1
             self.operations += len(batch)
             settle(batch, outcomes)

@@ -69,6 +69,13 @@ class Clocked(ABC):
     def watch(self) -> StoreWatch:
         """Since when this process's role loops have been failing to reach the store."""
 
+    def backlog(self) -> int:
+        """Writes of this process queued for the store or in flight; 0 where not known.
+
+        Read on the hot path (`shepherd.core.riding`): a count kept, never computed.
+        """
+        return 0
+
 
 class Signalled(ABC):
     """Roles that wait on the store's wake-ups.

@@ -251,6 +251,9 @@ class PostgresStore(Facade):
     def queue(self, op: ops.Write[R]) -> Awaitable[R] | None:
         return None if self._pool is None else self._writer.submit(op)
 
+    def backlog(self) -> int:
+        return self._writer.backlog()
+
     def closed_error(self) -> StoreUnavailableError:
         return StoreUnavailableError(f"PostgreSQL store {self._where} is closed")
 

@@ -243,6 +243,10 @@ class Writer:
         """Queue one operation; its outcome once its batch has committed, as a future."""
         return self._committer.submit(op)
 
+    def backlog(self) -> int:
+        """Operations queued or in flight."""
+        return self._committer.backlog()
+
     def statistics(self) -> dict[str, float]:
         """Batches, operations, ops per batch, commits, round trips before them, and retries."""
         stats = self._committer.statistics()

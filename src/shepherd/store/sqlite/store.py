@@ -195,6 +195,10 @@ class SQLiteStore(Facade):
         executor = self._executor
         return None if executor is None else executor.write(op)
 
+    def backlog(self) -> int:
+        executor = self._executor
+        return 0 if executor is None else executor.backlog()
+
     def _run_batch(self, batch: Sequence[ops.Write[Any]]) -> tuple[list[object], set[str]]:
         """Run `batch` in one transaction, on the connection's thread."""
         conn = self._conn

@@ -132,6 +132,8 @@ class ConnectionThread:
         self._jobs: queue.SimpleQueue[Callable[[], Posting] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._writes: list[Pending] = []
+        # Writes of the batch the thread runs (set and cleared on the thread).
+        self._in_flight = 0
         # True from the first waiting write until the thread finds none left.
         self._draining = False
         self._stopped = False
@@ -166,6 +168,10 @@ class ConnectionThread:
         if self._run_lone is None or type(op) not in self._lone_kinds:
             return future
         return _MaybeLone(self, future)
+
+    def backlog(self) -> int:
+        """Writes waiting or in flight (read without the lock: a count, near enough)."""
+        return len(self._writes) + self._in_flight
 
     def shutdown(self, *, wait: bool) -> None:
         """Stop after the work already queued; later calls and writes fail with `closed`."""
@@ -322,10 +328,13 @@ class ConnectionThread:
         return post
 
     def _run(self, batch: list[Pending]) -> Posting:
+        self._in_flight = len(batch)
         try:
             outcomes, rings = self._run_batch([p.op for p in batch])
         except BaseException as exc:  # the whole batch failed: tell every caller
             return functools.partial(_post, batch, self._fail, batch, exc)
+        finally:
+            self._in_flight = 0
         return functools.partial(_post, batch, self._settle, batch, outcomes, rings)
 
     # -- on the loop -----------------------------------------------------------
