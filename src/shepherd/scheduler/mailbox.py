@@ -66,7 +66,7 @@ class ReplyMailbox:
         """Drop `future`, unless a later claim of the same task waits on the same seq."""
         if self._waiting.get((task_id, seq)) is future:
             del self._waiting[(task_id, seq)]
-            self._attempts.pop((task_id, seq), None)
+            del self._attempts[(task_id, seq)]  # set with it by `expect`
 
     def post(self, task_id: str, seq: int, reply: tuple[bool, JsonValue]) -> bool:
         """Hand a recorded reply (ok, body) to its step; False when no step waits for it."""

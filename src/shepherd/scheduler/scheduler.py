@@ -350,13 +350,17 @@ class Scheduler:
         finally:
             if self._running.get(task.id) is asyncio.current_task():
                 del self._running[task.id]
-                self.parts.pending.pop(task.id, None)
+                pending = self.parts.pending
+                if task.id in pending:
+                    del pending[task.id]
             self.finished += 1
             self._slot_freed.set()
 
     async def _drive_once(self, task: Task) -> None:
         # Replies handed to an earlier run of the task are that run's: its end settled them.
-        self.parts.pending.pop(task.id, None)
+        pending = self.parts.pending
+        if task.id in pending:
+            del pending[task.id]
         ctx = WorkflowContext(self.parts, task)
         if tracing.ENABLED and tracing.active():
             with tracing.task_span(task) as ctx.traced:

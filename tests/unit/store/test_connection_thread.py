@@ -101,6 +101,23 @@ async def test_writes_made_while_a_batch_runs_go_together_into_the_next(
     assert runner.batches == [["first"], ["x", "y", "z"]]
 
 
+async def test_the_backlog_counts_the_writes_waiting_and_those_in_flight(
+    thread: ConnectionThread, runner: Runner
+) -> None:
+    assert thread.backlog() == 0
+    runner.hold.clear()
+    first = thread.write(Echo("first"))
+    assert thread.backlog() == 1  # waiting for its turn of the loop
+    await wait_until(runner.started.is_set, timeout=30)
+    later = [thread.write(Echo(t)) for t in ("x", "y")]
+    assert thread.backlog() == 3  # one in flight, two waiting
+    runner.hold.set()
+
+    await first
+    await asyncio.gather(*later)
+    assert thread.backlog() == 0
+
+
 async def test_the_channels_are_rung_before_the_callers_resume(
     thread: ConnectionThread, runner: Runner
 ) -> None:
