@@ -277,7 +277,19 @@ class Ends:
                 trace=trace,
             )
             return await self._alone(op, exc)
-        return self._replied(replied, slot, deliver=True)
+        # `_replied`, inlined: the path of every reply while the writer is busy.
+        self.outage.over()
+        if slot is not None:
+            self.capacity.forget(slot)
+        if isinstance(replied, Reply):
+            if recorder is not None:
+                recorder.deliver(replied)
+            elif tracing.ENABLED and replied.trace is not None and tracing.active():
+                tracing.replied(replied)
+            replied = True
+        if replied:
+            self.replied += 1
+        return replied
 
     async def _offer(self, recorder: Recorder, op: ReplyAndAck) -> bool:
         """Offer `op` to its waiting step to ride its workflow's next write; if none waits,

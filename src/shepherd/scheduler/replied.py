@@ -103,6 +103,11 @@ def end(
     """
     if then.task_id in parts.pending:
         return _end_with_replies(parts, then)
+    store = parts.store
+    if isinstance(then, FinishTask):  # the common end, with no call between
+        return store.finish_task(
+            then.task_id, locked_by=then.locked_by, epoch=then.epoch, result=then.result
+        )
     return _end_alone(parts, then)
 
 
