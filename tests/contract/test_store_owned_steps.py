@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import psycopg
-import pytest
 
 from shepherd.core.records import Reply
 from shepherd.core.states import StepState
@@ -18,13 +17,14 @@ from shepherd.errors import StaleEpochError
 from shepherd.store.ops import AnswerOwned, ReplyAndAck, StartStep
 from shepherd.store.sql.owned_steps import key_lock
 from shepherd.testing import wait_until
+from support.backends import postgres_only
 from support.factories import claimed_task, step_start, submitted_task
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Request, Task
     from shepherd.store.contract import Store
     from shepherd.testing import FakeClock
-    from support.factories import Backend, Stores
+    from support.factories import Stores
 
 AGENT = "ledger"
 LEASE = 10.0
@@ -156,11 +156,10 @@ async def test_a_reply_for_a_superseded_attempt_or_a_queued_one_is_written_as_re
     )
 
 
+@postgres_only()  # SQLite has one writer at a time: its transactions queue one at a time
 async def test_a_keys_requests_are_queued_one_transaction_at_a_time(
-    backend: Backend, stores: Stores, store: Store
+    stores: Stores, store: Store
 ) -> None:
-    if backend.name == "sqlite":
-        pytest.skip("SQLite has one writer at a time: its transactions queue one at a time")
     task = await claimed_task(store, locked_by="s1")
     lock = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
     waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"

@@ -16,3 +16,9 @@ import pytest
 def sqlite_only(fixture: str = "store_url") -> pytest.MarkDecorator:
     """Run the test once, with `fixture` (a backend-parametrised fixture) on SQLite."""
     return pytest.mark.parametrize(fixture, ["sqlite"], indirect=True)
+
+
+def postgres_only(fixture: str = "backend") -> pytest.MarkDecorator:
+    """Run the test once, with `fixture` on PostgreSQL: for what only PostgreSQL has
+    (its locks, its sessions), where SQLite has nothing to check."""
+    return pytest.mark.parametrize(fixture, ["postgres"], indirect=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, final
 
-from shepherd.core.records import JsonValue
+from shepherd.core.records import JsonValue, idempotency_key
 from shepherd.payloads import check_text
 
 if TYPE_CHECKING:
@@ -81,6 +81,35 @@ class AgentRequest:
         # The request taken from the queue carries the step's recorded resolution.
         if self.resolution is None and self._source is not None:
             self.resolution = self._source.resolution
+
+    @classmethod
+    def of_step(
+        cls,
+        request: Request,
+        helpers: StepHelpers,
+        *,
+        owner_key: str | None = None,
+        owner_epoch: int | None = None,
+        owner_state: JsonValue = None,
+    ) -> AgentRequest:
+        """What a step's handler receives for `request` (its first try), from the agent
+        worker or, with `owner_key`, from the key's owner."""
+        return cls(
+            payload=request.payload,
+            idempotency_key=idempotency_key(request.task_id, request.seq),
+            attempt=request.attempt,
+            retry=0,
+            complete_by=request.complete_by,
+            task_id=request.task_id,
+            seq=request.seq,
+            agent=request.agent,
+            within=request.within,
+            owner_key=owner_key,
+            owner_epoch=owner_epoch,
+            owner_state=owner_state,
+            _helpers=helpers,
+            _source=request,
+        )
 
     def heartbeat(self) -> Awaitable[datetime]:
         """Tell the store this slow step is alive: its complete_by moves one window ahead.

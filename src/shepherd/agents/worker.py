@@ -31,7 +31,7 @@ from shepherd.agents.intake import HAND_OVER_BELOW, Intake
 from shepherd.agents.request import AgentRequest
 from shepherd.agents.threads import ThreadedCalls
 from shepherd.core.handling import Handling, Phase, ReplyResult, Retry, begin
-from shepherd.core.records import JsonValue, Request, idempotency_key
+from shepherd.core.records import JsonValue, Request
 from shepherd.errors import StepSupersededError, StoreUnavailableError
 from shepherd.failures import classify, log_bug
 from shepherd.governance.capacity import CapacityGate
@@ -245,19 +245,7 @@ class AgentWorker:
                     handling, request, spec, slot=None, counters=self._counters(request.agent)
                 )
             return
-        call = AgentRequest(
-            payload=request.payload,
-            idempotency_key=idempotency_key(request.task_id, request.seq),
-            attempt=request.attempt,
-            retry=0,
-            complete_by=request.complete_by,
-            task_id=request.task_id,
-            seq=request.seq,
-            agent=request.agent,
-            within=request.within,
-            _helpers=self.helpers,
-            _source=request,
-        )
+        call = AgentRequest.of_step(request, self.helpers)
         counters = self._counters(request.agent)
         holder = _holder(self.worker, request)
         result: JsonValue = None

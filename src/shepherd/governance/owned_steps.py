@@ -49,7 +49,7 @@ from shepherd.core.handling import (
     begin,
 )
 from shepherd.core.ownership import NO_STATE, NoState
-from shepherd.core.records import Reply, idempotency_key
+from shepherd.core.records import Reply
 from shepherd.errors import CommitUnknownError, StepSupersededError, StoreUnavailableError
 from shepherd.failures import bug_body, classify, error_body
 from shepherd.store.ops import AnswerOwned, ReplyAndAck
@@ -130,7 +130,12 @@ class OwnedSteps:
         these requests again: the supervisor sees their complete_by pass).
         """
         shared = copy.deepcopy(state)
-        calls = [_agent_request(r, key, epoch, shared, self.helpers) for r in requests]
+        calls = [
+            AgentRequest.of_step(
+                r, self.helpers, owner_key=key, owner_epoch=epoch, owner_state=shared
+            )
+            for r in requests
+        ]
         outcome = await self._handle(spec, requests, calls)
         if outcome is None:
             return True, state, True
@@ -413,28 +418,6 @@ class OwnedSteps:
                 await self.store.note(request.task_id, kind, detail)
             except Exception:  # the history is a courtesy
                 log.exception("could not record %s for %s/%s", kind, request.task_id, request.seq)
-
-
-def _agent_request(
-    request: Request, key: str, epoch: int, state: JsonValue, helpers: WorkerHelpers
-) -> AgentRequest:
-    """What the handler of an owned step receives: the step's request, with its key's owner."""
-    return AgentRequest(
-        payload=request.payload,
-        idempotency_key=idempotency_key(request.task_id, request.seq),
-        attempt=request.attempt,
-        retry=0,
-        complete_by=request.complete_by,
-        task_id=request.task_id,
-        seq=request.seq,
-        agent=request.agent,
-        within=request.within,
-        owner_key=key,
-        owner_epoch=epoch,
-        owner_state=state,
-        _helpers=helpers,
-        _source=request,
-    )
 
 
 def _runner(spec: Agent, calls: list[AgentRequest]) -> Callable[[], Awaitable[list[JsonValue]]]:
