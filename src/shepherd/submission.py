@@ -81,6 +81,9 @@ class Timing(TypedDict, total=False):
     deadline: float | None
 
 
+_TIMING_KEYS = frozenset(Timing.__annotations__)
+
+
 def new_task(
     workflows: Mapping[str, Workflow],
     workflow: str,
@@ -100,25 +103,32 @@ def new_task(
         ConfigError: `delay`, `not_before` or `deadline` is refused (`core.timing`),
             or `delay` and `not_before` are both given; the field is named.
     """
-    unknown = sorted(set(timing) - set(Timing.__annotations__))
-    if unknown:  # as Python says it of any other keyword
+    if timing.keys() - _TIMING_KEYS:  # as Python says it of any other keyword
+        unknown = sorted(timing.keys() - _TIMING_KEYS)
         raise TypeError(f"submit() got an unexpected keyword argument {unknown[0]!r}")
     spec = workflows.get(workflow)
     if spec is None:
         raise UnknownWorkflowError(workflow, list(workflows))
     check_text("key", key)
     check_text("reply_to", reply_to)
+    delay = timing.get("delay")
+    not_before = timing.get("not_before")
+    deadline = timing.get("deadline")
+    if deadline is None:
+        deadline = spec.deadline
+    # No timing at all (the common submit): nothing to check.
+    checked = (
+        {}
+        if delay is None and not_before is None and deadline is None
+        else _timing(delay, not_before, deadline)
+    )
     return NewTask(
         workflow=workflow,
         input=data,
         key=key,
         reply_to=reply_to,
         complete_within=spec.complete_within,
-        **_timing(
-            timing.get("delay"),
-            timing.get("not_before"),
-            spec.deadline if timing.get("deadline") is None else timing.get("deadline"),
-        ),
+        **checked,
     )
 
 

@@ -247,7 +247,8 @@ class AgentWorker:
             return
         call = AgentRequest.of_step(request, self.helpers)
         counters = self._counters(request.agent)
-        holder = _holder(self.worker, request)
+        # A capacity slot is held only for a resource: no name to make without one.
+        holder = "" if resource is None else _holder(self.worker, request)
         result: JsonValue = None
         decision: Next = handling.start()
         try:
@@ -303,7 +304,7 @@ class AgentWorker:
             self.helpers.scopes.pop(request.id, None)
         # Ended outside the deadline scope, so a reply being committed at the
         # deadline is not cut in half. The slot is given back with the reply.
-        slot = self.capacity.held(holder)
+        slot = None if resource is None else self.capacity.held(holder)
         if isinstance(decision, ReplyResult):
             if decision.answered:
                 await self.breakers.after_call(spec, request, failed=False)

@@ -39,7 +39,7 @@ from shepherd.store.ops import StartStep
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from shepherd.agents import Agent
     from shepherd.core.resources import Resolution
@@ -118,9 +118,10 @@ class WorkflowContext:
         agents = self._parts.agents
         if agent not in agents:
             raise UnknownAgentError(agent)
-        if undo is not None and undo not in agents:
-            raise UnknownAgentError(undo)
-        _refuse_exclusive_undo(agents, undo)
+        if undo is not None:
+            if undo not in agents:
+                raise UnknownAgentError(undo)
+            _refuse_exclusive_undo(agents, undo)
         if entity is not None and not isinstance(entity, str):
             raise TypeError(f"entity must be a str, not {type(entity).__name__}")
         recorded = self.steps.get(seq)
@@ -262,9 +263,20 @@ class WorkflowContext:
         permanently, and sends nothing.
         """
         parts = self._parts
-        owner_key = self._owner_key(seq, agent, payload, attempt, compensates)
+        # The agent's own settings, read here with no call: the path of every step.
+        spec = parts.agents.get(agent)
+        owner_key = (
+            None
+            if spec is None or spec.exclusive_by is None
+            else self._owner_key(seq, agent, spec.exclusive_by, payload, attempt, compensates)
+        )
         mailbox = parts.mailbox
-        step_within = within if within is not None else parts.step_within(agent)
+        if within is not None:
+            step_within = within
+        elif spec is not None and spec.within is not None:
+            step_within = spec.within
+        else:
+            step_within = parts.default_step_within
         suspect = suspected(self.task.crashes, seq)
         future = mailbox.expect(self.task_id, seq, epoch=self.epoch, attempt=attempt)
         start = StepStart(
@@ -357,18 +369,21 @@ class WorkflowContext:
         return body
 
     def _owner_key(
-        self, seq: int, agent: str, payload: JsonValue, attempt: int, compensates: int | None
-    ) -> str | None:
-        """The owning key of a step to an exclusive agent (None for another agent).
+        self,
+        seq: int,
+        agent: str,
+        exclusive_by: str | Callable[[JsonValue], object],
+        payload: JsonValue,
+        attempt: int,
+        compensates: int | None,
+    ) -> str:
+        """The owning key of a step to `agent`, exclusive by `exclusive_by`.
 
         Raises:
             PermanentError: The payload gives no owning key (the message names the
                 agent and why; the detail's type is `OwnerKeyError`).
         """
-        spec = self._parts.agents.get(agent)
-        if spec is None or spec.exclusive_by is None:
-            return None
-        found = owner_key_of(spec.exclusive_by, payload)
+        found = owner_key_of(exclusive_by, payload)
         if isinstance(found, str):
             return found
         problem = OwnerKeyError(agent, str(found))
@@ -467,11 +482,11 @@ def _describe(failure: AgentError) -> str:
     return f"{type(failure).__name__}: {failure.message}"
 
 
-def _refuse_exclusive_undo(agents: Mapping[str, Agent], undo: str | None) -> None:
+def _refuse_exclusive_undo(agents: Mapping[str, Agent], undo: str) -> None:
     """Refuse an exclusive agent as a step's undo (not supported yet), naming the agent.
 
     Raises:
         ConfigError: `undo` is exclusive.
     """
-    if undo is not None and agents[undo].exclusive_by is not None:
+    if agents[undo].exclusive_by is not None:
         raise ConfigError("undo", f"agent {undo!r}: {EXCLUSIVE_UNDO}")

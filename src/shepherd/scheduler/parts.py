@@ -70,10 +70,3 @@ class SchedulerParts:
     #: By task: replies of this process's agent worker handed to their steps before
     #: their commit, for the task's next write to take (`scheduler.replied`).
     pending: dict[str, list[PendingReply]] = field(default_factory=dict)
-
-    def step_within(self, agent: str) -> float:
-        """The window of a step of `agent` whose call sets none: the agent's, else the default."""
-        spec = self.agents.get(agent)
-        if spec is not None and spec.within is not None:
-            return spec.within
-        return self.default_step_within
