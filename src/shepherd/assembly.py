@@ -255,8 +255,11 @@ class Assembly:
                 worker=worker.worker,
                 gates=worker.gates,
             )
-            # Replies to steps through an owner are recorded where they are made, too.
+            # Replies to steps through an owner are recorded where they are made, too,
+            # and steps to a key owned here go straight to its loop.
             owners.steps.recorder = scheduler
+            if scheduler is not None:
+                scheduler.parts.owners = owners
             built.append(owners)
         if "supervisor" in roles:
             built.append(self.supervisor())

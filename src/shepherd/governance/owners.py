@@ -32,10 +32,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, final
 
 from shepherd.agents.calls import call_request, handle_batch, handle_call
-from shepherd.core.batching import batch_due
 from shepherd.core.ownership import NO_STATE, plan_ownership
 from shepherd.core.workers import WorkerState
 from shepherd.errors import StoreUnavailableError
+from shepherd.governance.backlogs import Backlogs
+from shepherd.governance.handing import Handing, KeyInbox, rest_handed
 from shepherd.governance.lifecycle import Failing, OwnerLife, Ownership
 from shepherd.governance.owned_steps import OwnedSteps, unanswered_with
 from shepherd.idle import IdleBackoff
@@ -48,8 +49,7 @@ if TYPE_CHECKING:
     from shepherd.agents.gates import Gates
     from shepherd.clock import Clock
     from shepherd.config import Settings
-    from shepherd.core.records import CallRequest, JsonValue
-    from shepherd.governance.batch import Batch
+    from shepherd.core.records import CallRequest, JsonValue, Request
     from shepherd.registry import Standing
 
 __all__ = ["OwnerServer", "owner_of"]
@@ -65,8 +65,11 @@ def owner_of(instance: str) -> str:
 
 
 @final
-class OwnerServer:
+class OwnerServer(Handing):
     """Owns keys of the exclusive agents this process serves, and serves their calls.
+
+    A step this process's scheduler starts for a key owned here is handed to
+    the key's loop as it is queued (`Handing`, `shepherd.governance.handing`).
 
     Args:
         store: The store, as an owner server uses it.
@@ -115,13 +118,11 @@ class OwnerServer:
         )
         #: The loop of each key owned, by (agent, key).
         self._loops: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._inboxes: dict[tuple[str, str], KeyInbox] = {}
         #: The keys whose loop is handling a call now.
         self._busy: set[tuple[str, str]] = set()
-        #: Per agent: the backlogs read since the last wake-up of CALLS (the wake-up's
-        #: event, and the read), shared by that agent's key loops.
-        self._backlogs: dict[
-            str, tuple[asyncio.Event, asyncio.Future[dict[str, tuple[int, datetime]]]]
-        ] = {}
+        #: The batching agents' key backlogs, shared by their key loops.
+        self.backlogs = Backlogs(store)
         self.outage = Outage("exclusive owners", log=log, clock=clock, watch=store.watch)
         #: The steps of the keys owned (`ctx.call` to an exclusive agent).
         self.steps = OwnedSteps(
@@ -217,9 +218,11 @@ class OwnerServer:
         own = Ownership(
             agent=agent, key=key, epoch=epoch, state=state, active_at=self.clock.monotonic()
         )
-        task = asyncio.create_task(self._own(own, old), name=f"shepherd key {key}")
+        inbox = self._open(agent, key, epoch)
+        task = asyncio.create_task(self._own(own, old, inbox), name=f"shepherd key {key}")
         self._loops[(agent, key)] = task
         task.add_done_callback(functools.partial(self._ended, (agent, key)))
+        task.add_done_callback(lambda _: self._close(agent, key, inbox))
 
     def _ended(self, agent_key: tuple[str, str], task: asyncio.Task[None]) -> None:
         if self._loops.get(agent_key) is task:
@@ -262,7 +265,9 @@ class OwnerServer:
                 log.warning("lost keys %s (their leases expired); another process takes them", lost)
                 await self._stop(lost)
 
-    async def _own(self, own: Ownership, before: asyncio.Task[None] | None) -> None:
+    async def _own(
+        self, own: Ownership, before: asyncio.Task[None] | None, inbox: KeyInbox | None
+    ) -> None:
         """One ownership of a key: `on_acquire`, its calls, `on_release`; hand it back if idle."""
         if before is not None:  # this process's previous ownership of the key ends first
             await asyncio.gather(before, return_exceptions=True)
@@ -271,8 +276,9 @@ class OwnerServer:
         try:
             if not await self.life.acquire(spec, own):
                 return
-            idle = await self._serve(spec, own)
+            idle = await self._serve(spec, own, inbox)
         finally:
+            self._close(own.agent, own.key, inbox)  # before its release: no step is handed now
             if own.acquired:
                 await self.life.release(spec, own)
         if idle:
@@ -290,13 +296,16 @@ class OwnerServer:
         await self.clock.wait_event(wake, seconds if left is None else min(seconds, left))
         return False
 
-    async def _serve(self, spec: Agent, own: Ownership) -> bool:
+    async def _serve(self, spec: Agent, own: Ownership, inbox: KeyInbox | None) -> bool:
         """Take the key's calls one at a time (or a batch at a time), in order; answer
         each handling's calls with the owner state, in one transaction.
 
         A batch's answers also take the key's next batch when it is due (one
-        commit per flush while the key is busy). Returns True once the key
-        has had no call for `owner_idle` seconds, False once it has moved.
+        commit per flush while the key is busy). A non-batching agent's key
+        (`inbox`) handles the steps handed to it with those it takes, and takes
+        only when the store may hold more (`KeyInbox.must_take`). Returns True
+        once the key has had no call for `owner_idle` seconds, False once it
+        has moved.
         """
         agent, key, epoch, idle = own.agent, own.key, own.epoch, spec.owner_idle
         batch = spec.batch
@@ -315,12 +324,13 @@ class OwnerServer:
             given_up: list[CallRequest] = []
             if not taken:
                 wake = self.store.signals.event(ch.CALLS)
+                steps: list[Request] = []
                 try:
                     if batch is not None:
                         if flushed is not None and flushed[0] is wake:  # not rung since
-                            due = self._due_of(batch, *flushed[1])
+                            due = self.backlogs.due_of(batch, *flushed[1])
                         else:
-                            due = await self._due(agent, key, batch, wake, fresh=fresh)
+                            due = await self.backlogs.due(agent, key, batch, wake, fresh=fresh)
                         fresh, flushed = False, None
                         if due is None:
                             if await self._rest(own, idle, wake, backoff.next(found=False)):
@@ -329,18 +339,25 @@ class OwnerServer:
                         if due > 0:
                             await self.clock.wait_event(wake, due)
                             continue
-                    steps, taken, given_up = await self.store.take_key_work(
-                        agent,
-                        key,
-                        owner=self.owner,
-                        epoch=epoch,
-                        worker=self.steps.worker,
-                        limit=limit,
-                        skip=sorted(unanswered),
-                    )
+                    if inbox is None or inbox.must_take():
+                        steps, taken, given_up = await self.store.take_key_work(
+                            agent,
+                            key,
+                            owner=self.owner,
+                            epoch=epoch,
+                            worker=self.steps.worker,
+                            limit=limit,
+                            skip=sorted(unanswered),
+                        )
+                        if inbox is not None:
+                            full = len(steps) + len(taken) + len(given_up) >= limit
+                            inbox.took(wake, steps, full=full)
                 except StoreUnavailableError as exc:
                     await self.outage.pause(exc)
                     continue
+                if inbox is not None:  # its steps in id order, handed or taken
+                    head = inbox.next()
+                    steps = [] if head is None else [head]
                 if steps:  # a key's steps come before its calls
                     backoff.next(found=True)
                     fresh = True
@@ -359,9 +376,14 @@ class OwnerServer:
                     continue
                 self._gave_up(agent, given_up)
                 if not taken:
-                    if not given_up and await self._rest(
-                        own, idle, wake, backoff.next(found=False)
-                    ):
+                    if given_up:
+                        continue
+                    wait = backoff.next(found=False)
+                    rest = functools.partial(self._rest, own, idle)
+                    resting = (
+                        rest(wake, wait) if inbox is None else rest_handed(rest, wake, wait, inbox)
+                    )
+                    if await resting:
                         return True
                     continue
             backoff.next(found=True)
@@ -383,42 +405,6 @@ class OwnerServer:
                 "call %s to %s given up after %d handlings", call.call_id, agent, call.attempt
             )
             self.gave_up(call)
-
-    async def _due(
-        self, agent: str, key: str, batch: Batch, wake: asyncio.Event, *, fresh: bool
-    ) -> float | None:
-        """Seconds until the key's waiting calls make a batch (0: now), or None if none wait.
-
-        The backlogs of all the agent's keys are read at once and shared by its
-        key loops until the next wake-up (`wake`), unless this loop has just
-        flushed (`fresh`): one read per wake-up, not one per key.
-        """
-        shared = self._backlogs.get(agent)
-        if fresh or shared is None or shared[0] is not wake:
-            read = asyncio.ensure_future(self.store.key_backlogs(agent))
-            read.add_done_callback(functools.partial(self._read_done, agent))
-            shared = self._backlogs[agent] = (wake, read)
-        backlog = (await asyncio.shield(shared[1])).get(key)
-        return None if backlog is None else self._due_of(batch, *backlog)
-
-    def _due_of(self, batch: Batch, waiting: int, oldest: datetime | None) -> float | None:
-        """Seconds until `waiting` calls, the oldest sent at `oldest`, make a batch.
-
-        None if none wait.
-        """
-        if not waiting or oldest is None:
-            return None
-        age = (self.store.now() - oldest).total_seconds()
-        return batch_due(
-            max_items=batch.max_items, max_delay=batch.max_delay, waiting=waiting, oldest_age=age
-        )
-
-    def _read_done(self, agent: str, read: asyncio.Future[object]) -> None:
-        """Forget a backlog read that failed, so that the next look reads again."""
-        if read.cancelled() or read.exception() is not None:
-            shared = self._backlogs.get(agent)
-            if shared is not None and shared[1] is read:
-                del self._backlogs[agent]
 
     async def _handle(
         self, spec: Agent, calls: list[CallRequest], epoch: int, state: JsonValue

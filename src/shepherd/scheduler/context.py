@@ -30,7 +30,7 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.scheduler import replied, sleeping
+from shepherd.scheduler import owned, replied, sleeping
 from shepherd.scheduler.recheck import stored_outcome
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
@@ -398,7 +398,8 @@ class WorkflowContext:
 
     async def _send(self, start: StepStart) -> datetime:
         """Start the step: its request goes to this process's agent worker when it has
-        room (taken in the same transaction, no other worker woken), else to the queue.
+        room (taken in the same transaction, no other worker woken), or to its key's
+        owner here (`scheduler.owned`), else to the queue.
 
         Returns the step's complete_by.
         """
@@ -412,6 +413,8 @@ class WorkflowContext:
         taker = parts.taker
         worker = None if taker is None or start.suspect else taker.reserve(start.agent)
         if worker is None:
+            if start.owner_key is not None and parts.owners is not None and not start.suspect:
+                return await owned.send(parts, parts.owners, start, replies)
             if replies:
                 started = await replied.write(parts, replies, StartStep(start))
                 assert isinstance(started, datetime)

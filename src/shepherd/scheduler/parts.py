@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from shepherd.governance.resolver import Resolver
     from shepherd.metrics import WorkflowCounters
     from shepherd.scheduler.mailbox import ReplyMailbox
+    from shepherd.store.ops import OwnerTake
     from shepherd.store.roles import SchedulerStore
 
-__all__ = ["SchedulerParts", "Taker"]
+__all__ = ["Owners", "SchedulerParts", "Taker"]
 
 
 class Taker(Protocol):
@@ -40,6 +41,18 @@ class Taker(Protocol):
 
     def hand(self, request: Request) -> None:
         """Handle a request the store leased to this worker as it was queued."""
+        ...
+
+
+class Owners(Protocol):
+    """The exclusive owners of a scheduler's own process, as the scheduler hands them steps."""
+
+    def owner_take(self, agent: str, key: str) -> OwnerTake | None:
+        """The fence to take a step of `agent` for `key` under as it is queued, or None."""
+        ...
+
+    def hand(self, agent: str, key: str, request: Request, *, epoch: int) -> None:
+        """Give the key's loop of ownership `epoch` a request the store took for it."""
         ...
 
 
@@ -67,6 +80,9 @@ class SchedulerParts:
     #: The agent worker of this process, if one runs here: steps of the agents it
     #: hosts go straight to it (`WorkflowContext._send`).
     taker: Taker | None = None
+    #: The exclusive owners of this process, if its agent role runs here: a step to
+    #: a key owned here goes straight to the key's loop (`scheduler.owned`).
+    owners: Owners | None = None
     #: By task: replies of this process's agent worker handed to their steps before
     #: their commit, for the task's next write to take (`scheduler.replied`).
     pending: dict[str, list[PendingReply]] = field(default_factory=dict)

@@ -17,6 +17,7 @@ from shepherd.store.ops.queues import ReplyAndAck
 __all__ = [
     "REPLY_GRACE",
     "ExtendStep",
+    "OwnerTake",
     "RecordReplies",
     "ReplyThen",
     "SleepTask",
@@ -29,6 +30,26 @@ __all__ = [
 #: Seconds past a step's complete_by that its task's claim still holds: time for a
 #: reply written at the deadline to be recorded. The scheduler waits as long.
 REPLY_GRACE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerTake:
+    """A step's request handed to its key's owner as it is queued, behind the owner's fence.
+
+    Its start takes the request for the owner's `worker` only if, in the
+    start's own transaction, `owner` holds the key's live lease at `epoch` and
+    no other request of the key waits (unexpired and not taken by `worker`):
+    a key's requests are still handled in the order they were queued, across
+    processes. Otherwise the request is queued as any keyed one is (untaken,
+    and the key's owner is woken: `take_key_work` takes it).
+    """
+
+    #: The owner process's agent worker name: the requests its takes lease to.
+    worker: str
+    #: The owner's name in key leases (`owner_of`).
+    owner: str
+    #: The ownership's epoch the fence checks.
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +86,9 @@ class StepStart:
     #: The agent worker of the scheduler's own process that takes the request as it
     #: is queued (`start_step_taken`): leased to it until complete_by, as
     #: `take_requests` would lease it, and never seen by other workers. None queues it.
-    taken_by: str | None = None
+    #: An `OwnerTake` (a step with an `owner_key`): its key's owner in this process
+    #: takes it, if its fence holds (`start_step_owned`), else it is queued.
+    taken_by: str | OwnerTake | None = None
     #: The owning key of a step that calls an exclusive agent: its request is taken
     #: only by that key's owner (`take_key_work`), never by an agent worker. A key's
     #: requests are queued one transaction at a time (their ids rise in commit order).
@@ -78,7 +101,10 @@ class StartStep(Write[datetime | Request]):
 
     With `start.taken_by`, the `Request` itself, leased to that worker as it
     is queued: hidden until its complete_by, exactly as if the worker had
-    taken it with `take_requests`, and no other worker is woken for it.
+    taken it with `take_requests`, and no other worker is woken for it. With
+    an `OwnerTake`, the `Request` only where the owner's fence holds (see
+    `OwnerTake`): taken by its worker as `take_key_work` would take it, and no
+    owner is woken; else its complete_by, the request queued untaken.
     """
 
     start: StepStart
@@ -196,3 +222,8 @@ class Steps(Runs):
         started = await self.write(StartStep(replace(start, taken_by=worker)))
         assert isinstance(started, Request)
         return started
+
+    async def start_step_owned(self, start: StepStart, *, take: OwnerTake) -> datetime | Request:
+        """`StartStep` of a keyed step handed to its key's owner (`OwnerTake`): the
+        `Request` when the owner's worker took it, else the step's complete_by (queued)."""
+        return await self.write(StartStep(replace(start, taken_by=take)))

@@ -16,14 +16,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import RecordReplies, SleepTask, StartStep
+from shepherd.store.ops import OwnerTake, RecordReplies, SleepTask, StartStep
 from shepherd.store.postgres.batch import WRITES, Later
 from shepherd.store.postgres.phases import Second, phased
 from shepherd.store.postgres.rows import columns, limit_of
 from shepherd.store.postgres.tasks import send_lock_owners
 from shepherd.store.sql import sleeps
-from shepherd.store.sql.owned_steps import key_lock
+from shepherd.store.sql.dialect import POSTGRES
+from shepherd.store.sql.owned_steps import HANDED, handed_params, key_lock
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
+from shepherd.store.wakeups import CHANNELS
 
 if TYPE_CHECKING:
     from psycopg import AsyncCursor
@@ -97,6 +99,12 @@ _INSERT_TAKEN = (
     "visible_at, created_at) VALUES (%b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, "
     "%b, %b, %b, %b) RETURNING id"
 )
+# HANDED, telling other processes' owners of a request it queued untaken (NOTIFY is
+# sent at the commit): the batch's NOTIFYs went out before its rows are read.
+_HANDED = (
+    POSTGRES.sql(HANDED)
+    + f", CASE WHEN taken_by IS NULL THEN pg_notify('{CHANNELS[ch.CALLS]}', '')::text END"
+)
 _PAYLOAD = 6
 _COMPLETE_BY = 7
 _OWNER_KEY = 13
@@ -144,20 +152,27 @@ async def start_with(
             # One INSERT may not upsert a row twice: apply duplicates in order.
             params = [(*row, now) for row in plan.steps]
             await batch.conn.cursor().executemany(_UPSERT_STEP, params)
+    queued = key_locks(plan.requests)
+    owned = [row for _, row, start in plan.handed if isinstance(start.taken_by, OwnerTake)]
+    keys = sorted({*queued, *key_locks(owned)}) if owned else queued
+    if keys:
+        # A key's requests are queued one transaction at a time, so that their ids
+        # rise in the order they commit: its owner never sees a later one first.
+        await batch.send(_LOCK_KEYS, (keys,))
     if plan.requests:
-        keys = key_locks(plan.requests)
-        if keys:
-            # A key's requests are queued one transaction at a time, so that their ids
-            # rise in the order they commit: its owner never sees a later one first.
-            await batch.send(_LOCK_KEYS, (keys,))
         await batch.send(_INSERT_REQUESTS, (now, now, *columns(plan.requests)))
         batch.rings.add(ch.REQUESTS)
-        if keys:
+        if queued:
             batch.rings.add(ch.CALLS)  # a key's owner looks at its key's calls and steps
     out: list[object] = [*plan.out]
     for index, row, start in plan.handed:
-        taken = (*row, start.taken_by, row[_COMPLETE_BY], now)
+        taker = start.taken_by
         # Its id is read after the commit, which brings it back: no round trip of its own.
+        if isinstance(taker, OwnerTake):  # taken only behind the owner's fence
+            sent = await batch.send(_HANDED, handed_params(row, taker, now))
+            out[index] = Later(partial(_owned, sent, batch.rings, start, row, now))
+            continue
+        taken = (*row, taker, row[_COMPLETE_BY], now)
         out[index] = Later(
             partial(_handed, await batch.send(_INSERT_TAKEN, taken), start, row, now)
         )
@@ -172,6 +187,27 @@ async def _handed(
     assert inserted is not None, "INSERT ... RETURNING returned no row"
     return handed_request(
         start, inserted[0], complete_by=row[_COMPLETE_BY], payload=row[_PAYLOAD], created_at=now
+    )
+
+
+async def _owned(
+    cursor: AsyncCursor[TupleRow],
+    rings: set[str],
+    start: StepStart,
+    row: tuple[Any, ...],
+    now: datetime,
+) -> Request | datetime:
+    """The request `_HANDED` queued: taken by the owner's worker, or (its fence did not
+    hold) queued, when this process's owners are woken too (`rings`, rung after this)."""
+    inserted = await cursor.fetchone()
+    assert inserted is not None, "INSERT ... RETURNING returned no row"
+    request_id, taken, _ = inserted
+    if taken is None:
+        rings.update((ch.REQUESTS, ch.CALLS))
+        complete_by: datetime = row[_COMPLETE_BY]
+        return complete_by
+    return handed_request(
+        start, request_id, complete_by=row[_COMPLETE_BY], payload=row[_PAYLOAD], created_at=now
     )
 
 

@@ -7,7 +7,10 @@ were queued (PostgreSQL queues a key's requests one transaction at a time:
 `key_lock`). Its reply is written by `ReplyAndAck`'s own handler, inside the
 owner's fenced transaction (each backend's `owned_steps` module), or, when
 the step's scheduler runs in the owner's process, with its workflow's next
-write (`reply_then`, fenced the same way: `fenced_replies`).
+write (`reply_then`, fenced the same way: `fenced_replies`). A step started
+in the owner's own process may be taken by the owner's worker as it is queued
+(`handed_params`): only behind the owner's fence, and when no request of the
+key waits before it, so the order queued holds across processes.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from shepherd.store.sql.plan import one
 
 if TYPE_CHECKING:
     from shepherd.core.records import Reply
-    from shepherd.store.ops import AnswerOwned, ReplyAndAck, ReplyThen, TakeKeyWork
+    from shepherd.store.ops import AnswerOwned, OwnerTake, ReplyAndAck, ReplyThen, TakeKeyWork
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["fenced_replies", "key_lock", "spread", "take_key_work"]
+__all__ = ["HANDED", "fenced_replies", "handed_params", "key_lock", "spread", "take_key_work"]
 
 
 def key_lock(agent: str, key: str) -> str:
@@ -36,6 +39,35 @@ def key_lock(agent: str, key: str) -> str:
     its owner never takes a later one before an earlier one.
     """
     return f"shepherd.requests/{agent}/{key}"
+
+
+#: A keyed step's request queued taken by its key's owner's worker (leased until its
+#: complete_by) where the owner holds the key's live lease at its epoch and no
+#: other request of the key waits (unexpired and not that worker's); else queued
+#: untaken, as any keyed request (`handed_params` gives the parameters). It returns
+#: (id, taken_by): taken_by NULL when it was queued. PostgreSQL runs it holding the
+#: key's lock (`key_lock`), so the requests it sees waiting are all there are.
+HANDED = (
+    "WITH fence AS (SELECT (EXISTS (SELECT 1 FROM owner_keys WHERE agent = ? AND key = ? "
+    "AND owner = ? AND epoch = ? AND lease_until > ?{ts}{for_share}) AND NOT EXISTS "
+    "(SELECT 1 FROM requests WHERE agent = ? AND owner_key = ? AND complete_by > ?{ts} "
+    "AND coalesce(taken_by, '') <> ?)) AS ok) "
+    "INSERT INTO requests (agent, task_id, seq, attempt, lock_epoch, kind, payload, "
+    "complete_by, within, retry, suspect, resolution, trace, owner_key, taken_by, "
+    "visible_at, created_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?{ts}, ?, ?, ?, ?, ?, ?, "
+    "CASE WHEN fence.ok THEN ? END, CASE WHEN fence.ok THEN ?{ts} ELSE ?{ts} END, ?{ts} "
+    "FROM fence RETURNING id, taken_by"
+)
+_AGENT = 0
+_COMPLETE_BY = 7
+_OWNER_KEY = 13
+
+
+def handed_params(row: Sequence[object], take: OwnerTake, now: object) -> tuple[object, ...]:
+    """The parameters of HANDED for a request row of `plan_starts` (`Starts.requests`)."""
+    agent, key, complete_by = row[_AGENT], row[_OWNER_KEY], row[_COMPLETE_BY]
+    fence = (agent, key, take.owner, take.epoch, now, agent, key, now, take.worker)
+    return (*fence, *row, take.worker, complete_by, now, now)
 
 
 # (agent, key, now, limit): a key's unexpired step requests, in the order queued.

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shepherd.store import signals as ch
-from shepherd.store.ops import RecordReplies, SleepTask, StartStep
+from shepherd.store.ops import OwnerTake, RecordReplies, SleepTask, StartStep
 from shepherd.store.rows import unix_instant
 from shepherd.store.sql import sleeps
+from shepherd.store.sql.dialect import SQLITE
+from shepherd.store.sql.owned_steps import HANDED, handed_params
 from shepherd.store.sqlite.batch import WRITES
 from shepherd.store.sqlite.rows import owners, tuples
 from shepherd.store.step_writes import REPLY_COLUMNS, handed_request, plan_starts, sort_replies
@@ -50,6 +52,7 @@ _ENQUEUE_TAKEN = (
     "visible_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "RETURNING id"
 )
+_HANDED = SQLITE.sql(HANDED)
 _PAYLOAD = 6
 _COMPLETE_BY = 7
 _OWNER_KEY = 13
@@ -91,8 +94,15 @@ def start_step(batch: SqliteBatch, ops: Sequence[StartStep]) -> list[object]:
     cursor = tuples(conn)
     for index, row, start in plan.handed:
         complete_by = row[_COMPLETE_BY]
-        params = (*row, start.taken_by, complete_by, now)
-        (request_id,) = cursor.execute(_ENQUEUE_TAKEN, params).fetchone()
+        taker = start.taken_by
+        if isinstance(taker, OwnerTake):  # taken only behind the owner's fence
+            request_id, taken = cursor.execute(_HANDED, handed_params(row, taker, now)).fetchone()
+            if taken is None:  # queued: its key's owner takes it
+                batch.rings.update((ch.REQUESTS, ch.CALLS))
+                continue
+        else:
+            params = (*row, taker, complete_by, now)
+            (request_id,) = cursor.execute(_ENQUEUE_TAKEN, params).fetchone()
         out[index] = handed_request(
             start,
             request_id,
