@@ -3,7 +3,10 @@
 `start_step` is the transactional outbox: the step turns `running` and its
 request is queued in the same transaction. It is fenced by the owner's epoch:
 the tasks are locked (`FOR UPDATE`, in id order) and checked before anything
-is written, as the SQLite store checks them inside its write lock.
+is written, as the SQLite store checks them inside its write lock. A step
+handed to its key's owner (`OwnerTake`) is taken or queued by the server in
+its INSERT itself (`owned_steps.HANDED`, after the key's lock), its outcome
+read back with the commit: no round trip of its own.
 `record_replies` locks the owner's tasks (`FOR UPDATE OF t`), so a
 supervisor's reset cannot slip between reading a reply and recording it.
 """
