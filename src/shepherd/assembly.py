@@ -259,7 +259,7 @@ class Assembly:
             # and steps to a key owned here go straight to its loop.
             owners.steps.recorder = scheduler
             if scheduler is not None:
-                scheduler.parts.owners = owners
+                scheduler.owners = owners
             built.append(owners)
         if "supervisor" in roles:
             built.append(self.supervisor())

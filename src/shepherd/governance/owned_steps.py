@@ -21,7 +21,10 @@ owner state and the owner's fence (`ReplyOwned`): a stale owner's replies
 never land. A lone step's reply whose step waits in this process's scheduler
 is handed to it first, as an agent worker's is (`agents.pending`): it rides,
 with the owner's fence and state, in its workflow's next write
-(`reply_then`), and is written alone only if no write takes it.
+(`reply_then`), and is written alone only if no write takes it. A step of a
+non-batching agent started by that scheduler is handed to the key's loop as
+it is queued, behind the owner's fence (`governance.handing`): with the
+riding reply, a step through an owner costs the transactions of a plain one.
 """
 
 from __future__ import annotations

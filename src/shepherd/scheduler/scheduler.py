@@ -24,7 +24,7 @@ from shepherd.outage import Outage
 from shepherd.scheduler import ending
 from shepherd.scheduler.context import WorkflowContext
 from shepherd.scheduler.mailbox import ReplyMailbox
-from shepherd.scheduler.parts import SchedulerParts, Taker
+from shepherd.scheduler.parts import Owners, SchedulerParts, Taker
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
@@ -124,6 +124,16 @@ class Scheduler:
     @taker.setter
     def taker(self, taker: Taker | None) -> None:
         self.parts.taker = taker
+
+    @property
+    def owners(self) -> Owners | None:
+        """The exclusive owners of this process, if its agent role runs here: steps to
+        a key owned here go straight to the key's loop (`scheduler.owned`)."""
+        return self.parts.owners
+
+    @owners.setter
+    def owners(self, owners: Owners | None) -> None:
+        self.parts.owners = owners
 
     def recheck(self, task_id: str, seq: int) -> None:
         """Wake the step waiting for `(task_id, seq)` to read it from the store again.
