@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, cast
 
 from shepherd.core.records import Request
-from shepherd.governance.handing import KeyInbox
+from shepherd.governance.handing import Handing, KeyInbox
+from shepherd.store import signals as ch
+from shepherd.store.ops import OwnerTake
+from shepherd.store.signals import Signals
 
 SOON = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -64,3 +69,40 @@ async def test_a_loop_takes_when_just_acquired_rung_full_or_polled_only() -> Non
     assert not inbox.must_take()
     inbox.polled()  # the wait ran out: a write no wake-up told of
     assert inbox.must_take()
+
+
+class _Owner(Handing):
+    """The handing part of an owner server, on stand-ins for its store and steps."""
+
+    def __init__(self, agents: dict[str, Any]) -> None:
+        self.owner = "p1/o"
+        self.agents = agents
+        self.store = cast("Any", SimpleNamespace(signals=Signals()))
+        self.steps = cast("Any", SimpleNamespace(worker="p1/a"))
+        self._inboxes = {}
+
+
+async def test_a_step_is_handed_only_to_an_open_ownership_of_its_epoch() -> None:
+    plain = SimpleNamespace(batch=None)
+    batching = SimpleNamespace(batch=object())
+    owner = _Owner({"ledger": plain, "ledger.batch": batching})
+    assert owner.owner_take("ledger", "u1") is None  # not owned here
+    assert owner._open("ledger.batch", "u1", 1) is None  # a batching agent takes from the store
+    assert owner.owner_take("ledger.batch", "u1") is None
+    inbox = owner._open("ledger", "u1", 4)
+    assert owner.owner_take("ledger", "u1") == OwnerTake(worker="p1/a", owner="p1/o", epoch=4)
+
+    wake = owner.store.signals.event(ch.CALLS)
+    owner.hand("ledger", "u1", request(1), epoch=4)
+    assert inbox is not None
+    assert [r.id for r in iter(inbox.next, None)] == [1]
+    assert not wake.is_set()
+    # Of another ownership, or after this one ended: left in the store, the owners woken.
+    owner.hand("ledger", "u1", request(2), epoch=3)
+    assert wake.is_set()
+    owner._close("ledger", "u1", inbox)
+    assert owner.owner_take("ledger", "u1") is None
+    wake = owner.store.signals.event(ch.CALLS)
+    owner.hand("ledger", "u1", request(3), epoch=4)
+    assert wake.is_set()
+    assert inbox.next() is None
