@@ -8,6 +8,8 @@ never the scheduler.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, final
 
@@ -21,10 +23,14 @@ if TYPE_CHECKING:
     from shepherd.core.records import Request
     from shepherd.governance.resolver import Resolver
     from shepherd.metrics import WorkflowCounters
+    from shepherd.store.ops import FailTask, FinishTask, SleepTask, StartCompensation, StartStep
+
+    #: A write of a task that may carry its replies (`reply_then`) or its claim.
+    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask
     from shepherd.scheduler.mailbox import ReplyMailbox
     from shepherd.store.roles import SchedulerStore
 
-__all__ = ["SchedulerParts", "Taker"]
+__all__ = ["Claim", "SchedulerParts", "Taker"]
 
 
 class Taker(Protocol):
@@ -41,6 +47,23 @@ class Taker(Protocol):
     def hand(self, request: Request) -> None:
         """Handle a request the store leased to this worker as it was queued."""
         ...
+
+
+@final
+class Claim:
+    """A peeked task's claim to come: the epoch it was peeked at, and its writers' turns.
+
+    Args:
+        epoch: The task's `lock_epoch` as peeked (the claim bumps it by one).
+        claimed: Called once the claim is made.
+    """
+
+    __slots__ = ("claimed", "epoch", "turn")
+
+    def __init__(self, epoch: int, claimed: Callable[[], None]) -> None:
+        self.epoch = epoch
+        self.claimed = claimed
+        self.turn = asyncio.Lock()
 
 
 @final
@@ -70,3 +93,6 @@ class SchedulerParts:
     #: By task: replies of this process's agent worker handed to their steps before
     #: their commit, for the task's next write to take (`scheduler.replied`).
     pending: dict[str, list[PendingReply]] = field(default_factory=dict)
+    #: By task: the tasks this scheduler peeked at and drives before it holds them,
+    #: whose first write claims them (`scheduler.claiming`).
+    claiming: dict[str, Claim] = field(default_factory=dict)
