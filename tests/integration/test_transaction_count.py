@@ -30,10 +30,12 @@ pytestmark = pytest.mark.fake_time
 #: Real seconds the test waits for the result before it fails (a backstop).
 PATIENCE = 15.0
 STEPS = 3
-#: Today's count: the submit, the claim, the first step's start, then each step's
-#: reply with the next step's start (the last one's with the finish). 9 before
-#: issue 34: each step's start and its reply apart (3 x 2), and the finish.
-TODAY = 1 + 1 + 1 + STEPS
+#: Today's count: the submit, the first step's start with the task's claim (a
+#: scheduler with little to do claims a task with its first write:
+#: `core.claiming`), then each step's reply with the next step's start (the last
+#: one's with the finish). 9 before issue 34: the claim, each step's start and
+#: its reply apart (3 x 2), and the finish; 6 before the claim rode.
+TODAY = 1 + 1 + STEPS
 
 
 def _three_steps(app: App) -> None:
@@ -53,10 +55,10 @@ def _commits(app: App) -> int:
     return int(app.store.statistics()["commits"])
 
 
-async def test_a_lone_three_step_workflow_takes_six_transactions(app: App) -> None:
-    """A lone workflow of three steps, all roles in one process: 6 commits (9 before).
+async def test_a_lone_three_step_workflow_takes_five_transactions(app: App) -> None:
+    """A lone workflow of three steps, all roles in one process: 5 commits (9 before).
 
-    Submit, claim, start 1, then each step's reply in one transaction with
+    Submit, claim with start 1, then each step's reply in one transaction with
     the workflow's next write: reply 1 + start 2, reply 2 + start 3, reply 3 +
     the finish (`reply_then`).
     """
@@ -83,13 +85,13 @@ async def _measured(app: App, workflow: str, expected: JsonValue) -> int:
 
 
 async def test_two_parallel_steps_between_two_others(app: App) -> None:
-    """Step 1, then steps 2 and 3 in parallel (`asyncio.gather`), then the finish: 6 (9 before).
+    """Step 1, then steps 2 and 3 in parallel (`asyncio.gather`), then the finish: 5 (9 before).
 
-    Submit, claim, start 1, reply 1 with the starts of 2 and 3 (the start of 3
+    Submit, claim with start 1, reply 1 with the starts of 2 and 3 (the start of 3
     rides in the same batch), reply 2 alone (its step is handed over, but the
     workflow waits for step 3, which is not a write: the reply is withdrawn
     after its turns and committed alone), reply 3 with the finish. When both
-    replies come within the same few turns, both ride with the finish: 5.
+    replies come within the same few turns, both ride with the finish: 4.
     """
 
     @app.agent("noop")
@@ -103,13 +105,13 @@ async def test_two_parallel_steps_between_two_others(app: App) -> None:
         return [first, second, third]
 
     took = await _measured(app, "fan", [1, 2, 3])
-    assert took <= 6, f"took {took} transactions"
+    assert took <= 5, f"took {took} transactions"
 
 
 async def test_a_refused_step_and_its_compensation(app: App) -> None:
-    """Step 1 succeeds, step 2 is refused, step 1 is undone: 7 transactions (10 before).
+    """Step 1 succeeds, step 2 is refused, step 1 is undone: 6 transactions (10 before).
 
-    Submit, claim, start 1, reply 1 with the start of 2, reply 2 (a refusal)
+    Submit, claim with start 1, reply 1 with the start of 2, reply 2 (a refusal)
     with the start of the compensation, the start of the undo step, and its
     reply with the task's end (`compensated`).
     """
@@ -139,11 +141,12 @@ async def test_a_refused_step_and_its_compensation(app: App) -> None:
         task = await _ended(app, task_id)
         took = _commits(app) - before
     assert task.process_state is ProcessState.COMPENSATED
-    assert took == 7, f"took {took} transactions"
+    assert took == 6, f"took {took} transactions"
 
 
 async def test_a_workflow_that_raises_between_two_steps(app: App) -> None:
-    """Step 1, then the body raises: submit, claim, start 1, reply 1 with the task's error: 4 (5 before)."""
+    """Step 1, then the body raises: submit, claim with start 1, reply 1 with the task's error: 3
+    (5 before)."""
 
     @app.agent("noop")
     async def noop(request: Any) -> JsonValue:
@@ -163,7 +166,7 @@ async def test_a_workflow_that_raises_between_two_steps(app: App) -> None:
         took = _commits(app) - before
     assert task.process_state is ProcessState.ERROR
     assert [s.state for s in task.steps] == [StepState.COMPLETED]
-    assert took == 4, f"took {took} transactions"
+    assert took == 3, f"took {took} transactions"
 
 
 async def _ended(app: App, task_id: str) -> Any:
@@ -178,11 +181,11 @@ async def _ended(app: App, task_id: str) -> Any:
 
 
 async def test_a_lone_three_step_workflow_through_an_exclusive_agent(app: App) -> None:
-    """The same three steps, each through an exclusive agent's owner in the same process: 6,
+    """The same three steps, each through an exclusive agent's owner in the same process: 5,
     as for plain steps (10 before steps were handed to their owner, 12 before the reply rode).
 
-    Submit, claim, start 1, then each step's reply with the owner state and
-    the workflow's next write (`reply_then`: reply 1 + start 2, reply 2 +
+    Submit, claim with start 1, then each step's reply with the owner state
+    and the workflow's next write (`reply_then`: reply 1 + start 2, reply 2 +
     start 3, reply 3 + the finish). Each start hands its request to the key's
     owner in this process as it is queued (taken by the owner's worker behind
     the owner's fence), so the owner never takes the key's work from the
@@ -235,11 +238,13 @@ async def test_a_lone_three_step_workflow_through_an_exclusive_agent(app: App) -
 async def test_a_step_a_sleep_and_a_step(app: App) -> None:
     """Step 1, a sleep, step 2: the sleep's write carries step 1's reply, as a step's start does.
 
-    Until asleep, 4, as a lone two-step workflow takes until its second step
-    starts: submit, claim, start 1, reply 1 with the sleep (its step recorded
-    and the claim given up, `reply_then`). Woken (here by an operator, 1 of
-    its own, as the clock stands still), 3 more: the claim, start 2, reply 2
-    with the finish. The sleep costs one claim (a task waiting holds none).
+    Until asleep, 3, as a lone two-step workflow takes until its second step
+    starts: submit, claim with start 1, reply 1 with the sleep (its step
+    recorded and the claim given up, `reply_then`). Woken (here by an
+    operator, 1 of its own, as the clock stands still), 2 more: the claim with
+    start 2, reply 2 with the finish. 5 in all, as a lone workflow of three
+    plain steps takes: the sleep costs no transaction a step does not (before
+    the claim rode with the first write, 7 against 6).
     """
 
     @app.agent("noop")
@@ -268,4 +273,4 @@ async def test_a_step_a_sleep_and_a_step(app: App) -> None:
         await app.operations.wake(task_id)
         assert await app.result(task_id, timeout=PATIENCE) == [1, 2]
         after_wake = _commits(app) - before - to_sleep
-    assert (to_sleep, after_wake) == (4, 1 + 3), f"took {to_sleep} + {after_wake}"
+    assert (to_sleep, after_wake) == (3, 1 + 2), f"took {to_sleep} + {after_wake}"

@@ -31,7 +31,7 @@ from shepherd.core.supervision import (
     SupervisionPolicy,
 )
 from shepherd.core.workers import Worker
-from shepherd.errors import PermanentError
+from shepherd.errors import PermanentError, StaleEpochError
 from shepherd.metrics import Metrics
 from shepherd.scheduler import Scheduler, Workflow, WorkflowContext
 from shepherd.store import signals as ch
@@ -49,6 +49,7 @@ from shepherd.store.ops import (
     NextDeadline,
     NextDue,
     NextReminder,
+    PeekTasks,
     PurgeCalls,
     PurgeTasks,
     PurgeTombstones,
@@ -57,11 +58,13 @@ from shepherd.store.ops import (
     ReleaseTasks,
     RenewSlots,
     ReplyAndAck,
+    ReplyThen,
     StartCompensation,
     StartStep,
     TakeRequests,
     TaskEvents,
     UnreapedWorkers,
+    Went,
 )
 from shepherd.store.roles import AgentStore, RetentionStore, SchedulerStore, SupervisorStore
 from shepherd.store.signals import Signals
@@ -138,6 +141,8 @@ class FakeSchedulerStore(ByOperation, SchedulerStore):
     def handlers(self) -> Handlers:
         return {
             ClaimTasks: self.claim,
+            PeekTasks: self.peek,
+            ReplyThen: self.claim_then,
             NextDue: self.next_due_op,
             StartStep: self.start,
             RecordReplies: self.record,
@@ -150,6 +155,20 @@ class FakeSchedulerStore(ByOperation, SchedulerStore):
     async def claim(self, op: ClaimTasks) -> list[Task]:
         claimed, self.to_claim = self.to_claim[: op.limit], self.to_claim[op.limit :]
         return claimed
+
+    async def peek(self, op: PeekTasks) -> list[Task]:
+        return self.to_claim[: op.limit]
+
+    async def claim_then(self, op: ReplyThen) -> Went:
+        """A peeked task's first write, which claims it (no reply rides here)."""
+        assert op.claim is not None, "only a claim rides in this fake"
+        assert not op.replies, "only a claim rides in this fake"
+        assert isinstance(op.then, StartStep), "the first write of this workflow is a step"
+        task_id = op.then.start.task_id
+        if not any(t.id == task_id and t.lock_epoch == op.claim for t in self.to_claim):
+            return Went((), StaleEpochError(task_id, op.then.start.epoch))
+        self.to_claim = [t for t in self.to_claim if t.id != task_id]
+        return Went((), await self.start(op.then))
 
     async def next_due_op(self, op: NextDue) -> datetime | None:
         return self.due

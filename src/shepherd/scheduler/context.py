@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, final
 
 from shepherd.core import replay
 from shepherd.core.ownership import owner_key_of
-from shepherd.core.records import JsonValue, Request, Step, Task
+from shepherd.core.records import JsonValue, Step, Task
 from shepherd.core.resources import resource_conflict
 from shepherd.core.retry import RetryPolicy
 from shepherd.core.states import StepKind, StepState
@@ -30,12 +30,12 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.scheduler import owned, replied, sleeping
+from shepherd.scheduler import sleeping
 from shepherd.scheduler.recheck import stored_outcome
+from shepherd.scheduler.sending import send
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
 from shepherd.store.contract import REPLY_GRACE, StepStart
-from shepherd.store.ops import StartStep
 from shepherd.tasklog import step_event
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ class WorkflowContext:
         )
         try:
             try:
-                complete_by = await self._send(start)
+                complete_by = await send(self._parts, self.task_id, self.epoch, start)
             except StaleEpochError as exc:
                 raise Abandoned from exc
             except StoreUnavailableError as exc:
@@ -395,44 +395,6 @@ class WorkflowContext:
         )
         self._step_event(seq, agent, attempt, "failed", compensates, _describe(failure))
         raise failure from problem
-
-    async def _send(self, start: StepStart) -> datetime:
-        """Start the step: its request goes to this process's agent worker when it has
-        room (taken in the same transaction, no other worker woken), or to its key's
-        owner here (`scheduler.owned`), else to the queue.
-
-        Returns the step's complete_by.
-        """
-        parts = self._parts
-        # The replies this workflow went on with before their commit ride along.
-        replies = (
-            await replied.taken(parts, self.task_id, self.epoch)
-            if self.task_id in parts.pending
-            else None
-        )
-        taker = parts.taker
-        worker = None if taker is None or start.suspect else taker.reserve(start.agent)
-        if worker is None:
-            if start.owner_key is not None and parts.owners is not None and not start.suspect:
-                return await owned.send(parts, parts.owners, start, replies)
-            if replies:
-                started = await replied.write(parts, replies, StartStep(start))
-                assert isinstance(started, datetime)
-                return started
-            return await parts.store.start_step(start)
-        assert taker is not None
-        try:
-            if replies:
-                taken = replace(start, taken_by=worker)
-                request = await replied.write(parts, replies, StartStep(taken))
-                assert isinstance(request, Request)
-            else:
-                request = await parts.store.start_step_taken(start, worker=worker)
-        except BaseException:
-            taker.unreserve()
-            raise
-        taker.hand(request)
-        return request.complete_by
 
     def _step_event(
         self,

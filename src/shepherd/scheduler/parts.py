@@ -8,6 +8,8 @@ never the scheduler.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, final
 
@@ -22,10 +24,20 @@ if TYPE_CHECKING:
     from shepherd.governance.resolver import Resolver
     from shepherd.metrics import WorkflowCounters
     from shepherd.scheduler.mailbox import ReplyMailbox
-    from shepherd.store.ops import OwnerTake
+    from shepherd.store.ops import (
+        FailTask,
+        FinishTask,
+        OwnerTake,
+        SleepTask,
+        StartCompensation,
+        StartStep,
+    )
     from shepherd.store.roles import SchedulerStore
 
-__all__ = ["Owners", "SchedulerParts", "Taker"]
+    #: A write of a task that may carry its replies (`reply_then`) or its claim.
+    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask
+
+__all__ = ["Claim", "Owners", "SchedulerParts", "Taker"]
 
 
 class Taker(Protocol):
@@ -54,6 +66,23 @@ class Owners(Protocol):
     def hand(self, agent: str, key: str, request: Request, *, epoch: int) -> None:
         """Give the key's loop of ownership `epoch` a request the store took for it."""
         ...
+
+
+@final
+class Claim:
+    """A peeked task's claim to come: the epoch it was peeked at, and its writers' turns.
+
+    Args:
+        epoch: The task's `lock_epoch` as peeked (the claim bumps it by one).
+        claimed: Called once the claim is made.
+    """
+
+    __slots__ = ("claimed", "epoch", "turn")
+
+    def __init__(self, epoch: int, claimed: Callable[[], None]) -> None:
+        self.epoch = epoch
+        self.claimed = claimed
+        self.turn = asyncio.Lock()
 
 
 @final
@@ -86,3 +115,6 @@ class SchedulerParts:
     #: By task: replies of this process's agent worker handed to their steps before
     #: their commit, for the task's next write to take (`scheduler.replied`).
     pending: dict[str, list[PendingReply]] = field(default_factory=dict)
+    #: By task: the tasks this scheduler peeked at and drives before it holds them,
+    #: whose first write claims them (`scheduler.claiming`).
+    claiming: dict[str, Claim] = field(default_factory=dict)

@@ -1,19 +1,22 @@
-"""A waiting step looks at the store: its recorded outcome, a later deadline, or nothing."""
+"""Looks at the store: a waiting step's outcome, or a task after a fault under its run."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shepherd.core.states import StepState
+from shepherd.core.states import ProcessState, StepState
+from shepherd.errors import StoreUnavailableError
 from shepherd.store.contract import REPLY_GRACE
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from shepherd.core.records import JsonValue
+    from shepherd.core.records import JsonValue, Task
+    from shepherd.outage import Outage
     from shepherd.scheduler.parts import SchedulerParts
+    from shepherd.store.roles import SchedulerStore
 
-__all__ = ["stored_outcome"]
+__all__ = ["held_again", "stored_outcome"]
 
 
 async def stored_outcome(
@@ -46,3 +49,31 @@ async def stored_outcome(
         return step.complete_by
     past = parts.store.now() - complete_by
     return None if past.total_seconds() >= REPLY_GRACE else complete_by
+
+
+async def held_again(
+    store: SchedulerStore, outage: Outage, owner: str, task: Task, cause: BaseException
+) -> Task | None:
+    """`task` as stored once the store answers again, if `owner`'s claim still holds it.
+
+    The store failed under the task's run (`cause`): the outage is waited out
+    (`outage`), and a write whose outcome was unknown is settled by this read.
+    """
+    while True:
+        await outage.pause(cause)
+        try:
+            stored = await store.get_task(task.id)
+        except StoreUnavailableError as exc:
+            cause = exc
+            continue
+        # A read: the outage ends when the process next writes (not here, where
+        # the write that follows may fail again, as on a full disk).
+        outage.over(wrote=False)
+        if (
+            stored is None
+            or stored.locked_by != owner
+            or stored.lock_epoch != task.lock_epoch
+            or stored.process_state not in (ProcessState.PROCESSING, ProcessState.COMPENSATING)
+        ):
+            return None
+        return stored

@@ -20,17 +20,15 @@ from typing import TYPE_CHECKING
 from shepherd.agents.pending import HandedBack
 from shepherd.core.records import Reply
 from shepherd.errors import StaleEpochError, StoreUnavailableError
+from shepherd.scheduler import claiming
 from shepherd.store.ops import FailTask, FinishTask
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from shepherd.agents.pending import PendingReply
-    from shepherd.scheduler.parts import SchedulerParts
-    from shepherd.store.ops import SleepTask, StartCompensation, StartStep
-
-    #: A write of a task that may carry its replies (`reply_then`).
-    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask
+    from shepherd.scheduler.parts import SchedulerParts, Then
+    from shepherd.store.ops import StartCompensation
 
 __all__ = ["counted", "end", "taken", "write"]
 
@@ -101,7 +99,7 @@ def end(
         StaleEpochError: A reply did not count, or `then` is fenced off.
         StoreUnavailableError: The transaction failed, or its outcome is unknown.
     """
-    if then.task_id in parts.pending:
+    if then.task_id in parts.pending or then.task_id in parts.claiming:
         return _end_with_replies(parts, then)
     store = parts.store
     if isinstance(then, FinishTask):  # the common end, with no call between
@@ -114,6 +112,10 @@ def end(
 async def _end_with_replies(
     parts: SchedulerParts, then: FinishTask | FailTask | StartCompensation
 ) -> object:
+    if then.task_id in parts.claiming:  # peeked, not held yet: this write claims it
+        first = await claiming.first_write(parts, then.task_id, then)
+        if first is not claiming.NOT_FIRST:
+            return first
     replies = await taken(parts, then.task_id, then.epoch)
     if replies:
         return await write(parts, replies, then)

@@ -11,10 +11,13 @@ workflow returns or raises is `ending`'s.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, final
 
 from shepherd import tracing
+from shepherd.core.claiming import peek_limit
 from shepherd.core.records import JsonValue, Reply, Task
 from shepherd.core.states import ProcessState
 from shepherd.errors import CommitUnknownError, StaleEpochError, StoreUnavailableError
@@ -24,7 +27,8 @@ from shepherd.outage import Outage
 from shepherd.scheduler import ending
 from shepherd.scheduler.context import WorkflowContext
 from shepherd.scheduler.mailbox import ReplyMailbox
-from shepherd.scheduler.parts import Owners, SchedulerParts, Taker
+from shepherd.scheduler.parts import Claim, Owners, SchedulerParts, Taker
+from shepherd.scheduler.recheck import held_again
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store import signals as ch
 from shepherd.store.signals import Signals
@@ -100,6 +104,10 @@ class Scheduler:
         )
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
+        #: Set when a peeked task's claim is settled (made, or lost to another holder).
+        self._peek_settled = asyncio.Event()
+        #: Whether the last peek saw a task it leaves to a claim (a compensating one).
+        self._claim_after_peek = False
         self.claimed = 0
         self.finished = 0
         #: Times a workflow was driven again after the store failed under it.
@@ -220,15 +228,24 @@ class Scheduler:
             if self.standing is not None and not self.standing.takes_work():
                 await self.standing.wait_takes_work()
                 continue
+            if self.parts.claiming:  # peeked tasks, claimed by their first writes (soon)
+                self._peek_settled.clear()
+                await self.clock.wait_event(self._peek_settled, settings.poll_interval)
             wake = signals.event(ch.TASKS)
+            limit = min(free, settings.claim_batch)
+            peek = peek_limit(len(self._running), limit)
             try:
-                tasks = await self.store.claim_tasks(
-                    locked_by=self.owner, limit=min(free, settings.claim_batch)
+                if peek and await self._peek(peek):
+                    continue
+                tasks = (
+                    []
+                    if peek and not self._claim_after_peek
+                    else await self.store.claim_tasks(locked_by=self.owner, limit=limit)
                 )
             except StoreUnavailableError as exc:  # wait it out; anything else stops us
                 await self.claims_outage.pause(exc)
                 continue
-            self.claims_outage.over()
+            self.claims_outage.over(wrote=not peek)
             self.claimed += len(tasks)
             for task in tasks:
                 # The claim wrote updated_at: how late after not_before it came.
@@ -246,10 +263,55 @@ class Scheduler:
                 )
                 self._running[task.id] = asyncio.create_task(self._drive(task))
             wait = backoff.next(found=len(tasks) > 0)
-            if len(tasks) < min(free, settings.claim_batch):
+            if len(tasks) < limit:
                 if wait > settings.poll_interval:
                     wait = await self._until_due(wait)
                 await self.clock.wait_event(wake, wait)
+
+    async def _peek(self, limit: int) -> bool:
+        """Peek at up to `limit` tasks and drive the pending ones not running here yet, each
+        claimed by its first write (`core.claiming`); whether there were any.
+
+        A compensating task among them, or one a run of this scheduler that lost
+        its claim still stands for, is left to a claim of its own (`_claim_after_peek`).
+        """
+        found = await self.store.peek_tasks(limit=limit)
+        peeked = [
+            t
+            for t in found
+            if t.process_state is ProcessState.PENDING and t.id not in self._running
+        ]
+        # A compensating task, or one an earlier run here still stands for (its claim
+        # lost meanwhile), is claimed as before: a claim of its own starts it anew.
+        self._claim_after_peek = any(
+            t.process_state is not ProcessState.PENDING
+            or (t.id in self._running and t.id not in self.parts.claiming)
+            for t in found
+        )
+        for task in peeked:
+            held = replace(
+                task,
+                locked_by=self.owner,
+                lock_epoch=task.lock_epoch + 1,
+                process_state=ProcessState.PROCESSING,
+            )
+            self.parts.claiming[task.id] = Claim(
+                task.lock_epoch, functools.partial(self._claimed, held)
+            )
+            self._running[task.id] = asyncio.create_task(self._drive(held))
+        return bool(peeked)
+
+    def _claimed(self, task: Task) -> None:  # a peeked task's first write claimed it
+        self.claimed += 1
+        self._peek_settled.set()
+        self.counters.claimed(task.workflow, (self.store.now() - task.not_before).total_seconds())
+        task_event(
+            task.id,
+            task.workflow,
+            "claimed",
+            f"lock_epoch {task.lock_epoch}, failure_count {task.failure_count}",
+            epoch=task.lock_epoch,
+        )
 
     async def _until_due(self, wait: float) -> float:
         """`wait`, or less if a task's `not_before` passes sooner (no wake-up rings then)."""
@@ -345,7 +407,11 @@ class Scheduler:
                 # Wait it out, then continue from what the store recorded, if the
                 # claim still holds (a write whose outcome was unknown is settled by
                 # that re-read: replay skips what was recorded, and the rest runs again).
-                current = await self._reread(task, cause)
+                # A peeked task's claim is settled by that read too (until then no claim
+                # here takes it: that would give it the very epoch this run expects).
+                current = await held_again(self.store, self.tasks_outage, self.owner, task, cause)
+                if self.parts.claiming.pop(task.id, None) is not None:
+                    self._peek_settled.set()
                 if current is not None:
                     self.redriven += 1
                     log.info(
@@ -363,6 +429,8 @@ class Scheduler:
                 pending = self.parts.pending
                 if task.id in pending:
                     del pending[task.id]
+                if self.parts.claiming.pop(task.id, None) is not None:
+                    self._peek_settled.set()  # never claimed: another holder has it
             self.finished += 1
             self._slot_freed.set()
 
@@ -383,27 +451,6 @@ class Scheduler:
             await ending.compensate(self.parts, ctx, task.error)
         else:
             await self._run_workflow(ctx)
-
-    async def _reread(self, task: Task, cause: BaseException) -> Task | None:
-        """The task as stored once the store answers again, if this claim still holds it."""
-        while True:
-            await self.tasks_outage.pause(cause)
-            try:
-                stored = await self.store.get_task(task.id)
-            except StoreUnavailableError as exc:
-                cause = exc
-                continue
-            # A read: the outage ends when the process next writes (not here, where
-            # the write that follows may fail again, as on a full disk).
-            self.tasks_outage.over(wrote=False)
-            if (
-                stored is None
-                or stored.locked_by != self.owner
-                or stored.lock_epoch != task.lock_epoch
-                or stored.process_state not in (ProcessState.PROCESSING, ProcessState.COMPENSATING)
-            ):
-                return None
-            return stored
 
     async def _run_workflow(self, ctx: WorkflowContext) -> None:
         task = ctx.task

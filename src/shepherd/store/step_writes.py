@@ -43,6 +43,7 @@ __all__ = [
     "reply_body",
     "sort_replies",
     "stale_then",
+    "then_holder",
 ]
 
 T = TypeVar("T")
@@ -429,7 +430,9 @@ def plan_answers(
 
 
 def go_on(
-    ops: Sequence[ReplyThen], answers: Sequence[bool | Reply]
+    ops: Sequence[ReplyThen],
+    answers: Sequence[bool | Reply],
+    claimed: Sequence[bool] | None = None,
 ) -> list[tuple[tuple[bool | Reply, ...], bool]]:
     """Per `reply_then` operation: its replies' outcomes, and whether its `then` is written.
 
@@ -438,13 +441,15 @@ def go_on(
     reply of its operation was recorded on its step (a `Reply`) as the outcome
     it was handed over as: a result that could not be stored is recorded as a
     failure, and the workflow that went on with the result must not go further.
+    Nor does it go where its claim (`ReplyThen.claim`) was not made: `claimed`,
+    per operation (None: every one's, as when none claims).
     """
     out: list[tuple[tuple[bool | Reply, ...], bool]] = []
     at = 0
-    for op in ops:
+    for i, op in enumerate(ops):
         mine = tuple(answers[at : at + len(op.replies)])
         at += len(op.replies)
-        counted = all(
+        counted = (claimed is None or claimed[i]) and all(
             isinstance(answer, Reply) and answer.ok == reply.ok
             for answer, reply in zip(mine, op.replies, strict=True)
         )
@@ -454,8 +459,15 @@ def go_on(
 
 
 def stale_then(op: ReplyThen) -> StaleEpochError:
-    """The outcome of a `then` not written because a reply of its operation did not count."""
+    """The outcome of a `then` not written: a reply of its operation did not count, or its
+    claim was not made."""
+    task_id, _, epoch = then_holder(op)
+    return StaleEpochError(task_id, epoch)
+
+
+def then_holder(op: ReplyThen) -> tuple[str, str, int]:
+    """The task `op.then` writes, its holder and the epoch it is fenced by."""
     then = op.then
     if isinstance(then, StartStep):
-        return StaleEpochError(then.start.task_id, then.start.epoch)
-    return StaleEpochError(then.task_id, then.epoch)
+        return then.start.task_id, then.start.locked_by, then.start.epoch
+    return then.task_id, then.locked_by, then.epoch

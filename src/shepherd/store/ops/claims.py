@@ -21,6 +21,7 @@ __all__ = [
     "FailTask",
     "FinishTask",
     "NextDue",
+    "PeekTasks",
     "ReleaseTasks",
     "StartCompensation",
 ]
@@ -37,6 +38,20 @@ class ClaimTasks(Write[list[Task]]):
 
     _: KW_ONLY
     locked_by: str
+    limit: int
+
+
+@operation
+class PeekTasks(Read[list[Task]]):
+    """Up to `limit` tasks a claim would take first, with their steps, claiming none.
+
+    A scheduler with little to do replays the `pending` ones at once and claims
+    each with its first write (`reply_then(..., claim=...)`), so that a task's
+    claim costs no transaction of its own (`core.claiming`); a compensating
+    one it claims as usual.
+    """
+
+    _: KW_ONLY
     limit: int
 
 
@@ -99,6 +114,7 @@ class Claims(Runs):
     """The store's methods for a scheduler's claims."""
 
     claim_tasks = method(ClaimTasks)
+    peek_tasks = method(PeekTasks)
     next_due = method(NextDue)
     finish_task = method(FinishTask)
     fail_task = method(FailTask)

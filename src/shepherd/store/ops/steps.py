@@ -176,6 +176,15 @@ class ReplyThen(Write[Went]):
     and the reply written only while the owner holds the key's live lease at
     its epoch; otherwise neither is, and the reply's outcome is False (it did
     not count).
+
+    A task peeked (`peek_tasks`) and replayed before it was claimed is claimed
+    by its first write: with `claim`, its lock_epoch as peeked, `then.locked_by`
+    claims `then`'s task first, exactly as `claim_tasks` would (epoch bumped,
+    `complete_by` set, `processing`, a `claimed` event), but only while it is
+    still `pending`, unowned, due and at that epoch; `then` (whose epoch is the
+    bumped one) is written only if the claim was. Otherwise nothing is, and the
+    outcome of `then` is `StaleEpochError`: another holder took the task.
+    `replies` is then empty (no step of this run could have replied).
     """
 
     replies: Sequence[ReplyAndAck]
@@ -183,6 +192,8 @@ class ReplyThen(Write[Went]):
     then: StartStep | FinishTask | FailTask | StartCompensation | SleepTask
     #: Per reply, its owner's fence and state (`answers` empty), or None; empty: none.
     owned: Sequence[AnswerOwned | None] = ()
+    #: The lock_epoch `then`'s task was peeked at, to claim it first; None: it is held.
+    claim: int | None = None
 
 
 @operation

@@ -39,7 +39,12 @@ from shepherd.store.postgres.rows import (
     request_from_row,
 )
 from shepherd.store.postgres.steps import start_with, write_recorded
-from shepherd.store.postgres.tasks import finish_with, send_lock_owners, write_owned
+from shepherd.store.postgres.tasks import (
+    finish_with,
+    send_claims_first,
+    send_lock_owners,
+    write_owned,
+)
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
 from shepherd.store.sql import owned_steps, queues, sleeps
 from shepherd.store.sql.dialect import POSTGRES
@@ -192,12 +197,17 @@ async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
 async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
     """Record replies made here; write each operation's `then` if its replies all counted.
 
-    The first phase sends what `reply_and_ack` sends for every reply and locks
-    the tasks of the `then`s; the second records the replies, then writes the
+    The first phase sends the claims of the operations that claim their task,
+    what `reply_and_ack` sends for every reply, and locks the tasks of the
+    `then`s; the second records the replies, then writes the
     `then`s that go (starts, finishes), each kind as its own handler would.
     """
     if any(op.owned for op in ops):  # the owners' fences read the batch's instant
         await batch.clock()
+    # A peeked task's claim goes before anything of the batch locks or reads it.
+    claiming = (
+        await send_claims_first(batch, ops) if any(op.claim is not None for op in ops) else None
+    )
     replies, kept = await batch.run(owned_steps.fenced_replies(batch, ops))
     replying = await reply(batch, [replies[i] for i in kept]) if kept else None
     starts = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, StartStep)]
@@ -206,8 +216,12 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
     locked = await send_lock_owners(batch, tasks)
 
     async def second() -> list[object]:
+        claimed = None
+        if claiming is not None:
+            claimed = await claiming()
+            await batch.clock()  # came back with the claims: the writes below read it
         written = [] if replying is None else await replying()
-        decided = go_on(ops, owned_steps.spread(len(replies), kept, written))
+        decided = go_on(ops, owned_steps.spread(len(replies), kept, written), claimed)
         owners = await locked()
         thens: list[object] = [
             None if counted else stale_then(op)

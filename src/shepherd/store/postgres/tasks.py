@@ -48,11 +48,15 @@ from shepherd.store.postgres.rows import (
     utc,
 )
 from shepherd.store.rows import Owners
+from shepherd.store.step_writes import then_holder
 from shepherd.store.submits import Plan
 from shepherd.store.task_filters import few_ids, ids_probe, list_query
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from psycopg import AsyncCursor
+    from psycopg.rows import TupleRow
 
     from shepherd.store.effect_rows import EffectRow
     from shepherd.store.encoding import Encoding
@@ -103,6 +107,23 @@ _CLAIM = (
 _CLAIM_WITH_STEPS = (
     f"WITH c AS ({_CLAIM}) SELECT c.*, {STEP_COLUMNS_S} FROM c "
     "LEFT JOIN steps s ON c.lock_epoch > 1 AND s.task_id = c.id ORDER BY c.id, s.seq"
+)
+# One task peeked at an epoch claimed, as `_CLAIM` would, while it is still pending,
+# unowned, due and at that epoch (`ReplyThen.claim`).
+_CLAIM_ONE = (
+    "UPDATE tasks SET locked_by = %b, lock_epoch = lock_epoch + 1, "
+    f"complete_by = {INSTANT} + complete_within * interval '1 second', "
+    f"updated_at = {INSTANT}, process_state = 'processing' "
+    "WHERE id = %b AND lock_epoch = %b AND locked_by IS NULL AND process_state = 'pending' "
+    f"AND not_before <= {INSTANT} RETURNING key, reply_to, lock_epoch"
+)
+# What `_CLAIM` would take first, claiming none; with their steps.
+_PEEK = (
+    f"WITH c AS (SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NULL "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= coalesce(%s::timestamptz, now()) "
+    "ORDER BY not_before LIMIT %s) "
+    f"SELECT c.*, {STEP_COLUMNS_S} FROM c "
+    "LEFT JOIN steps s ON c.lock_epoch > 0 AND s.task_id = c.id ORDER BY c.not_before, c.id, s.seq"
 )
 # Ordered by id so that concurrent batches lock shared tasks in the same order.
 _LOCK_OWNERS = (
@@ -235,6 +256,38 @@ async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> Second:
     return second
 
 
+async def send_claims_first(
+    batch: PostgresBatch, ops_: Sequence[ops.ReplyThen]
+) -> Callable[[], Awaitable[list[bool]]]:
+    """Claim the tasks of the `reply_then` operations that claim theirs (`claim`), sent before
+    anything else of the batch locks them; what reads, per operation, whether its task is held."""
+    now = batch.instant
+    sent: list[tuple[AsyncCursor[TupleRow], str, str] | None] = []
+    for op in ops_:
+        if op.claim is None:
+            sent.append(None)
+            continue
+        task_id, owner, _ = then_holder(op)
+        cursor = await batch.send(_CLAIM_ONE, (owner, now, now, task_id, op.claim, now))
+        sent.append((cursor, task_id, owner))
+
+    async def read() -> list[bool]:
+        out = []
+        for claim in sent:
+            if claim is None:
+                out.append(True)
+                continue
+            cursor, task_id, owner = claim
+            row = await cursor.fetchone()
+            out.append(row is not None)
+            if row is not None:
+                detail = dumps_detail({"owner": owner, "lock_epoch": row[2]})
+                batch.event(task_id, row[0], row[1], EventKind.CLAIMED, detail)
+        return out
+
+    return read
+
+
 @phased(ops.FinishTask)
 async def finish(batch: PostgresBatch, ops: Sequence[ops.FinishTask]) -> Second:
     """Tasks `processed` with their results (fenced by epoch and owner).
@@ -353,6 +406,19 @@ _NEXT_DUE = (
     "SELECT min(not_before) FROM tasks "
     "WHERE locked_by IS NULL AND process_state IN ('pending', 'compensating')"
 )
+
+
+@READS.handles(ops.PeekTasks)
+async def peek(reader: Reader, op: ops.PeekTasks) -> list[Task]:
+    """The pending tasks a claim would take first, with their steps; none claimed."""
+    tasks: dict[str, tuple[Any, ...]] = {}
+    steps: dict[str, list[Step]] = defaultdict(list)
+    for r in await reader.fetch(_PEEK, (reader.clock_param(), limit_of(op.limit))):
+        task_id = r[TaskCol.ID]
+        tasks.setdefault(task_id, r[:TASK_WIDTH])
+        if r[TASK_WIDTH] is not None:
+            steps[task_id].append(step_from_row(r[TASK_WIDTH:]))
+    return [task_from_row(r, tuple(steps.get(t, ()))) for t, r in tasks.items()]
 
 
 @READS.handles(ops.NextDue)

@@ -31,6 +31,7 @@ from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
 from shepherd.store.sqlite.rows import chunks, event_from_row, request_from_row, tuples
 from shepherd.store.sqlite.steps import write_recorded
+from shepherd.store.sqlite.tasks import claim_first
 from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
     StepOwnerCol,
@@ -144,12 +145,15 @@ def reply(batch: SqliteBatch, ops: Sequence[ReplyAndAck]) -> list[object]:
 def reply_then(batch: SqliteBatch, ops: Sequence[ReplyThen]) -> list[object]:
     """Record replies made here; write each operation's `then` if its replies all counted.
 
-    Every operation's replies are written as one `reply_and_ack` batch, then
-    the `then`s that go, grouped by kind, each by its own handler.
+    The claims of the operations that claim their task come first
+    (`claim_first`); then every operation's replies are written as one
+    `reply_and_ack` batch, then the `then`s that go, grouped by kind, each by
+    its own handler.
     """
+    claimed = claim_first(batch, ops) if any(op.claim is not None for op in ops) else None
     replies, kept = batch.run(owned_steps.fenced_replies(batch, ops))
     written = reply(batch, [replies[i] for i in kept]) if kept else []
-    decided = go_on(ops, owned_steps.spread(len(replies), kept, written))
+    decided = go_on(ops, owned_steps.spread(len(replies), kept, written), claimed)
     thens: list[object] = [None] * len(ops)
     grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
     for i, (op, (_, counted)) in enumerate(zip(ops, decided, strict=True)):

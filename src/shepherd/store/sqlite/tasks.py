@@ -42,6 +42,7 @@ from shepherd.store.sqlite.rows import (
     ts,
     tuples,
 )
+from shepherd.store.step_writes import then_holder
 from shepherd.store.submits import Plan
 from shepherd.store.task_filters import few_ids, ids_probe, list_query
 
@@ -79,6 +80,20 @@ _CLAIM = (
     "WHERE id IN (SELECT id FROM tasks WHERE locked_by IS NULL "
     "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
     f"ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
+)
+# (owner, now, now, id, epoch, now): one task peeked at `epoch` claimed, as `_CLAIM` would,
+# while it is still pending, unowned, due and at that epoch (`ReplyThen.claim`).
+_CLAIM_ONE = (
+    "UPDATE tasks SET locked_by = ?, lock_epoch = lock_epoch + 1, "
+    "complete_by = ? + complete_within, updated_at = ?, process_state = 'processing' "
+    "WHERE id = ? AND lock_epoch = ? AND locked_by IS NULL AND process_state = 'pending' "
+    "AND not_before <= ? RETURNING key, reply_to, lock_epoch"
+)
+# (now, limit): what `_CLAIM` would take first, claiming none.
+_PEEK = (
+    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NULL "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
+    "ORDER BY not_before LIMIT ?"
 )
 # The owner's fence: the task is still held by that owner, at that epoch.
 _OWNED = UPDATE + " WHERE id = ? AND lock_epoch = ? AND locked_by = ?"
@@ -198,6 +213,24 @@ def claim(batch: SqliteBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
     return out
 
 
+def claim_first(batch: SqliteBatch, ops_: Sequence[ops.ReplyThen]) -> list[bool]:
+    """Per `reply_then` operation: whether its task is held for its `then` (claimed now with
+    `claim`, as `claim` claims, or held already without)."""
+    conn, now = batch.conn, batch.now
+    out: list[bool] = []
+    for op in ops_:
+        if op.claim is None:
+            out.append(True)
+            continue
+        task_id, owner, _ = then_holder(op)
+        row = conn.execute(_CLAIM_ONE, (owner, now, now, task_id, op.claim, now)).fetchone()
+        out.append(row is not None)
+        if row is not None:
+            detail = dumps_detail({"owner": owner, "lock_epoch": row[2]})
+            batch.events([(task_id, row[0], row[1], EventKind.CLAIMED, detail, now)])
+    return out
+
+
 @WRITES.handles(ops.FinishTask)
 def finish(batch: SqliteBatch, ops: Sequence[ops.FinishTask]) -> list[object]:
     """Tasks `processed` with their results (fenced by epoch and owner).
@@ -293,6 +326,20 @@ _NEXT_DUE = (
     "SELECT min(not_before) FROM tasks "
     "WHERE locked_by IS NULL AND process_state IN ('pending', 'compensating')"
 )
+
+
+@READS.handles(ops.PeekTasks)
+def peek(at: Reading, op: ops.PeekTasks) -> list[Task]:
+    """The pending tasks a claim would take first, with their steps; none claimed."""
+    conn = at.conn
+    rows = tuples(conn).execute(_PEEK, (at.now, op.limit)).fetchall()
+    older = [r[TaskCol.ID] for r in rows if r[TaskCol.LOCK_EPOCH] > 0]
+    steps: dict[str, list[Step]] = defaultdict(list)
+    for chunk in chunks(older):
+        marks = ",".join("?" * len(chunk))
+        for s in tuples(conn).execute(_STEPS_OF.format(marks=marks), chunk):
+            steps[s[StepCol.TASK_ID]].append(step_from_row(s))
+    return [task_from_row(r, tuple(steps.get(r[TaskCol.ID], ()))) for r in rows]
 
 
 @READS.handles(ops.NextDue)

@@ -1,0 +1,89 @@
+"""A step's start: its request to this process's agent worker, or to the queue.
+
+The start of every step (`WorkflowContext.run_step`) goes through `send`: with
+room in the agent worker of the scheduler's own process, the request is taken
+by it in the start's own transaction and handed over in memory, no other
+worker woken; else it is queued. The replies the workflow went on with before
+their commit ride in the same transaction (`scheduler.replied`), and a peeked
+task's first start claims it there too (`scheduler.claiming`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from shepherd.core.records import Request
+from shepherd.scheduler import claiming, owned, replied
+from shepherd.store.ops import StartStep
+
+if TYPE_CHECKING:
+    from shepherd.scheduler.parts import SchedulerParts
+    from shepherd.store.contract import StepStart
+
+__all__ = ["send"]
+
+
+async def send(parts: SchedulerParts, task_id: str, epoch: int, start: StepStart) -> datetime:
+    """Start the step: its request goes to this process's agent worker when it has
+    room (taken in the same transaction, no other worker woken), or to its key's
+    owner here (`scheduler.owned`), else to the queue.
+
+    Returns the step's complete_by.
+    """
+    if task_id in parts.claiming:  # peeked, not held yet: this write claims it
+        first = await _send_first(parts, task_id, start)
+        if first is not None:
+            return first
+    # The replies this workflow went on with before their commit ride along.
+    replies = await replied.taken(parts, task_id, epoch) if task_id in parts.pending else None
+    taker = parts.taker
+    worker = None if taker is None or start.suspect else taker.reserve(start.agent)
+    if worker is None:
+        if start.owner_key is not None and parts.owners is not None and not start.suspect:
+            return await owned.send(parts, parts.owners, start, replies)
+        if replies:
+            started = await replied.write(parts, replies, StartStep(start))
+            assert isinstance(started, datetime)
+            return started
+        return await parts.store.start_step(start)
+    assert taker is not None
+    try:
+        if replies:
+            taken = replace(start, taken_by=worker)
+            request = await replied.write(parts, replies, StartStep(taken))
+            assert isinstance(request, Request)
+        else:
+            request = await parts.store.start_step_taken(start, worker=worker)
+    except BaseException:
+        taker.unreserve()
+        raise
+    taker.hand(request)
+    return request.complete_by
+
+
+async def _send_first(parts: SchedulerParts, task_id: str, start: StepStart) -> datetime | None:
+    """Start the step of a peeked task, claiming it in the same transaction
+    (`scheduler.claiming`); None if it was claimed meanwhile (start it as usual)."""
+    taker = parts.taker
+    worker = None if taker is None or start.suspect else taker.reserve(start.agent)
+    then = StartStep(start if worker is None else replace(start, taken_by=worker))
+    try:
+        started = await claiming.first_write(parts, task_id, then)
+    except BaseException:
+        if worker is not None:
+            assert taker is not None
+            taker.unreserve()
+        raise
+    if started is claiming.NOT_FIRST:
+        if worker is not None:
+            assert taker is not None
+            taker.unreserve()
+        return None
+    if isinstance(started, Request):
+        assert taker is not None
+        taker.hand(started)
+        return started.complete_by
+    assert isinstance(started, datetime)
+    return started

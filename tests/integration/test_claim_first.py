@@ -1,0 +1,64 @@
+"""Two schedulers, each with little to do, peek at the same tasks: each task runs once.
+
+Both processes' schedulers (here two Apps on one store) see every lone task
+(`peek_tasks`) and replay it; only one first write can claim it (`core.claiming`).
+The other's run stops having written nothing. Every task ends `processed` with
+`failure_count` 0, every step completed once, and each run claimed once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from shepherd import App
+from shepherd.core.states import ProcessState
+
+if TYPE_CHECKING:
+    from shepherd import AgentRequest, WorkflowContext
+    from shepherd.core.records import JsonValue
+
+PATIENCE = 30.0
+TASKS = 30
+
+
+def _app(store_url: str) -> App:
+    app = App(store_url, poll_interval=0.05, idle_poll_max=0.2, sqlite_synchronous="NORMAL")
+
+    @app.agent("noop")
+    async def noop(request: AgentRequest) -> JsonValue:
+        return request.payload
+
+    @app.workflow("two")
+    async def two(ctx: WorkflowContext, data: Any) -> JsonValue:
+        first = await ctx.call("noop", 1)
+        await ctx.sleep(0.0 if data % 3 else 0.01)  # some wake, and are peeked again
+        return [first, await ctx.call("noop", 2)]
+
+    return app
+
+
+async def test_tasks_peeked_by_two_schedulers_run_once(store_url: str) -> None:
+    one, other = _app(store_url), _app(store_url)
+    try:
+        async with one.running(["scheduler", "agent"]), other.running(["scheduler", "agent"]):
+            ids = []
+            for n in range(TASKS):  # one at a time: each scheduler has little to do
+                ids.append(await one.submit("two", n))
+                await asyncio.sleep(0)
+            results = [await one.result(task_id, timeout=PATIENCE) for task_id in ids]
+        assert results == [[1, 2]] * TASKS
+        for task_id in ids:
+            task = await one.get_task(task_id)
+            assert task.process_state is ProcessState.PROCESSED
+            assert task.failure_count == 0
+            history = await one.history(task_id)
+            kinds = Counter(e.kind for e in history)
+            completed = [e.detail["seq"] for e in history if e.kind == "step_completed"]
+            assert completed == [1, 3], f"{task_id}: {completed}"
+            # Claimed once per run: the first, and once more after a sleep.
+            assert kinds["claimed"] == 1 + kinds["sleeping"], f"{task_id}: {kinds}"
+    finally:
+        await one.close()
+        await other.close()
