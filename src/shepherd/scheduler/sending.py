@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.records import Request
 from shepherd.scheduler import claiming, owned, replied
+from shepherd.store import signals as ch
 from shepherd.store.ops import StartStep
 
 if TYPE_CHECKING:
@@ -65,16 +66,26 @@ async def send(parts: SchedulerParts, task_id: str, epoch: int, start: StepStart
 
 async def _send_first(parts: SchedulerParts, task_id: str, start: StepStart) -> datetime | None:
     """Start the step of a peeked task, claiming it in the same transaction
-    (`scheduler.claiming`); None if it was claimed meanwhile (start it as usual)."""
-    taker = parts.taker
+    (`scheduler.claiming`); None if it was claimed meanwhile (start it as usual).
+
+    Its request is taken at once by this process's agent worker, or by its
+    key's owner here, as `send` would have it taken.
+    """
+    taker, owners, key = parts.taker, parts.owners, start.owner_key
     worker = None if taker is None or start.suspect else taker.reserve(start.agent)
-    then = StartStep(start if worker is None else replace(start, taken_by=worker))
+    take = None
+    if worker is None and key is not None and owners is not None and not start.suspect:
+        take = owners.owner_take(start.agent, key)
+    taken_by = worker if worker is not None else take
+    then = StartStep(start if taken_by is None else replace(start, taken_by=taken_by))
     try:
         started = await claiming.first_write(parts, task_id, then)
     except BaseException:
         if worker is not None:
             assert taker is not None
             taker.unreserve()
+        if take is not None:  # committed perhaps, taken for the owner: it looks again
+            parts.store.signals.ring(ch.CALLS)
         raise
     if started is claiming.NOT_FIRST:
         if worker is not None:
@@ -82,8 +93,14 @@ async def _send_first(parts: SchedulerParts, task_id: str, start: StepStart) -> 
             taker.unreserve()
         return None
     if isinstance(started, Request):
-        assert taker is not None
-        taker.hand(started)
+        if worker is not None:
+            assert taker is not None
+            taker.hand(started)
+        else:
+            assert owners is not None
+            assert key is not None
+            assert take is not None
+            owners.hand(start.agent, key, started, epoch=take.epoch)
         return started.complete_by
     assert isinstance(started, datetime)
     return started
