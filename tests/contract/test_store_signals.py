@@ -19,7 +19,7 @@ import pytest
 from shepherd.core.records import Reply
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.errors import InvalidStateError, PayloadError, StaleEpochError, UnknownTaskError
-from shepherd.store.ops import ReplyAndAck, WaitSignal, Waited
+from shepherd.store.ops import ReplyAndAck, Waited, WaitSignal
 from support.factories import claimed_task, step_start, submitted_task, taken_request
 
 if TYPE_CHECKING:
