@@ -20,9 +20,8 @@ from shepherd.scheduler.signalling import checked_name
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
-    from shepherd.core.signalling import Signal
+    from shepherd.core.signalling import Sent, Signal
     from shepherd.store.contract import Store
-    from shepherd.store.ops import Sent
 
 __all__ = ["SignalOperations"]
 

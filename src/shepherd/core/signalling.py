@@ -28,6 +28,7 @@ __all__ = [
     "WAIT_PREFIX",
     "Ask",
     "Received",
+    "Sent",
     "Signal",
     "TimedOut",
     "WaitDecision",
@@ -56,6 +57,18 @@ class Signal:
     #: The seq of the wait step that consumed it, or None while it waits in the inbox.
     consumed_seq: int | None
     consumed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """What `send_signal` did: the signal's id and its task's."""
+
+    id: int
+    task_id: str
+    #: True when `idempotency_key` named a signal sent before: nothing new was stored.
+    duplicate: bool
+    #: True when a wait of the task consumed it in the same transaction.
+    delivered: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,22 +6,10 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from shepherd.core.records import JsonValue
-from shepherd.core.signalling import Signal
+from shepherd.core.signalling import Sent, Signal
 from shepherd.store.ops.base import Read, Runs, Write, method, operation
 
 __all__ = ["SendSignal", "Sent", "Signalling", "TaskSignals", "WaitSignal", "Waited"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sent:
-    """What `send_signal` did: the signal's id and its task's."""
-
-    id: int
-    task_id: str
-    #: True when `idempotency_key` named a signal sent before: nothing new was stored.
-    duplicate: bool
-    #: True when a wait of the task consumed it in the same transaction.
-    delivered: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
