@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from shepherd import AgentRequest, App, ProcessState, SignalTimeoutError, WorkflowContext
 from shepherd.core.states import StepKind, StepState
+from shepherd.dashboard import create_dashboard
 from shepherd.errors import ConfigError, InvalidStateError, PayloadError, UnknownTaskError
 from support.backends import sqlite_only
 from support.fake_time import PERIODS, clock_of, ended, pass_until, task_is
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.fake_time
 
 HOUR = 3600.0
+TOKEN = "the-shared-dashboard-token"
 
 
 def _waiting(task: Task) -> bool:
@@ -278,3 +282,43 @@ async def test_a_wait_from_a_handler_or_outside_its_run_is_refused(app: App) -> 
         await captured[0].wait_for("go")  # plain code, after the run
     (message,) = told
     assert "outside its workflow's run" in message or "in flight" in message
+
+
+@sqlite_only()
+async def test_the_dashboard_lists_a_tasks_signals_and_its_form_sends_one(app: App) -> None:
+    @app.workflow("wf")
+    async def wf(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.wait_for("approval")
+
+    async with app.running():
+        task_id = await app.submit("wf", {})
+        await pass_until(app, task_is(app, task_id, _waiting))
+        transport = httpx.ASGITransport(app=create_dashboard(app, token=TOKEN))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            login = await http.post("/login", data={"token": TOKEN, "next": "/"})
+            assert login.status_code == 303
+            page = (await http.get(f"/tasks/{task_id}")).text
+            assert '<p id="waiting-for">waiting for <code>approval</code>' in page
+            assert f'action="/tasks/{task_id}/signal"' in page
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+            assert csrf is not None
+            form = {"csrf": csrf.group(1), "name": "approval"}
+            bad = await http.post(f"/tasks/{task_id}/signal", data={**form, "payload": "{no"})
+            assert bad.status_code == 400
+            assert "{no" in bad.text  # what was typed is kept
+            empty = await http.post(f"/tasks/{task_id}/signal", data={**form, "name": ""})
+            assert empty.status_code == 400
+            assert await app.operations.signals.of(task_id) == []
+            sent = await http.post(f"/tasks/{task_id}/signal", data={**form, "payload": '{"ok":1}'})
+            assert sent.status_code == 303
+            task = await ended(app, task_id)
+            assert task.result == {"ok": 1}
+            page = (await http.get(f"/tasks/{task_id}")).text
+            assert 'id="signal-' in page
+            assert 'action="/tasks/' + task_id + '/signal"' not in page  # ended: no form
+            late = await http.post(f"/tasks/{task_id}/signal", data={**form, "payload": "1"})
+            assert late.status_code == 409
+            assert "processed" in late.text
+    (signalled,) = [e for e in await app.history(task_id) if e.kind == "signalled"]
+    assert isinstance(signalled.detail, dict)
+    assert signalled.detail["by"]  # the operator the dashboard knows the session as

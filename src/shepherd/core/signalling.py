@@ -21,10 +21,11 @@ from shepherd.core.states import StepKind, StepState
 from shepherd.core.timing import LATEST_DUE, MAX_SECONDS, checked_delay
 
 if TYPE_CHECKING:
-    from shepherd.core.records import JsonValue, Step
+    from shepherd.core.records import JsonValue, Step, Task
 
 __all__ = [
     "MAX_NAME_BYTES",
+    "REFUSING",
     "WAIT_PREFIX",
     "Ask",
     "Received",
@@ -36,6 +37,7 @@ __all__ = [
     "step_name",
     "timeout_at_after",
     "wait_until",
+    "waits_running",
 ]
 
 #: The longest signal name, in bytes of UTF-8 (a name is never empty).
@@ -94,6 +96,19 @@ class Ask:
 
 
 WaitDecision = Received | TimedOut | Ask | NonDeterminism
+
+
+#: The states of a task that takes no signal: it ended, or it is being undone.
+REFUSING = frozenset({"processed", "error", "compensating", "compensated", "cancelled"})
+
+
+def waits_running(task: Task) -> list[str]:
+    """The names of the signals `task` waits for now (its wait steps still running)."""
+    return [
+        s.agent.removeprefix(WAIT_PREFIX)
+        for s in task.steps
+        if s.kind is StepKind.SIGNAL and s.state is StepState.RUNNING
+    ]
 
 
 def step_name(name: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.events import EventKind
-from shepherd.core.signalling import Signal, step_name, wait_until
+from shepherd.core.signalling import REFUSING, Signal, step_name, wait_until
 from shepherd.errors import InvalidStateError, StaleEpochError, UnknownTaskError
 from shepherd.payloads import dumps_detail, loads
 from shepherd.store import signals as ch
@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from shepherd.store.sql.plan import Plan, Writing
 
 __all__ = ["send_signals", "task_signals", "wait_signals"]
-
-#: The states in which a task takes no signal: it ended, or it is being undone.
-REFUSING = frozenset({"processed", "error", "compensating", "compensated", "cancelled"})
 
 _BY_ID = "SELECT id, process_state, locked_by, key, reply_to FROM tasks WHERE id = ?{for_update}"
 _BY_KEY = (
