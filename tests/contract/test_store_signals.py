@@ -183,3 +183,15 @@ async def test_a_wait_rides_with_the_replies_of_reply_then(store: Store) -> None
         (2, StepKind.SIGNAL, StepState.COMPLETED),
     ]
     assert stored.locked_by == "s1"
+
+
+async def test_a_purged_task_takes_its_signals_with_it(store: Store, fake_clock: FakeClock) -> None:
+    task = await claimed_task(store, locked_by="s1")
+    await store.send_signal(task.id, "go", 1)
+    await store.send_signal(task.id, "unread", 2)
+    await store.finish_task(task.id, locked_by="s1", epoch=task.lock_epoch, result=None)
+    fake_clock.advance(60.0)
+
+    assert await store.purge_tasks(ended_before=fake_clock.now(), limit=10) == 1
+
+    assert await store.task_signals(task.id) == []
