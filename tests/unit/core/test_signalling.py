@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shepherd.core.compensation import plan
-from shepherd.core.records import Step
+from shepherd.core.records import JsonValue, Step
 from shepherd.core.replay import NonDeterminism
 from shepherd.core.replay import decide as decide_call
 from shepherd.core.signalling import (
@@ -29,7 +29,7 @@ NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-def _wait(state: StepState, *, name: str = "go", seq: int = 2, result: object = None) -> Step:
+def _wait(state: StepState, *, name: str = "go", seq: int = 2, result: JsonValue = None) -> Step:
     return Step(
         task_id="t1",
         seq=seq,
@@ -38,7 +38,7 @@ def _wait(state: StepState, *, name: str = "go", seq: int = 2, result: object = 
         state=state,
         attempt=1,
         complete_by=NOW + HOUR,
-        result=result,  # type: ignore[arg-type]
+        result=result,
     )
 
 
