@@ -56,7 +56,9 @@ class SignalOperations:
 
         Raises:
             UnknownTaskError: No such task (the message names it).
-            InvalidStateError: The task ended (or is being undone): it waits for nothing.
+            InvalidStateError: The task ended `processed`, `compensated` or `cancelled`,
+                or is being undone: it waits for nothing (one in `error` takes signals,
+                for its waits after an operator's retry).
             PayloadError: `payload` is not JSON or over the payload limit; `name` is
                 empty or over 200 bytes; `task`, `workflow` or `idempotency_key` is
                 not a str a store can keep.

@@ -322,3 +322,22 @@ async def test_the_dashboard_lists_a_tasks_signals_and_its_form_sends_one(app: A
     (signalled,) = [e for e in await app.history(task_id) if e.kind == "signalled"]
     assert isinstance(signalled.detail, dict)
     assert signalled.detail["by"]  # the operator the dashboard knows the session as
+
+
+async def test_a_timed_out_wait_in_error_gets_a_signal_sent_before_the_operators_retry(
+    app: App,
+) -> None:
+    @app.workflow("strict")
+    async def strict(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.wait_for("go", timeout=60)  # a timeout not caught: the task fails
+
+    async with app.running():
+        task_id = await app.submit("strict", {})
+        failed = await ended(app, task_id)
+        assert failed.process_state is ProcessState.ERROR
+        assert "SignalTimeoutError" in str(failed.error)
+        await app.signal(task_id, "go", "at last")  # a task in error takes signals
+        await app.operations.retry(task_id, by="ops")
+        task = await ended(app, task_id)
+    assert task.process_state is ProcessState.PROCESSED
+    assert task.result == "at last"

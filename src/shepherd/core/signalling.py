@@ -98,8 +98,9 @@ class Ask:
 WaitDecision = Received | TimedOut | Ask | NonDeterminism
 
 
-#: The states of a task that takes no signal: it ended, or it is being undone.
-REFUSING = frozenset({"processed", "error", "compensating", "compensated", "cancelled"})
+#: The states of a task that takes no signal: it ended for good, or it is being undone. A
+#: task in `error` takes them: an operator's retry replays it, and its waits consume them.
+REFUSING = frozenset({"processed", "compensating", "compensated", "cancelled"})
 
 
 def waits_running(task: Task) -> list[str]:

@@ -27,7 +27,7 @@ class SendSignal(Write[Sent]):
     The task is `task_id`, or the task of `workflow` whose key is `key`. In
     one transaction, the task's row held: a task that does not exist is
     refused (`UnknownTaskError`), one that ended or is being undone
-    (`processed`, `error`, `compensating`, `compensated`, `cancelled`) too
+    (`processed`, `compensating`, `compensated`, `cancelled`) too
     (`InvalidStateError`), and a payload that does not encode (`PayloadError`):
     nothing is stored. With an `idempotency_key` already used for a signal of
     that task, nothing is stored and that signal's id is returned
