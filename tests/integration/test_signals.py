@@ -302,21 +302,25 @@ async def test_the_dashboard_lists_a_tasks_signals_and_its_form_sends_one(app: A
             assert f'action="/tasks/{task_id}/signal"' in page
             csrf = re.search(r'name="csrf" value="([^"]+)"', page)
             assert csrf is not None
-            form = {"csrf": csrf.group(1), "name": "approval"}
-            bad = await http.post(f"/tasks/{task_id}/signal", data={**form, "payload": "{no"})
+            form = {"csrf": csrf.group(1), "signal_name": "approval"}
+            bad = await http.post(
+                f"/tasks/{task_id}/signal", data={**form, "signal_payload": "{no"}
+            )
             assert bad.status_code == 400
             assert "{no" in bad.text  # what was typed is kept
-            empty = await http.post(f"/tasks/{task_id}/signal", data={**form, "name": ""})
+            empty = await http.post(f"/tasks/{task_id}/signal", data={**form, "signal_name": ""})
             assert empty.status_code == 400
             assert await app.operations.signals.of(task_id) == []
-            sent = await http.post(f"/tasks/{task_id}/signal", data={**form, "payload": '{"ok":1}'})
+            sent = await http.post(
+                f"/tasks/{task_id}/signal", data={**form, "signal_payload": '{"ok":1}'}
+            )
             assert sent.status_code == 303
             task = await ended(app, task_id)
             assert task.result == {"ok": 1}
             page = (await http.get(f"/tasks/{task_id}")).text
             assert 'id="signal-' in page
             assert 'action="/tasks/' + task_id + '/signal"' not in page  # ended: no form
-            late = await http.post(f"/tasks/{task_id}/signal", data={**form, "payload": "1"})
+            late = await http.post(f"/tasks/{task_id}/signal", data={**form, "signal_payload": "1"})
             assert late.status_code == 409
             assert "processed" in late.text
     (signalled,) = [e for e in await app.history(task_id) if e.kind == "signalled"]

@@ -82,14 +82,19 @@ async def wake(request: Request) -> Response:
 
 
 async def signal(request: Request) -> Response:
-    """POST /tasks/{id}/signal: fields `name` and `payload` (JSON; empty: null) (`app.signal`)."""
+    """POST /tasks/{id}/signal: `signal_name`, `signal_payload` (JSON; empty: null) (`app.signal`).
+
+    Named apart from the retry form's `payload`, which the same page shows.
+    """
     form = await posted_form(request)
     ops: Operations = request.app.state.guard.operations
     task_id = params.task_id(request)
-    payload_text = params.text(request, form, "payload", limit=MAX_PAYLOAD_BYTES, strip=False)
+    payload_text = params.text(
+        request, form, "signal_payload", limit=MAX_PAYLOAD_BYTES, strip=False
+    )
     payload_text = payload_text if payload_text is not None and payload_text.strip() else ""
     try:
-        name = params.text(request, form, "name", limit=MAX_NAME_BYTES) or ""
+        name = params.text(request, form, "signal_name", limit=MAX_NAME_BYTES) or ""
         payload = loads(payload_text) if payload_text else None
         await ops.signals.send(task_id, name, payload, by=request.state.who.operator)
     except ShepherdError as exc:

@@ -8,7 +8,7 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     POST /tasks/{id}/retry       retry (from step `seq`, with a new `payload`)
     POST /tasks/{id}/cancel      cancel (compensate)
     POST /tasks/{id}/wake        wake a sleeping task now (`ctx.sleep`)
-    POST /tasks/{id}/signal      send a signal (`name`, JSON `payload`) to the task (`app.signal`)
+    POST /tasks/{id}/signal      send a signal (`signal_name`, JSON `signal_payload`) (`app.signal`)
     GET  /alerts                 the alert list (`state`: open, acknowledged, resolved, all; paged)
     POST /alerts/{id}/acknowledge
     POST /tasks/bulk             the bulk actions' confirmation (ids fixed)  POST /tasks/bulk/confirm
