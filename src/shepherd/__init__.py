@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from shepherd.errors import ResourceInUseError as ResourceInUseError
     from shepherd.errors import ResourceNameTooLongError as ResourceNameTooLongError
     from shepherd.errors import ShepherdError as ShepherdError
+    from shepherd.errors import SignalTimeoutError as SignalTimeoutError
     from shepherd.errors import StaleEpochError as StaleEpochError
     from shepherd.errors import StepBugError as StepBugError
     from shepherd.errors import StepSupersededError as StepSupersededError
@@ -97,6 +98,7 @@ _LAZY: dict[str, str] = {
     "PermanentError": "shepherd.errors",
     "ShepherdError": "shepherd.errors",
     "StaleEpochError": "shepherd.errors",
+    "SignalTimeoutError": "shepherd.errors",
     "StepBugError": "shepherd.errors",
     "StepSupersededError": "shepherd.errors",
     "StoreUnavailableError": "shepherd.errors",
@@ -164,6 +166,7 @@ __all__ = [
     "ResourceNameTooLongError",
     "RetryPolicy",
     "ShepherdError",
+    "SignalTimeoutError",
     "StaleEpochError",
     "StaticResolver",
     "StepBugError",

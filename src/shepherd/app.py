@@ -211,6 +211,26 @@ class App(Registrations, OperatorMethods, ReminderMethods):
         await self.open()
         return await submit_one(self.store, task, connection)
 
+    async def signal(
+        self,
+        task: str,
+        name: str,
+        payload: JsonValue = None,
+        *,
+        workflow: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> int:
+        """Send signal `name` to `task` (its id, or its key with `workflow=`): the signal's id.
+
+        Consumed by the task's first `ctx.wait_for(name)`, before or after it
+        waits; the same `idempotency_key` twice is one signal (the first's id).
+        Errors as `app.operations.signals.send` (`shepherd.signalling`).
+        """
+        sent = await self.operations.signals.send(
+            task, name, payload, workflow=workflow, idempotency_key=idempotency_key
+        )
+        return sent.id
+
     async def submit_many(
         self, submissions: Iterable[Submission], *, connection: object | None = None
     ) -> list[str]:

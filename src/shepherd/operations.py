@@ -1,10 +1,9 @@
 """What an operator reads and does: tasks, retry and cancel, alerts, tokens, the overview, resources.
 
-`app.operations` is the operator's side of an App: the CLI's operator
-commands, `shepherd top` and the dashboard use it, and nothing else of the
-App. Each method opens the store on first use, then reads or writes it
-through the store contract (one short transaction each, a few for the
-overview's reads). The App keeps the methods its users call (`get_task`,
+`app.operations` is the operator's side of an App: the CLI's operator commands, `shepherd
+top` and the dashboard use it, and nothing else of the App. Each method opens the store on
+first use, then reads or writes it through the store contract (one short transaction each,
+a few for the overview's reads). The App keeps the methods its users call (`get_task`,
 `list_tasks`, `history`, `retry`, `cancel`, `alerts`, ...) as calls of these.
 """
 
@@ -21,11 +20,11 @@ from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.governance.moves import checked_move, move_partition
 from shepherd.scheduling import ScheduleOperations
+from shepherd.signalling import SignalOperations
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
 from shepherd.store.operator_rows import MAX_SEQ, checked_buckets
-from shepherd.store.ops.bulk import IdempotencyKey, StoredReply
-from shepherd.store.ops.tasks import TaskFilters
+from shepherd.store.ops import IdempotencyKey, StoredReply, TaskFilters
 from shepherd.store.signals import Signals
 from shepherd.supervisor.retention import Purged, purge
 from shepherd.supervisor.supervisor import LEASE
@@ -94,8 +93,9 @@ class Operations:
 
     def __init__(self, host: Host) -> None:
         self._host = host
-        #: Schedules: list, add, change, pause, resume, trigger (`shepherd.scheduling`).
+        #: Schedules (`shepherd.scheduling`); signals: send, list (`shepherd.signalling`).
         self.schedules = ScheduleOperations(lambda: host.store, self.open, host.workflows)
+        self.signals = SignalOperations(lambda: host.store, self.open)
 
     @property
     def settings(self) -> Settings:

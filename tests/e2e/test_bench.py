@@ -138,6 +138,18 @@ def test_bench_sleepers_wake_every_task_and_report_the_idle_cpu() -> None:
     assert woken["measured"].endswith(", 0 lost")
 
 
+def test_bench_signal_delivers_every_signal_sent_from_another_process() -> None:
+    """signal: each wait gets its signal from the sender process; the latency is reported."""
+    proc = shepherd_bench("--workloads", "signal", "--signal-n", "5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    figures = document["workloads"]["signal"]
+    assert (figures["n"], figures["delivered"], figures["worker_exit"]) == (5, 5, None)
+    assert 0 < figures["latency_p50_ms"] <= figures["latency_p99_ms"] <= figures["latency_max_ms"]
+    (target,) = (t for t in document["targets"] if t["workload"] == "signal")
+    assert target["measured"].endswith(", 0 lost")
+
+
 def test_bench_prints_tables_without_json() -> None:
     proc = shepherd_bench("--workloads", "w1", "--n", "20")
     assert proc.returncode == 0, proc.stderr
@@ -184,6 +196,7 @@ def test_bench_takes_the_store_given_before_the_command(tmp_path: Path) -> None:
         (("--w7-n", "0"), "--w7-n"),
         (("--sleepers-n", "0"), "--sleepers-n"),
         (("--sleepers-spread", "nan"), "--sleepers-spread"),
+        (("--signal-n", "0"), "--signal-n"),
         (("--w6-rates", "100,fast"), "--w6-rates"),
         (("--w6-rates", "0"), "--w6-rates"),
         (("--w6-rates", "inf"), "--w6-rates"),

@@ -322,6 +322,9 @@ def routes(seeded: Seeded) -> dict[str, Shape]:
         ),
         "POST /tasks/{task_id}/cancel": Shape(),
         "POST /tasks/{task_id}/wake": Shape(),
+        "POST /tasks/{task_id}/signal": Shape(
+            form={"signal_name": TEXT, "signal_payload": JSON_TEXT}
+        ),
         "POST /alerts/{alert_id:int}/acknowledge": Shape(form={"next": LOCAL_PATH}),
         "GET /live/overview": Shape(query={"since": TEXT}),
         "GET /live/tasks/{task_id}": Shape(query={"since": TEXT}),

@@ -13,6 +13,7 @@ workflow's alone, and a count, not a time: it does not depend on the load.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -274,3 +275,81 @@ async def test_a_step_a_sleep_and_a_step(app: App) -> None:
         assert await app.result(task_id, timeout=PATIENCE) == [1, 2]
         after_wake = _commits(app) - before - to_sleep
     assert (to_sleep, after_wake) == (3, 1 + 2), f"took {to_sleep} + {after_wake}"
+
+
+def _signalled(app: App, gate: asyncio.Event) -> None:
+    """`approve`: step 1 (held until `gate` is set), a wait for signal `go`, step 2."""
+
+    @app.agent("held")
+    async def held(request: Any) -> JsonValue:
+        await gate.wait()
+        return request.payload
+
+    @app.agent("noop")
+    async def noop(request: Any) -> JsonValue:
+        return request.payload
+
+    @app.workflow("approve")
+    async def approve(ctx: WorkflowContext, data: Any) -> JsonValue:
+        first = await ctx.call("held", 1)
+        got = await ctx.wait_for("go")
+        return [first, got, await ctx.call("noop", 2)]
+
+
+async def test_a_step_a_signal_already_sent_and_a_step(app: App) -> None:
+    """Step 1, a wait whose signal was sent before it, step 2: 6, the signal's own write among them.
+
+    Submit, claim with start 1, the signal (sent while step 1 runs), reply 1
+    with the wait (the signal consumed into its step, the claim kept:
+    `reply_then`), start 2, reply 2 with the finish. A lone two-step workflow
+    takes 4: the wait costs the signal's write and one transaction of its
+    own, since step 2's start cannot ride reply 1 (the workflow needs the
+    signal's payload between them).
+    """
+    gate = asyncio.Event()
+    _signalled(app, gate)
+
+    async def running(task_id: str) -> bool:
+        return [s.state for s in (await app.get_task(task_id)).steps] == [StepState.RUNNING]
+
+    async with app.running(["scheduler", "agent"]):
+        for _ in range(2):  # the first run warms the roles up
+            gate.clear()
+            before = _commits(app)
+            task_id = await app.submit("approve", {})
+            await wait_until(functools.partial(running, task_id), timeout=PATIENCE)
+            await app.signal(task_id, "go", "yes")  # alone: step 1 waits for the gate
+            gate.set()
+            assert await app.result(task_id, timeout=PATIENCE) == [1, "yes", 2]
+            took = _commits(app) - before
+    assert took == 1 + 1 + 1 + 1 + 1 + 1, f"took {took}"
+
+
+async def test_a_step_a_wait_the_signal_later_and_a_step(app: App) -> None:
+    """Step 1, a wait, then the signal, step 2: as a sleep woken by an operator, (3, 1 + 2).
+
+    Until waiting, 3: submit, claim with start 1, reply 1 with the wait (its
+    step recorded and the claim given up, `reply_then`). The signal's write
+    consumes it into the waiting step and makes the task due; then 2: the
+    claim with start 2 (the replayed wait reads its recorded payload: no
+    write), reply 2 with the finish. 6 in all, a plain three-step workflow's
+    5 and the signal's own write (made by its sender).
+    """
+    gate = asyncio.Event()
+    gate.set()
+    _signalled(app, gate)
+
+    async def waiting(task_id: str) -> bool:
+        task = await app.get_task(task_id)
+        return task.process_state is ProcessState.PENDING and len(task.steps) == 2
+
+    async with app.running(["scheduler", "agent"]):
+        for _ in range(2):  # the first run warms the roles up
+            before = _commits(app)
+            task_id = await app.submit("approve", {})
+            await wait_until(functools.partial(waiting, task_id), timeout=PATIENCE)
+            to_wait = _commits(app) - before
+            await app.signal(task_id, "go", "later")
+            assert await app.result(task_id, timeout=PATIENCE) == [1, "later", 2]
+            after_signal = _commits(app) - before - to_wait
+    assert (to_wait, after_signal) == (3, 1 + 2), f"took {to_wait} + {after_signal}"

@@ -51,6 +51,7 @@ def test_public_api_is_frozen() -> None:
         "ResourceNameTooLongError",
         "RetryPolicy",
         "ShepherdError",
+        "SignalTimeoutError",
         "StaleEpochError",
         "StaticResolver",
         "StepBugError",

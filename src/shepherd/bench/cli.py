@@ -17,10 +17,11 @@ from shepherd.console.logs import configure_logging, log_options
 
 __all__ = ["DEFAULT_WORKLOADS", "WORKLOADS", "bench"]
 
-#: Every workload; W1apart, W4 to W7, lone, soak and sleepers only when asked for (W6 and soak
-#: take minutes).
+#: Every workload; W1apart, W4 to W7, lone, soak, sleepers and signal only when asked for (W6
+#: and soak take minutes).
 WORKLOADS = (
     "W1", "W2", "W3", "W4", "W5", "W6", "W7", "lone", "soak", "capacity", "W1apart", "sleepers",
+    "signal",
 )  # fmt: skip
 DEFAULT_WORKLOADS = ("W1", "W2", "W3")
 
@@ -156,6 +157,14 @@ def _workloads_option(_ctx: click.Context, _param: click.Parameter, value: str) 
     metavar="SECONDS",
     help="sleepers: seconds from the submit to the first due time (the idle CPU is measured "
     "in what is left of it once every task is asleep).",
+)
+@click.option(
+    "--signal-n",
+    type=_COUNT,
+    default=200,
+    show_default=True,
+    metavar="N",
+    help="signal: waits signalled one at a time by a sender process (after 10 not counted).",
 )
 @click.option(
     "--w4-n", type=_COUNT, default=2000, show_default=True, metavar="N", help="Workflows for W4."
@@ -336,6 +345,7 @@ def bench(
     sleepers_n: int,
     sleepers_spread: float,
     sleepers_lead: float,
+    signal_n: int,
     w4_n: int,
     w6_rates: tuple[float, ...],
     w6_seconds: float,
@@ -372,7 +382,8 @@ def bench(
     W5, the event writer: producers `app.call` exclusive batched writers;
     W7, one-step workflows whose step an exclusive owner handles, batched and not;
     W1apart, W1's workflows queued by this process for a `shepherd run` worker;
-    sleepers, `--sleepers-n` tasks asleep at once: the idle worker's CPU, wake-up lateness.
+    sleepers, `--sleepers-n` tasks asleep at once: the idle worker's CPU, wake-up lateness;
+    signal, `--signal-n` waits each signalled by a sender process: delivery latency.
     Every workload counts its store transactions (commits) per workflow.
     Exits 1 if a workload lost a task (or a worker of W1apart,
     W4, W6 or lone died).
@@ -403,6 +414,7 @@ def bench(
         sleepers_n=sleepers_n,
         sleepers_spread=sleepers_spread,
         sleepers_lead=sleepers_lead,
+        signal_n=signal_n,
         w4_n=w4_n,
         w6_rates=w6_rates,
         w6_seconds=w6_seconds,

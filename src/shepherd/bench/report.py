@@ -25,6 +25,9 @@ from shepherd.bench.owned import OwnedResult
 from shepherd.bench.owned_report import render_owned
 from shepherd.bench.owned_report import targets as owned_targets
 from shepherd.bench.queued import QueuedResult, render_queued
+from shepherd.bench.signal_latency import SignalResult
+from shepherd.bench.signal_report import render_signal
+from shepherd.bench.signal_report import targets as signal_targets
 from shepherd.bench.sleepers import SleepersResult
 from shepherd.bench.sleepers_report import render_sleepers
 from shepherd.bench.sleepers_report import targets as sleepers_targets
@@ -45,6 +48,7 @@ Result = (
     | QueuedResult
     | OwnedResult
     | SleepersResult
+    | SignalResult
 )
 #: The workloads that run a fixed number of workflows.
 _Counted = ThroughputResult | CrashResult
@@ -105,6 +109,8 @@ def targets(results: list[Result]) -> list[dict[str, Any]]:
             out.extend(owned_targets(r))
         elif isinstance(r, SleepersResult):
             out.extend(sleepers_targets(r))
+        elif isinstance(r, SignalResult):
+            out.extend(signal_targets(r))
         elif isinstance(r, SoakResult):
             out.extend(soak_targets(r))
         elif isinstance(r, LoneResult | OneByOneResult | OpenLoopResult):
@@ -305,6 +311,8 @@ def render(results: list[Result], env: dict[str, Any], console: Console) -> None
         render_soak(soak, console)
     for sleepers in (r for r in results if isinstance(r, SleepersResult)):
         render_sleepers(sleepers, console)
+    for signalled in (r for r in results if isinstance(r, SignalResult)):
+        render_signal(signalled, console)
     goals = Table(title="Targets")
     for name in ("workload", "target", "measured", "holds", "margin"):
         goals.add_column(name)

@@ -20,6 +20,7 @@ from shepherd.bench.open_loop import run_open_loop
 from shepherd.bench.owned import run_owned
 from shepherd.bench.queued import run_queued
 from shepherd.bench.report import Result, as_json, environment, render
+from shepherd.bench.signal_latency import run_signal
 from shepherd.bench.sleepers import run_sleepers
 from shepherd.bench.soak import run_soak
 from shepherd.bench.soak_result import SoakOptions
@@ -67,6 +68,7 @@ class BenchOptions:
     sleepers_n: int = 10000
     sleepers_spread: float = 10.0
     sleepers_lead: float = 20.0
+    signal_n: int = 200
 
 
 def run_bench(opts: BenchOptions) -> bool:
@@ -142,6 +144,10 @@ async def _run(opts: BenchOptions, tmp: Path) -> list[Result]:
                     lead=opts.sleepers_lead, budget=opts.timeout, settings=settings,
                 )
             )  # fmt: skip
+        elif name == "signal":
+            results.append(
+                await run_signal(store, n=opts.signal_n, budget=opts.timeout, settings=settings)
+            )
         elif name == "W1apart":
             results.append(
                 await run_queued(store, tmp, n=opts.n, budget=opts.timeout, settings=settings)

@@ -23,6 +23,7 @@ from shepherd.cli import (
     render,
     resource_commands,
     schedule_commands,
+    signal_commands,
     task_commands,
     token_commands,
     top,
@@ -93,6 +94,7 @@ def _takes_app(command: click.Command) -> bool:
 
 for _command in (
     *task_commands.COMMANDS,
+    *signal_commands.COMMANDS,
     *ops_commands.COMMANDS,
     *resource_commands.COMMANDS,
     *schedule_commands.COMMANDS,

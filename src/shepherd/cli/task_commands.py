@@ -30,11 +30,13 @@ from shepherd.cli.options import (
     states_option,
     store_option,
 )
+from shepherd.cli.signal_rows import echo_signals, signals_json
 from shepherd.core.bulk import MAX_BULK, BulkAction
 from shepherd.core.states import ProcessState
 
 if TYPE_CHECKING:
     from shepherd.core.records import Event, Task
+    from shepherd.core.signalling import Signal
 
 __all__ = ["COMMANDS", "cancel", "retry", "show", "tasks"]
 
@@ -138,15 +140,17 @@ def show(
     """
     ops = operations_for(app_spec, store, existing=True)
 
-    async def work() -> tuple[Task, list[Event], datetime]:
+    async def work() -> tuple[Task, list[Event], datetime, list[Signal]]:
         task_id = await find_task_id(ops, name, workflow=workflow)
-        return await ops.get_task(task_id), await ops.history(task_id), ops.now()
+        task, history = await ops.get_task(task_id), await ops.history(task_id)
+        return task, history, ops.now(), await ops.signals.of(task_id)
 
-    task, history, now = run_with(ops, work)
+    task, history, now, signals = run_with(ops, work)
     if as_json:
-        render.echo_json(render.task_json(task, history))
+        render.echo_json({**render.task_json(task, history), "signals": signals_json(signals)})
     else:
         render.print_task(task, history, now=now)
+        echo_signals(signals)
 
 
 def _who() -> str:

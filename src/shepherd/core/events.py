@@ -44,3 +44,11 @@ class EventKind(StrEnum):
     SLEEPING = "sleeping"
     #: An operator woke a sleeping task before its wake-up.
     WOKEN = "woken"
+    #: A signal was sent to the task (`app.signal`): recorded, consumed by a wait now or later.
+    SIGNALLED = "signalled"
+    #: The workflow waits for a signal (`ctx.wait_for`): its claim given up meanwhile.
+    WAITING = "waiting"
+    #: A wait consumed a signal: the signal's payload is the wait's step result.
+    SIGNAL_RECEIVED = "signal_received"
+    #: A wait reached its timeout with no signal: the workflow gets `SignalTimeoutError`.
+    SIGNAL_TIMED_OUT = "signal_timed_out"

@@ -36,6 +36,9 @@ class StepKind(StrEnum):
     FORWARD = "forward"
     UNDO = "undo"
     SLEEP = "sleep"
+    #: A wait for a signal (`ctx.wait_for`): running while it waits (its `complete_by` the
+    #: timeout, if any), completed with the signal's payload, or failed at its timeout.
+    SIGNAL = "signal"
 
 
 #: States in which no role works on the task any more. `error` waits for an operator.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from starlette.responses import RedirectResponse, Response
 
+from shepherd.core.signalling import MAX_NAME_BYTES
 from shepherd.dashboard import params
 from shepherd.dashboard.access import local_path, posted_form
 from shepherd.dashboard.pages import render
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue
     from shepherd.operations import Operations
 
-__all__ = ["acknowledge", "cancel", "retry", "wake"]
+__all__ = ["acknowledge", "cancel", "retry", "signal", "wake"]
 
 
 async def retry(request: Request) -> Response:
@@ -80,6 +81,27 @@ async def wake(request: Request) -> Response:
     return RedirectResponse(f"/tasks/{task_id}", status_code=303)
 
 
+async def signal(request: Request) -> Response:
+    """POST /tasks/{id}/signal: `signal_name`, `signal_payload` (JSON; empty: null) (`app.signal`).
+
+    Named apart from the retry form's `payload`, which the same page shows.
+    """
+    form = await posted_form(request)
+    ops: Operations = request.app.state.guard.operations
+    task_id = params.task_id(request)
+    payload_text = params.text(
+        request, form, "signal_payload", limit=MAX_PAYLOAD_BYTES, strip=False
+    )
+    payload_text = payload_text if payload_text is not None and payload_text.strip() else ""
+    try:
+        name = params.text(request, form, "signal_name", limit=MAX_NAME_BYTES) or ""
+        payload = loads(payload_text) if payload_text else None
+        await ops.signals.send(task_id, name, payload, by=request.state.who.operator)
+    except ShepherdError as exc:
+        return await _refused(request, task_id, exc, signal_text=payload_text)
+    return RedirectResponse(f"/tasks/{task_id}", status_code=303)
+
+
 async def acknowledge(request: Request) -> Response:
     """POST /alerts/{id}/acknowledge: field `next`, the local page to go back to."""
     form = await posted_form(request)
@@ -93,7 +115,13 @@ async def acknowledge(request: Request) -> Response:
 
 
 async def _refused(
-    request: Request, task_id: str, error: ShepherdError, *, payload_text: str = "", seq: str = ""
+    request: Request,
+    task_id: str,
+    error: ShepherdError,
+    *,
+    payload_text: str = "",
+    seq: str = "",
+    signal_text: str = "",
 ) -> Response:
     """The task page again, with why the action was refused (nothing was changed)."""
     ops: Operations = request.app.state.guard.operations
@@ -108,4 +136,5 @@ async def _refused(
         problem=error.message,
         payload_text=payload_text,
         chosen_seq=seq,
+        signal_text=signal_text,
     )

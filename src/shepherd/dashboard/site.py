@@ -8,6 +8,7 @@ Routes (all but `/login` and `/static` behind `access.guarded`):
     POST /tasks/{id}/retry       retry (from step `seq`, with a new `payload`)
     POST /tasks/{id}/cancel      cancel (compensate)
     POST /tasks/{id}/wake        wake a sleeping task now (`ctx.sleep`)
+    POST /tasks/{id}/signal      send a signal (`signal_name`, JSON `signal_payload`) (`app.signal`)
     GET  /alerts                 the alert list (`state`: open, acknowledged, resolved, all; paged)
     POST /alerts/{id}/acknowledge
     POST /tasks/bulk             the bulk actions' confirmation (ids fixed)  POST /tasks/bulk/confirm
@@ -123,6 +124,7 @@ def create_dashboard(
         Route("/tasks/{task_id}/retry", guarded(actions.retry), methods=["POST"]),
         Route("/tasks/{task_id}/cancel", guarded(actions.cancel), methods=["POST"]),
         Route("/tasks/{task_id}/wake", guarded(actions.wake), methods=["POST"]),
+        Route("/tasks/{task_id}/signal", guarded(actions.signal), methods=["POST"]),
         Route("/alerts", guarded(alert_list, page=True)),
         Route("/alerts/{alert_id:int}/acknowledge", guarded(actions.acknowledge), methods=["POST"]),
         Route("/live/overview", guarded(live.live_overview)),

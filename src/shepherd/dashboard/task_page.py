@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from shepherd.core.events import EventKind
 from shepherd.core.operator import may_cancel, may_retry
+from shepherd.core.signalling import REFUSING, waits_running
 from shepherd.core.sleeping import asleep_until
 from shepherd.core.states import StepState
 from shepherd.dashboard import params
@@ -138,6 +139,10 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
         "may_retry": may_retry(task.process_state),
         "may_cancel": may_cancel(task.process_state),
         "asleep_until": asleep_until(task, now=ops.now()),
+        # Signals: those sent, the waits running, and whether the task takes one.
+        "signals": await ops.signals.of(task_id),
+        "waiting_for": waits_running(task),
+        "may_signal": task.process_state.value not in REFUSING,
         "failed_seq": failed,
         "failure": failure,
         "payloads": payloads,

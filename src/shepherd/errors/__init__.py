@@ -25,6 +25,7 @@
     ├── NonDeterminismError         replay met a different agent at a recorded seq
     ├── StaleEpochError             an owner's write was fenced off (lock_epoch moved on)
     ├── TaskFailedError             `app.result` of a task that ended without a result
+    ├── SignalTimeoutError          `ctx.wait_for` reached its timeout with no signal
     ├── StepSupersededError         a heartbeat found the step is no longer this execution's
     ├── ResourceError               resource governance: resources, partitions, entities
     │   ├── InvalidResourceError    a bad name, kind, info, capacity or rate (also a ConfigError)
@@ -64,6 +65,7 @@ from shepherd.errors._base import (
     PermanentError,
     RoleStoppedError,
     ShepherdError,
+    SignalTimeoutError,
     StaleEpochError,
     StepBugError,
     StepSupersededError,
@@ -120,6 +122,7 @@ __all__ = [
     "ResourceNameTooLongError",
     "RoleStoppedError",
     "ShepherdError",
+    "SignalTimeoutError",
     "StaleEpochError",
     "StepBugError",
     "StepSupersededError",

@@ -233,6 +233,23 @@ class TaskFailedError(ShepherdError):
         super().__init__(f"task {task_id} ended {state}: {error}")
 
 
+class SignalTimeoutError(ShepherdError):
+    """`ctx.wait_for` reached its timeout before a signal of its name arrived.
+
+    Raised in the workflow, which may catch it (a replay raises it again at
+    the same step, never consuming a signal that arrived later: that one stays
+    for the next wait of its name).
+    """
+
+    def __init__(self, task_id: str, name: str, seq: int, timeout_at: datetime | None) -> None:
+        self.task_id = task_id
+        self.name = name
+        self.seq = seq
+        self.timeout_at = timeout_at
+        when = "" if timeout_at is None else f" at {timeout_at.isoformat()}"
+        super().__init__(f"task {task_id}: no signal {name!r} came before the wait's timeout{when}")
+
+
 class AgentError(ShepherdError):
     """An agent handler failed."""
 

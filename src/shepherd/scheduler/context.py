@@ -30,7 +30,7 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.scheduler import sleeping
+from shepherd.scheduler import signalling, sleeping
 from shepherd.scheduler.recheck import stored_outcome
 from shepherd.scheduler.sending import send
 from shepherd.scheduler.stops import Abandoned, StoreLost
@@ -72,6 +72,7 @@ class WorkflowContext:
         self._in_flight: set[asyncio.Task[object]] = set()
         #: This run's span (`shepherd.tracing`), whose context each request carries.
         self.traced: TaskTrace | None = None
+        signalling.entered(self)  # this run's asyncio task (and its branches) may wait_for
 
     async def call(
         self,
@@ -180,6 +181,20 @@ class WorkflowContext:
         """
         self._seq += 1
         await sleeping.sleep_until(self, self._parts, self._seq, when)
+
+    async def wait_for(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - durable: asyncio.timeout is not
+    ) -> JsonValue:
+        """Wait for signal `name` (`app.signal`), durably, holding no claim: its payload.
+
+        Raises:
+            SignalTimeoutError: `timeout` seconds passed first (None: wait until a signal).
+        """
+        self._seq += 1
+        return await signalling.wait_for(self, self._parts, self._seq, name, timeout)
 
     async def _resolution(
         self, entity: str, recorded: Step | None, agent: str, seq: int, attempt: int

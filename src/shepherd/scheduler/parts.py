@@ -31,11 +31,12 @@ if TYPE_CHECKING:
         SleepTask,
         StartCompensation,
         StartStep,
+        WaitSignal,
     )
     from shepherd.store.roles import SchedulerStore
 
     #: A write of a task that may carry its replies (`reply_then`) or its claim.
-    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask
+    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask | WaitSignal
 
 __all__ = ["Claim", "Owners", "SchedulerParts", "Taker"]
 

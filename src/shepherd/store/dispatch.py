@@ -45,6 +45,7 @@ HANDLER_MODULES = (
     "resources",
     "retention",
     "schedules",
+    "signalling",
     "slots",
     "steps",
     "tasks",

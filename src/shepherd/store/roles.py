@@ -32,6 +32,7 @@ from shepherd.store.ops.reminders import Reminders
 from shepherd.store.ops.resources import Resources
 from shepherd.store.ops.retention import Retention
 from shepherd.store.ops.schedules import Schedules
+from shepherd.store.ops.signalling import Signalling
 from shepherd.store.ops.slots import Slots
 from shepherd.store.ops.steps import Steps
 from shepherd.store.ops.supervision import Supervision
@@ -92,7 +93,7 @@ class Signalled(ABC):
 RetentionStore = Retention
 
 
-class SchedulerStore(Claims, Steps, Tasks, Signalled, Clocked):
+class SchedulerStore(Claims, Steps, Tasks, Signalling, Signalled, Clocked):
     """What the scheduler (and its workflows' `ctx.call`) does to the store."""
 
 
@@ -145,7 +146,7 @@ class CallStore(Calls, Signalled, Clocked):
     """What callers of `app.call` and the agent processes answering them do."""
 
 
-class ApplicationStore(Tasks, Events, Signalled):
+class ApplicationStore(Tasks, Events, Signalling, Signalled):
     """What the App itself does: open and close the store, submit, and follow events."""
 
     @abstractmethod

@@ -34,6 +34,7 @@ from shepherd.store.ops import (
     resources,
     retention,
     schedules,
+    signalling,
     slots,
     steps,
     supervision,
@@ -58,6 +59,7 @@ from shepherd.store.ops.reminders import *  # noqa: F403 - every name of every c
 from shepherd.store.ops.resources import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.retention import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.schedules import *  # noqa: F403 - every name of every concept, re-exported
+from shepherd.store.ops.signalling import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.slots import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.steps import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.supervision import *  # noqa: F403 - every name of every concept, re-exported
@@ -83,6 +85,7 @@ __all__ = [
     *resources.__all__,
     *retention.__all__,
     *schedules.__all__,
+    *signalling.__all__,
     *slots.__all__,
     *steps.__all__,
     *supervision.__all__,

@@ -13,6 +13,7 @@ from shepherd.store.ops.base import Runs, Write, method, operation
 from shepherd.store.ops.claims import FailTask, FinishTask, StartCompensation
 from shepherd.store.ops.owners import AnswerOwned
 from shepherd.store.ops.queues import ReplyAndAck
+from shepherd.store.ops.signalling import WaitSignal
 
 __all__ = [
     "REPLY_GRACE",
@@ -165,7 +166,7 @@ class ReplyThen(Write[Went]):
     recorded on its step with the same checks: the request still taken by its
     worker and unexpired, the task's epoch and the step's attempt current).
     `then`, the next write of the same task (the start of its next step, its
-    sleep, its finish, its failure into `error`, `compensated` or `cancelled`, or the
+    sleep or wait for a signal, its finish, its failure into `error`, `compensated` or `cancelled`, or the
     start of its compensation), is written only if EVERY reply counted as the result (or failure)
     it was handed over as; otherwise nothing of it is written and its outcome is
     `StaleEpochError`. A stale reply is thus recorded nowhere and starts nothing.
@@ -189,7 +190,7 @@ class ReplyThen(Write[Went]):
 
     replies: Sequence[ReplyAndAck]
     _: KW_ONLY
-    then: StartStep | FinishTask | FailTask | StartCompensation | SleepTask
+    then: StartStep | FinishTask | FailTask | StartCompensation | SleepTask | WaitSignal
     #: Per reply, its owner's fence and state (`answers` empty), or None; empty: none.
     owned: Sequence[AnswerOwned | None] = ()
     #: The lock_epoch `then`'s task was peeked at, to claim it first; None: it is held.

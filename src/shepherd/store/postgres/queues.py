@@ -25,6 +25,7 @@ from shepherd.store.ops import (
     StartStep,
     TakeRequests,
     TaskEvents,
+    WaitSignal,
     Went,
 )
 from shepherd.store.postgres import slots
@@ -46,7 +47,7 @@ from shepherd.store.postgres.tasks import (
     write_owned,
 )
 from shepherd.store.rows import EVENT_COLUMNS, RequestCol
-from shepherd.store.sql import owned_steps, queues, sleeps
+from shepherd.store.sql import owned_steps, queues, signalling, sleeps
 from shepherd.store.sql.dialect import POSTGRES
 from shepherd.store.step_writes import (
     STEP_OWNER_COLUMNS,
@@ -251,6 +252,12 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
         if going_to_sleep:
             slept = await batch.run(sleeps.sleep(batch, [then for _, then in going_to_sleep]))
             for (i, _), outcome in zip(going_to_sleep, slept, strict=True):
+                thens[i] = outcome
+        waiting = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, WaitSignal)]
+        going_to_wait = [(i, then) for i, then in waiting if decided[i][1]]
+        if going_to_wait:
+            plan = signalling.wait_signals(batch, [then for _, then in going_to_wait])
+            for (i, _), outcome in zip(going_to_wait, await batch.run(plan), strict=True):
                 thens[i] = outcome
         return [_went(mine, then) for (mine, _), then in zip(decided, thens, strict=True)]
 

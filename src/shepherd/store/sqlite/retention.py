@@ -33,7 +33,7 @@ _ENDED = (
     "SELECT id, workflow, key, process_state, updated_at FROM tasks INDEXED BY tasks_ended "
     f"WHERE {ENDED} AND updated_at < ? ORDER BY updated_at LIMIT ?"
 )
-_BY_TASK = ("steps", "events", "requests", "replies")
+_BY_TASK = ("steps", "events", "requests", "replies", "signals")
 # A task's done keys are `task_id/seq` and `task_id/seq/name`: the keys from
 # `task_id/` up to `task_id0` ('0' follows '/'), a range of the primary key.
 _DONE_KEYS = "DELETE FROM done_keys WHERE key >= ? AND key < ?"
