@@ -36,6 +36,8 @@ class StepKind(StrEnum):
     FORWARD = "forward"
     UNDO = "undo"
     SLEEP = "sleep"
+    #: A child workflow started by this step (`ctx.run_workflow`, `core.children`).
+    CHILD = "child"
 
 
 #: States in which no role works on the task any more. `error` waits for an operator.

@@ -30,7 +30,7 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.scheduler import replied, sleeping
+from shepherd.scheduler import children, replied, sleeping
 from shepherd.scheduler.recheck import stored_outcome
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.scheduler.wiring import EXCLUSIVE_UNDO
@@ -179,6 +179,26 @@ class WorkflowContext:
         """
         self._seq += 1
         await sleeping.sleep_until(self, self._parts, self._seq, when)
+
+    async def run_workflow(
+        self, workflow: str, data: JsonValue = None, *, key: str | None = None
+    ) -> JsonValue:
+        """Run `workflow` as a child task and return its result (`scheduler.children`)."""
+        self._seq += 1
+        return await children.run_workflow(self, self._parts, self._seq, workflow, data, key)
+
+    async def start_workflow(
+        self,
+        workflow: str,
+        data: JsonValue = None,
+        *,
+        key: str | None = None,
+        on_parent_end: str = "continue",
+    ) -> str:
+        """Start `workflow` as a child task without waiting: its id (`scheduler.children`)."""
+        self._seq += 1
+        at = self._seq
+        return await children.start_workflow(self, self._parts, at, workflow, data, key, on_parent_end)
 
     async def _resolution(
         self, entity: str, recorded: Step | None, agent: str, seq: int, attempt: int

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from shepherd.governance.resolver import Resolver
     from shepherd.metrics import WorkflowCounters
     from shepherd.scheduler.mailbox import ReplyMailbox
+    from shepherd.scheduler.workflow import Workflow
     from shepherd.store.roles import SchedulerStore
 
 __all__ = ["SchedulerParts", "Taker"]
@@ -64,6 +65,8 @@ class SchedulerParts:
     raise_alert: RaiseAlert
     #: Where each running step waits for its reply, and the scheduler posts it.
     mailbox: ReplyMailbox
+    #: The registered workflows, by name: the only ones a child may run (`ctx.run_workflow`).
+    workflows: Mapping[str, Workflow] = field(default_factory=dict)
     #: The agent worker of this process, if one runs here: steps of the agents it
     #: hosts go straight to it (`WorkflowContext._send`).
     taker: Taker | None = None

@@ -27,10 +27,26 @@ if TYPE_CHECKING:
 
     from shepherd.agents.pending import PendingReply
     from shepherd.scheduler.parts import SchedulerParts
-    from shepherd.store.ops import SleepTask, StartCompensation, StartStep
+    from shepherd.store.ops import (
+        EndChild,
+        SleepTask,
+        StartChild,
+        StartCompensation,
+        StartStep,
+        WaitChildren,
+    )
 
     #: A write of a task that may carry its replies (`reply_then`).
-    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask
+    Then = (
+        StartStep
+        | FinishTask
+        | FailTask
+        | StartCompensation
+        | SleepTask
+        | StartChild
+        | WaitChildren
+        | EndChild
+    )
 
 __all__ = ["counted", "end", "taken", "write"]
 

@@ -33,6 +33,7 @@ from shepherd.store.ops.resources import Resources
 from shepherd.store.ops.retention import Retention
 from shepherd.store.ops.schedules import Schedules
 from shepherd.store.ops.slots import Slots
+from shepherd.store.ops.children import Children
 from shepherd.store.ops.steps import Steps
 from shepherd.store.ops.supervision import Supervision
 from shepherd.store.ops.tasks import NewTask, Submitted, Tasks
@@ -92,7 +93,7 @@ class Signalled(ABC):
 RetentionStore = Retention
 
 
-class SchedulerStore(Claims, Steps, Tasks, Signalled, Clocked):
+class SchedulerStore(Claims, Steps, Children, Tasks, Signalled, Clocked):
     """What the scheduler (and its workflows' `ctx.call`) does to the store."""
 
 

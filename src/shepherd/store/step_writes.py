@@ -18,7 +18,7 @@ from shepherd.core.states import StepKind, StepState
 from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail, load_stored
 from shepherd.store.contract import REPLY_GRACE
-from shepherd.store.ops import StartStep
+from shepherd.store.ops import EndChild, StartStep
 from shepherd.store.rows import Columns, Row
 
 if TYPE_CHECKING:
@@ -458,4 +458,6 @@ def stale_then(op: ReplyThen) -> StaleEpochError:
     then = op.then
     if isinstance(then, StartStep):
         return StaleEpochError(then.start.task_id, then.start.epoch)
+    if isinstance(then, EndChild):
+        return StaleEpochError(then.end.task_id, then.end.epoch)
     return StaleEpochError(then.task_id, then.epoch)

@@ -1,0 +1,192 @@
+"""Child workflows (`ctx.run_workflow`, `ctx.start_workflow`): the rules, decided once.
+
+A child is a task of its own, started by one step of its parent (kind
+`child`, at the parent's `seq`) in the transaction that records that step, so
+a replay finds the step and never starts it twice. Its id is its parent's id,
+a dot, and that seq: readable, and it tells the scheduler that ends it, with
+no read, that its end may have a parent to resume (the link itself is the
+`task_children` row, which decides).
+
+An awaited child (`run_workflow`, policy `wait`) leaves its step `running`
+until it ends: `processed` completes the step with its result; `compensated`
+or `cancelled` fails it with the child's reason, as a refused step fails
+(`PermanentError`, the parent's compensation follows unless it catches it).
+A child in `error` waits for an operator, and its parent with it. A started
+child (`start_workflow`) completes its step at once with its id; when its
+parent ends first it goes on (`continue`) or is cancelled (`cancel`), as the
+call chose. Cancelling a parent cancels every unended child (and theirs).
+
+Chains are at most `MAX_DEPTH` deep, counted from the first task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shepherd.core.replay import NonDeterminism, Replay, ReplayFailure
+from shepherd.core.states import StepKind, StepState
+
+if TYPE_CHECKING:
+    from shepherd.core.records import JsonValue, Step
+
+__all__ = [
+    "CANCEL",
+    "CONTINUE",
+    "MAX_DEPTH",
+    "POLICIES",
+    "WAIT",
+    "ChildDecision",
+    "Start",
+    "StepOutcome",
+    "Waiting",
+    "cancels",
+    "decide",
+    "default_key",
+    "child_id",
+    "depth_refused",
+    "key_taken",
+    "may_be_child",
+    "policy_refused",
+    "resumes",
+    "step_outcome",
+    "step_request",
+]
+
+#: An awaited child: its end records its parent's step and wakes the parent.
+WAIT = "wait"
+#: A started child that goes on when its parent ends first.
+CONTINUE = "continue"
+#: A started child cancelled (compensated) when its parent ends first.
+CANCEL = "cancel"
+#: What `start_workflow(..., on_parent_end=)` takes.
+POLICIES = (CONTINUE, CANCEL)
+#: The deepest chain of children: a task's child is at depth 1.
+MAX_DEPTH = 32
+#: The states whose child ends resume the parent (`error` waits for an operator).
+_RESUMING = frozenset({"processed", "compensated", "cancelled"})
+_ENDED = frozenset({"processed", "compensated", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """What a child's end writes on its parent's step."""
+
+    state: str
+    result: JsonValue
+    error: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """No step at this seq yet: start the child."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The child started here has not ended: wait for it (without the claim)."""
+
+
+ChildDecision = Start | Waiting | Replay | ReplayFailure | NonDeterminism
+
+
+def decide(recorded: Step | None, seq: int, workflow: str) -> ChildDecision:
+    """What `run_workflow`/`start_workflow(workflow)` at `seq` does, given the step there.
+
+    A finished step replays: its result (the child's, or a started child's id)
+    or its failure. Anything but a child step of that workflow is a changed
+    workflow (`NonDeterminism`).
+    """
+    if recorded is None:
+        return Start()
+    if recorded.kind is not StepKind.CHILD or recorded.agent != workflow:
+        called = f"child {workflow}"
+        was = f"child {recorded.agent}" if recorded.kind is StepKind.CHILD else recorded.agent
+        return NonDeterminism(seq=seq, recorded=was, called=called)
+    if recorded.state is StepState.COMPLETED:
+        return Replay(result=recorded.result)
+    if recorded.state is StepState.FAILED:
+        return ReplayFailure(error=recorded.error)
+    return Waiting()
+
+
+def child_id(parent_id: str, seq: int) -> str:
+    """The id of the child started by step `seq` of `parent_id`."""
+    return f"{parent_id}.{seq}"
+
+
+def may_be_child(task_id: str) -> bool:
+    """Whether `task_id` can name a child (a dot in it): only then is its end looked up."""
+    return "." in task_id
+
+
+def default_key(parent_id: str, seq: int) -> str:
+    """A child's key when its call gives none: from its parent and step, deterministic."""
+    return f"{parent_id}/{seq}"
+
+
+def policy_refused(policy: object) -> str | None:
+    """Why `on_parent_end=policy` is refused, or None."""
+    if policy in POLICIES:
+        return None
+    return f"on_parent_end must be one of {', '.join(map(repr, POLICIES))}, not {policy!r}"
+
+
+def depth_refused(depth: int) -> str | None:
+    """Why a child at `depth` is refused (a chain too deep), or None."""
+    if depth <= MAX_DEPTH:
+        return None
+    return (
+        f"a chain of child workflows may be at most {MAX_DEPTH} deep: this child "
+        f"would be at depth {depth}"
+    )
+
+
+def key_taken(workflow: str, key: str, task_id: str) -> str:
+    """Why a child's `key=` already used by another task of its workflow is refused."""
+    return (
+        f"key {key!r} of workflow {workflow!r} already names task {task_id}, "
+        "which this step did not start: a child needs a key of its own"
+    )
+
+
+def step_request(workflow: str, child: str, policy: str) -> JsonValue:
+    """The `request` recorded on the parent's child step: which child, and its policy."""
+    return {"workflow": workflow, "child": child, "on_parent_end": policy}
+
+
+def resumes(state: str) -> bool:
+    """Whether a child ending in `state` records its parent's step and wakes it."""
+    return state in _RESUMING
+
+
+def step_outcome(child: str, state: str, result: JsonValue, error: JsonValue) -> StepOutcome:
+    """The parent's step once its child `child` ended in `state` with `result` or `error`."""
+    if state == "processed":
+        return StepOutcome("completed", result, None)
+    reason = error.get("reason") if isinstance(error, dict) else None
+    told = f": {reason}" if reason else ""
+    return StepOutcome(
+        "failed",
+        None,
+        {
+            "type": "ChildFailed",
+            "message": f"child task {child} ended {state}{told}",
+            "child": child,
+            "state": state,
+            "reason": error,
+        },
+    )
+
+
+def cancels(policy: str, state: str, *, everything: bool) -> bool:
+    """Whether a child of policy `policy`, now `state`, is cancelled as its parent ends.
+
+    `everything`: the parent is cancelled (or was itself cancelled with its own
+    parent), so every unended child goes; otherwise only those started with
+    `cancel`, and awaited ones still running (a parent that ends no longer
+    waits for them).
+    """
+    if state in _ENDED or state == "compensating":
+        return False
+    return everything or policy in (CANCEL, WAIT)
