@@ -22,9 +22,7 @@ __all__ = ["LinkOperations"]
 class LinkOperations:
     """Parent and child links of tasks, over an App's store (opened by `open_`)."""
 
-    def __init__(
-        self, store: Callable[[], Store], open_: Callable[[], Awaitable[object]]
-    ) -> None:
+    def __init__(self, store: Callable[[], Store], open_: Callable[[], Awaitable[object]]) -> None:
         self._store = store
         self._open = open_
 

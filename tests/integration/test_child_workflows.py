@@ -85,7 +85,8 @@ async def test_a_parent_gathers_three_children_and_one_failing_fails_its_step(ap
         links = await app.operations.links.of(good)
         assert [c.child_id for c in links.children] == [f"{good}.2", f"{good}.3", f"{good}.4"]
         child_links = await app.operations.links.of(f"{good}.3")
-        assert child_links.parent is not None and child_links.parent.parent_id == good
+        assert child_links.parent is not None
+        assert child_links.parent.parent_id == good
 
         bad = await app.submit("order", ["cup", "broken", "plate"])
         failed = await ended(app, bad)
@@ -130,7 +131,11 @@ async def test_a_parent_awaiting_a_child_holds_no_claim_and_resumes_with_its_res
         waiting = await app.get_task(task_id)
         assert waiting.complete_by is None
         (step,) = waiting.steps
-        assert (step.kind, step.state, step.agent) == (StepKind.CHILD, StepState.RUNNING, "shipment")
+        assert (step.kind, step.state, step.agent) == (
+            StepKind.CHILD,
+            StepState.RUNNING,
+            "shipment",
+        )
         child = await app.get_task(child_id)
         assert child.key == f"{task_id}/1"
         clock.advance(HOUR)
@@ -138,7 +143,8 @@ async def test_a_parent_awaiting_a_child_holds_no_claim_and_resumes_with_its_res
     assert task.process_state is ProcessState.PROCESSED
     assert task.result == {"order": 7, "shipped": {"tracking": "T-7"}}
     parent = await app.operations.links.of(child_id)
-    assert parent.parent is not None and parent.parent.seq == 1
+    assert parent.parent is not None
+    assert parent.parent.seq == 1
 
 
 def _sleepy_children(app: App, undone: list[str]) -> None:

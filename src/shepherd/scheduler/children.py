@@ -31,11 +31,11 @@ from __future__ import annotations
 import asyncio
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shepherd.core import children as rules
-from shepherd.core.replay import NonDeterminism, Replay, ReplayFailure
 from shepherd.core.records import Step
+from shepherd.core.replay import NonDeterminism, Replay, ReplayFailure
 from shepherd.core.states import StepKind, StepState
 from shepherd.errors import (
     ConfigError,
@@ -52,11 +52,22 @@ from shepherd.store.ops import EndChild, FailTask, FinishTask, StartChild, WaitC
 from shepherd.tasklog import task_event
 
 if TYPE_CHECKING:
-    from shepherd.core.records import JsonValue
-    from shepherd.scheduler.context import WorkflowContext
-    from shepherd.scheduler.parts import SchedulerParts
+    from shepherd.core.records import JsonValue, Task
+    from shepherd.scheduler.parts import ChildSpec, SchedulerParts
 
 __all__ = ["WaitingChildren", "end", "parent_ends", "run_workflow", "start_workflow"]
+
+
+class WorkflowContext(Protocol):
+    """What a child's start and wait need of its parent's `WorkflowContext`."""
+
+    task: Task
+    task_id: str
+    epoch: int
+    #: The steps recorded so far, by seq.
+    steps: dict[int, Step]
+    #: The tasks running a call of the workflow right now.
+    _in_flight: set[asyncio.Task[object]]
 
 
 class WaitingChildren(Abandoned):
@@ -70,7 +81,7 @@ class _Watched(set["asyncio.Task[object]"]):
         super().__init__(items)
         self.changed = changed
 
-    def discard(self, item: asyncio.Task[object]) -> None:
+    def discard(self, item: object) -> None:
         super().discard(item)
         self.changed.set()
 
@@ -182,7 +193,7 @@ async def _start(
     data: JsonValue,
     key: str | None,
     policy: str,
-    spec: Any,
+    spec: ChildSpec,
     wait: bool,
 ) -> str:
     """Write `StartChild`, with the replies this workflow went on with (`reply_then`)."""

@@ -198,7 +198,9 @@ class WorkflowContext:
         """Start `workflow` as a child task without waiting: its id (`scheduler.children`)."""
         self._seq += 1
         at = self._seq
-        return await children.start_workflow(self, self._parts, at, workflow, data, key, on_parent_end)
+        return await children.start_workflow(
+            self, self._parts, at, workflow, data, key, on_parent_end
+        )
 
     async def _resolution(
         self, entity: str, recorded: Step | None, agent: str, seq: int, attempt: int

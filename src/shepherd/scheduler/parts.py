@@ -22,10 +22,18 @@ if TYPE_CHECKING:
     from shepherd.governance.resolver import Resolver
     from shepherd.metrics import WorkflowCounters
     from shepherd.scheduler.mailbox import ReplyMailbox
-    from shepherd.scheduler.workflow import Workflow
     from shepherd.store.roles import SchedulerStore
 
-__all__ = ["SchedulerParts", "Taker"]
+__all__ = ["ChildSpec", "SchedulerParts", "Taker"]
+
+
+class ChildSpec(Protocol):
+    """What a child's start needs of its registered workflow (`scheduler.children`)."""
+
+    @property
+    def complete_within(self) -> float:
+        """The child's claim window."""
+        ...
 
 
 class Taker(Protocol):
@@ -66,7 +74,7 @@ class SchedulerParts:
     #: Where each running step waits for its reply, and the scheduler posts it.
     mailbox: ReplyMailbox
     #: The registered workflows, by name: the only ones a child may run (`ctx.run_workflow`).
-    workflows: Mapping[str, Workflow] = field(default_factory=dict)
+    workflows: Mapping[str, ChildSpec] = field(default_factory=dict)
     #: The agent worker of this process, if one runs here: steps of the agents it
     #: hosts go straight to it (`WorkflowContext._send`).
     taker: Taker | None = None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from shepherd.store.ops.alerts import Alerts
 from shepherd.store.ops.breakers import Breakers
 from shepherd.store.ops.calls import Calls
+from shepherd.store.ops.children import Children
 from shepherd.store.ops.claims import Claims
 from shepherd.store.ops.crashes import Crashes
 from shepherd.store.ops.done_keys import DoneKeys
@@ -33,7 +34,6 @@ from shepherd.store.ops.resources import Resources
 from shepherd.store.ops.retention import Retention
 from shepherd.store.ops.schedules import Schedules
 from shepherd.store.ops.slots import Slots
-from shepherd.store.ops.children import Children
 from shepherd.store.ops.steps import Steps
 from shepherd.store.ops.supervision import Supervision
 from shepherd.store.ops.tasks import NewTask, Submitted, Tasks

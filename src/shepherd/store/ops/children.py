@@ -17,10 +17,10 @@ __all__ = [
     "ChildLink",
     "Children",
     "EndChild",
+    "Links",
     "StartChild",
     "TaskLinks",
     "WaitChildren",
-    "Links",
 ]
 
 

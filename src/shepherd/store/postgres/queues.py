@@ -16,8 +16,6 @@ from shepherd.core.records import Event
 from shepherd.store import signals as ch
 from shepherd.store.ops import (
     EndChild,
-    StartChild,
-    WaitChildren,
     FailTask,
     FinishTask,
     Note,
@@ -25,10 +23,12 @@ from shepherd.store.ops import (
     ReplyAndAck,
     ReplyThen,
     SleepTask,
+    StartChild,
     StartCompensation,
     StartStep,
     TakeRequests,
     TaskEvents,
+    WaitChildren,
     Went,
 )
 from shepherd.store.postgres import slots
@@ -247,11 +247,11 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
             for i, then in going_to_sleep:
                 kinds[type(then)].append((i, then))
             for kind, group in kinds.items():
-                written = [then for _, then in group]
+                parks: list[Any] = [then for _, then in group]
                 slept = (
-                    await batch.run(sleeps.sleep(batch, written))
+                    await batch.run(sleeps.sleep(batch, parks))
                     if kind is SleepTask
-                    else await WRITES[kind](batch, written)
+                    else await WRITES[kind](batch, parks)
                 )
                 for (i, _), outcome in zip(group, slept, strict=True):
                     thens[i] = outcome

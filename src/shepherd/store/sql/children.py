@@ -101,9 +101,7 @@ _CANCEL = (
     "complete_by = NULL, not_before = ?, updated_at = ? WHERE id = ?"
 )
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
-_HOLD_ANY = (
-    "SELECT key FROM tasks WHERE id = ? AND lock_epoch = ? AND locked_by = ?{for_update}"
-)
+_HOLD_ANY = "SELECT key FROM tasks WHERE id = ? AND lock_epoch = ? AND locked_by = ?{for_update}"
 _LINK_COLUMNS = "c.parent_id, c.child_id, c.seq, t.workflow, t.process_state, c.on_parent_end"
 _UP = f"SELECT {_LINK_COLUMNS} FROM task_children c JOIN tasks t ON t.id = c.child_id WHERE c.child_id = ?"
 _DOWN = (
@@ -174,7 +172,7 @@ def wait(batch: Writing, ops: Sequence[WaitChildren]) -> Plan[list[object]]:
         if held is None:
             out.append(StaleEpochError(op.task_id, op.epoch))
             continue
-        text, params = d.listed(d.sql(_ENDED_STEP), list(op.seqs), kind="int")
+        text, params = d.listed(_ENDED_STEP, list(op.seqs), kind="int")
         ended = yield from first(text, (op.task_id, *params))
         until = now if ended is not None else d.stored(LATEST_DUE)
         yield from send(d.sql(_RELEASE), (until, now, *fence))
@@ -227,9 +225,7 @@ def resume(batch: Writing, ended: Sequence[tuple[str, str, Any, Any]]) -> Plan[N
         batch.event(parent_id, parent[0], parent[1], EventKind.CHILD_ENDED, detail)
 
 
-def cancel_children(
-    batch: Writing, parents: Sequence[str], *, everything: bool
-) -> Plan[list[str]]:
+def cancel_children(batch: Writing, parents: Sequence[str], *, everything: bool) -> Plan[list[str]]:
     """Cancel the unended children of `parents` (see the module's docstring), and theirs.
 
     Returns the ids cancelled, parents before their children.
