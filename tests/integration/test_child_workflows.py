@@ -138,6 +138,7 @@ async def test_a_parent_awaiting_a_child_holds_no_claim_and_resumes_with_its_res
         )
         child = await app.get_task(child_id)
         assert child.key == f"{task_id}/1"
+        await pass_until(app, _steps_of(app, child_id, 1))  # the child is asleep
         clock.advance(HOUR)
         task = await ended(app, task_id)
     assert task.process_state is ProcessState.PROCESSED

@@ -28,6 +28,8 @@ from shepherd.core.replay import NonDeterminism, Replay, ReplayFailure
 from shepherd.core.states import StepKind, StepState
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from shepherd.core.records import JsonValue, Step
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "depth_refused",
     "key_taken",
     "may_be_child",
+    "may_cancel",
     "policy_refused",
     "resumes",
     "step_outcome",
@@ -177,6 +180,23 @@ def step_outcome(child: str, state: str, result: JsonValue, error: JsonValue) ->
             "reason": error,
         },
     )
+
+
+def may_cancel(steps: Iterable[Step]) -> bool:
+    """Whether a task whose steps are `steps` may have children to cancel as it ends.
+
+    Only a child started with `cancel`, or an awaited one whose step still runs:
+    a parent whose children all ended, or go on, writes nothing for them.
+    """
+    for step in steps:
+        if step.kind is not StepKind.CHILD:
+            continue
+        if step.state is StepState.RUNNING:
+            return True
+        request = step.request
+        if isinstance(request, dict) and request.get("on_parent_end") == CANCEL:
+            return True
+    return False
 
 
 def cancels(policy: str, state: str, *, everything: bool) -> bool:

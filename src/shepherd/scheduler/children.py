@@ -336,9 +336,10 @@ async def _end_child(parts: SchedulerParts, then: FinishTask | FailTask) -> obje
 async def parent_ends(parts: SchedulerParts, ctx: WorkflowContext) -> None:
     """Before a task with children ends: cancel those that go with it (`CancelChildren`).
 
-    A task that started no child (most) costs a look at its steps.
+    A task that started no child (most) costs a look at its steps; one whose
+    children all ended or go on writes nothing (`core.children.may_cancel`).
     """
-    if not any(step.kind is StepKind.CHILD for step in ctx.steps.values()):
+    if not rules.may_cancel(ctx.steps.values()):
         return
     cancelled = await parts.store.cancel_children(
         ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch
