@@ -20,7 +20,6 @@ from shepherd.core.retention import cutoff
 from shepherd.core.states import ProcessState
 from shepherd.errors import ConfigError, UnknownTaskError
 from shepherd.governance.moves import checked_move, move_partition
-from shepherd.lineage import LinkOperations
 from shepherd.scheduling import ScheduleOperations
 from shepherd.store import signals as ch
 from shepherd.store.cursor import TaskCursor
@@ -97,8 +96,6 @@ class Operations:
         self._host = host
         #: Schedules: list, add, change, pause, resume, trigger (`shepherd.scheduling`).
         self.schedules = ScheduleOperations(lambda: host.store, self.open, host.workflows)
-        #: A task's parent and children (`shepherd.lineage`).
-        self.links = LinkOperations(lambda: host.store, self.open)
 
     @property
     def settings(self) -> Settings:

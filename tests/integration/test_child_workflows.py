@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from shepherd import AgentRequest, App, PermanentError, ProcessState, WorkflowContext
 from shepherd.core.states import StepKind, StepState
+from shepherd.dashboard import create_dashboard
 from shepherd.errors import ConfigError, PayloadError, UnknownWorkflowError
+from shepherd.lineage import links_of
+from support.backends import sqlite_only
 from support.fake_time import clock_of, ended, pass_until, task_is
 
 if TYPE_CHECKING:
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.fake_time
 
 HOUR = 3600.0
+TOKEN = "the-shared-dashboard-token"
 
 
 def _steps_of(app: App, task_id: str, count: int) -> Callable[[], Awaitable[bool]]:
@@ -82,9 +87,9 @@ async def test_a_parent_gathers_three_children_and_one_failing_fails_its_step(ap
             (3, "item", StepState.COMPLETED),
             (4, "item", StepState.COMPLETED),
         ]
-        links = await app.operations.links.of(good)
+        links = await links_of(app.operations, await app.get_task(good))
         assert [c.child_id for c in links.children] == [f"{good}.2", f"{good}.3", f"{good}.4"]
-        child_links = await app.operations.links.of(f"{good}.3")
+        child_links = await links_of(app.operations, await app.get_task(f"{good}.3"))
         assert child_links.parent is not None
         assert child_links.parent.parent_id == good
 
@@ -143,7 +148,7 @@ async def test_a_parent_awaiting_a_child_holds_no_claim_and_resumes_with_its_res
         task = await ended(app, task_id)
     assert task.process_state is ProcessState.PROCESSED
     assert task.result == {"order": 7, "shipped": {"tracking": "T-7"}}
-    parent = await app.operations.links.of(child_id)
+    parent = await links_of(app.operations, await app.get_task(child_id))
     assert parent.parent is not None
     assert parent.parent.seq == 1
 
@@ -245,6 +250,31 @@ async def test_bad_children_are_refused_with_nothing_stored(app: App) -> None:
         task = await ended(app, task_id)
     assert task.process_state is ProcessState.PROCESSED
     assert seen == ["UnknownWorkflowError", "ConfigError", "PayloadError", "PayloadError"]
-    links = await app.operations.links.of(task_id)
+    links = await links_of(app.operations, await app.get_task(task_id))
     assert links.children == ()
     assert [s for s in task.steps if s.kind is StepKind.CHILD] == []
+
+
+@sqlite_only()
+async def test_the_dashboard_links_a_parent_and_its_children_both_ways(app: App) -> None:
+    @app.workflow("noop")
+    async def noop(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return data
+
+    @app.workflow("order")
+    async def order(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.start_workflow("noop", 1, on_parent_end="cancel")
+
+    async with app.running():
+        task_id = await app.submit("order", None)
+        await ended(app, task_id)
+        child_id = f"{task_id}.1"
+        transport = httpx.ASGITransport(app=create_dashboard(app, token=TOKEN))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            login = await http.post("/login", data={"token": TOKEN, "next": "/"})
+            assert login.status_code == 303
+            parent_page = (await http.get(f"/tasks/{task_id}")).text
+            child_page = (await http.get(f"/tasks/{child_id}")).text
+    assert f'<a href="/tasks/{child_id}"><code>{child_id}</code></a> noop' in parent_page
+    assert "(if this task ends first: cancel)" in parent_page
+    assert f'<dd id="parent"><a href="/tasks/{task_id}">' in child_page

@@ -39,17 +39,21 @@ __all__ = [
     "POLICIES",
     "WAIT",
     "ChildDecision",
+    "ChildLink",
+    "Links",
     "Start",
     "StepOutcome",
     "Waiting",
     "cancels",
     "child_id",
+    "child_links",
     "decide",
     "default_key",
     "depth_refused",
     "key_taken",
     "may_be_child",
     "may_cancel",
+    "parent_of",
     "policy_refused",
     "resumes",
     "step_outcome",
@@ -69,6 +73,27 @@ MAX_DEPTH = 32
 #: The states whose child ends resume the parent (`error` waits for an operator).
 _RESUMING = frozenset({"processed", "compensated", "cancelled"})
 _ENDED = frozenset({"processed", "compensated", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildLink:
+    """One parent-child link: the child, the parent's step that started it, its policy."""
+
+    parent_id: str
+    child_id: str
+    seq: int
+    workflow: str
+    #: The child's state (`pending` when the child is unknown: purged, say).
+    process_state: str
+    on_parent_end: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Links:
+    """A task's parent (None for a top task) and its children, by seq."""
+
+    parent: ChildLink | None
+    children: tuple[ChildLink, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +141,27 @@ def decide(recorded: Step | None, seq: int, workflow: str) -> ChildDecision:
 def child_id(parent_id: str, seq: int) -> str:
     """The id of the child started by step `seq` of `parent_id`."""
     return f"{parent_id}.{seq}"
+
+
+def parent_of(task_id: str) -> tuple[str, int] | None:
+    """The parent's id and the seq of its step that started `task_id`, if a child's id."""
+    parent, dot, seq = task_id.rpartition(".")
+    if not dot or not parent or not seq.isdigit():
+        return None
+    return parent, int(seq)
+
+
+def child_links(parent_id: str, steps: Iterable[Step]) -> list[tuple[int, str, str, str]]:
+    """`(seq, child id, workflow, policy)` of each child a task's `steps` started, by seq."""
+    out = []
+    for step in steps:
+        request = step.request
+        if step.kind is StepKind.CHILD and isinstance(request, dict):
+            child = request.get("child")
+            policy = request.get("on_parent_end")
+            if isinstance(child, str) and isinstance(policy, str):
+                out.append((step.seq, child, step.agent, policy))
+    return sorted(out)
 
 
 def may_be_child(task_id: str) -> bool:

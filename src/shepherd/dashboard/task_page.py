@@ -26,6 +26,7 @@ from shepherd.dashboard import params
 from shepherd.dashboard.failure import failure_of, prefills, undo_plan
 from shepherd.dashboard.pages import Live, digest, fragment, live_part, render
 from shepherd.errors import UnknownTaskError
+from shepherd.lineage import links_of
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -138,6 +139,7 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
         "may_retry": may_retry(task.process_state),
         "may_cancel": may_cancel(task.process_state),
         "asleep_until": asleep_until(task, now=ops.now()),
+        "links": await links_of(ops, task),
         "failed_seq": failed,
         "failure": failure,
         "payloads": payloads,

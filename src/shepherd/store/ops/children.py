@@ -1,4 +1,4 @@
-"""Child workflows: start one from a step, park the parent, end a child, read the links.
+"""Child workflows: start one from a step, park the parent, end a child, cancel children.
 
 The rules are `shepherd.core.children`'s; the statements `store.sql.children`.
 """
@@ -6,20 +6,17 @@ The rules are `shepherd.core.children`'s; the statements `store.sql.children`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY
 
 from shepherd.core.records import JsonValue
-from shepherd.store.ops.base import Read, Runs, Write, method, operation
+from shepherd.store.ops.base import Runs, Write, method, operation
 from shepherd.store.ops.claims import FailTask, FinishTask
 
 __all__ = [
     "CancelChildren",
-    "ChildLink",
     "Children",
     "EndChild",
-    "Links",
     "StartChild",
-    "TaskLinks",
     "WaitChildren",
 ]
 
@@ -103,33 +100,6 @@ class CancelChildren(Write[list[str]]):
     epoch: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChildLink:
-    """One parent-child link: the child, the parent's step that started it, its policy."""
-
-    parent_id: str
-    child_id: str
-    seq: int
-    workflow: str
-    process_state: str
-    on_parent_end: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Links:
-    """A task's parent (None for a top task) and its children, by seq."""
-
-    parent: ChildLink | None
-    children: tuple[ChildLink, ...]
-
-
-@operation
-class TaskLinks(Read[Links]):
-    """The parent and the children of task `task_id` (none of either when unknown)."""
-
-    task_id: str
-
-
 class Children(Runs):
     """The store's methods for child workflows."""
 
@@ -137,4 +107,3 @@ class Children(Runs):
     wait_children = method(WaitChildren)
     end_child = method(EndChild)
     cancel_children = method(CancelChildren)
-    task_links = method(TaskLinks)

@@ -9,22 +9,17 @@ from shepherd.store.ops import (
     CancelChildren,
     EndChild,
     FinishTask,
-    Links,
     StartChild,
-    TaskLinks,
     WaitChildren,
 )
 from shepherd.store.postgres.batch import WRITES
-from shepherd.store.postgres.reader import READS, read
 from shepherd.store.postgres.tasks import finish_with, send_lock_owners, write_owned
 from shepherd.store.sql import children
-from shepherd.store.sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
     from shepherd.store.postgres.batch import PostgresBatch
-    from shepherd.store.postgres.reader import Reader
 
-__all__ = ["cancel", "end", "links", "start", "wait"]
+__all__ = ["cancel", "end", "start", "wait"]
 
 
 @WRITES.handles(StartChild)
@@ -60,9 +55,3 @@ async def end(batch: PostgresBatch, ops: Sequence[EndChild]) -> list[object]:
             await batch.run(children.resume(batch, [children.ended_of(then)]))
         out.append(outcome)
     return out
-
-
-@READS.handles(TaskLinks)
-async def links(reader: Reader, op: TaskLinks) -> Links:
-    """A task's parent and children."""
-    return await read(reader, children.links(POSTGRES, op))

@@ -35,21 +35,18 @@ from shepherd.core.timing import LATEST_DUE
 from shepherd.errors import ConfigError, StaleEpochError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
-from shepherd.store.ops.children import ChildLink, Links
 from shepherd.store.ops.claims import FinishTask
-from shepherd.store.sql.plan import Query, first, one, send
+from shepherd.store.sql.plan import first, one, send
 
 if TYPE_CHECKING:
-    from shepherd.store.ops.children import CancelChildren, StartChild, TaskLinks, WaitChildren
+    from shepherd.store.ops.children import CancelChildren, StartChild, WaitChildren
     from shepherd.store.ops.claims import FailTask
-    from shepherd.store.sql.dialect import Dialect
     from shepherd.store.sql.plan import Plan, Writing
 
 __all__ = [
     "cancel_children",
     "cancel_owned",
     "ended_of",
-    "links",
     "resume",
     "start",
     "wait",
@@ -102,12 +99,6 @@ _CANCEL = (
 )
 _DROP_REQUESTS = "DELETE FROM requests WHERE task_id = ?"
 _HOLD_ANY = "SELECT key FROM tasks WHERE id = ? AND lock_epoch = ? AND locked_by = ?{for_update}"
-_LINK_COLUMNS = "c.parent_id, c.child_id, c.seq, t.workflow, t.process_state, c.on_parent_end"
-_UP = f"SELECT {_LINK_COLUMNS} FROM task_children c JOIN tasks t ON t.id = c.child_id WHERE c.child_id = ?"
-_DOWN = (
-    f"SELECT {_LINK_COLUMNS} FROM task_children c JOIN tasks t ON t.id = c.child_id "
-    "WHERE c.parent_id = ? ORDER BY c.seq"
-)
 
 
 def start(batch: Writing, ops: Sequence[StartChild]) -> Plan[list[object]]:
@@ -262,22 +253,3 @@ def cancel_owned(batch: Writing, ops: Sequence[CancelChildren]) -> Plan[list[obj
             continue
         out.append((yield from cancel_children(batch, [op.task_id], everything=False)))
     return out
-
-
-def links(d: Dialect, op: TaskLinks) -> Plan[Links]:
-    """The parent and children of `op.task_id`."""
-    (up, down) = yield [Query(d.sql(_UP), (op.task_id,)), Query(d.sql(_DOWN), (op.task_id,))]
-    parent = None if not up else _link(up[0])
-    return Links(parent=parent, children=tuple(_link(row) for row in down))
-
-
-def _link(row: tuple[Any, ...]) -> ChildLink:
-    parent_id, child_id, seq, workflow, state, policy = row
-    return ChildLink(
-        parent_id=parent_id,
-        child_id=child_id,
-        seq=int(seq),
-        workflow=workflow,
-        process_state=state,
-        on_parent_end=policy,
-    )

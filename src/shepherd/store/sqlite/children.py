@@ -9,20 +9,17 @@ from shepherd.store.ops import (
     CancelChildren,
     EndChild,
     FinishTask,
-    Links,
     StartChild,
-    TaskLinks,
     WaitChildren,
 )
 from shepherd.store.sql import children
-from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite import tasks
-from shepherd.store.sqlite.batch import READS, WRITES, Reading
+from shepherd.store.sqlite.batch import WRITES
 
 if TYPE_CHECKING:
     from shepherd.store.sqlite.batch import SqliteBatch
 
-__all__ = ["cancel", "end", "links", "start", "wait"]
+__all__ = ["cancel", "end", "start", "wait"]
 
 
 @WRITES.handles(StartChild)
@@ -57,9 +54,3 @@ def end(batch: SqliteBatch, ops: Sequence[EndChild]) -> list[object]:
             batch.run(children.resume(batch, [children.ended_of(then)]))
         out.append(outcome)
     return out
-
-
-@READS.handles(TaskLinks)
-def links(at: Reading, op: TaskLinks) -> Links:
-    """A task's parent and children."""
-    return at.run(children.links(SQLITE, op))
