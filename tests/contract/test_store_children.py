@@ -295,3 +295,19 @@ async def test_a_task_without_a_parent_ends_as_its_end_alone(store: Store) -> No
     )
     ended = await _task(store, task.id)
     assert (ended.process_state, ended.result) == (ProcessState.PROCESSED, 2)
+
+
+async def test_a_purge_deletes_a_parent_and_its_child_with_their_link(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    parent = await claimed_task(store)
+    child_id = await _start(store, parent, 1, policy="continue")
+    await store.finish_task(parent.id, locked_by="s1", epoch=parent.lock_epoch, result=None)
+    (child,) = await store.claim_tasks(locked_by="s2", limit=10)
+    await store.end_child(FinishTask(child.id, locked_by="s2", epoch=child.lock_epoch, result=1))
+    fake_clock.advance(10.0)
+
+    assert await store.purge_tasks(ended_before=fake_clock.now(), limit=10) == 2
+
+    assert await store.get_task(child_id) is None
+    assert await store.get_task(parent.id) is None

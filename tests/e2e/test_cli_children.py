@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 async def _family(url: str) -> str:
-    """A task of `hello` with an awaited child (step 1) and a started one (step 2); its id."""
+    """A task of `hello` waiting on a child (step 1), with a started one (step 2); its id."""
     store = SQLiteStore(url, clock=FakeClock(datetime.now(UTC)))
     await store.open()
     try:
@@ -44,6 +44,9 @@ async def _family(url: str) -> str:
                 on_parent_end=policy,
                 complete_within=30.0,
             )
+        await store.wait_children(
+            task_id, locked_by="elsewhere:1:aa/s", epoch=task.lock_epoch, seqs=[1]
+        )
         return task_id
     finally:
         await store.close()
@@ -71,3 +74,6 @@ def test_show_and_tasks_parent_give_the_links_both_ways(
     ]
     none = cli("tasks", "--parent", f"{task_id}.1", "--json")
     assert json.loads(none.stdout)["count"] == 0
+    listed_all = cli("tasks", "--workflow", "hello")
+    (line,) = [row for row in listed_all.stdout.splitlines() if row.startswith(task_id + " ")]
+    assert "pending, waiting" in line

@@ -143,6 +143,13 @@ async def test_a_parent_awaiting_a_child_holds_no_claim_and_resumes_with_its_res
         )
         child = await app.get_task(child_id)
         assert child.key == f"{task_id}/1"
+        transport = httpx.ASGITransport(app=create_dashboard(app, token=TOKEN))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            login = await http.post("/login", data={"token": TOKEN, "next": "/"})
+            assert login.status_code == 303
+            page = (await http.get(f"/tasks/{task_id}")).text
+        assert '<dd id="waiting">on its children' in page
+        assert 'id="due"' not in page
         await pass_until(app, _steps_of(app, child_id, 1))  # the child is asleep
         clock.advance(HOUR)
         task = await ended(app, task_id)
