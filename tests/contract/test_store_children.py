@@ -20,8 +20,9 @@ from shepherd.core.children import MAX_DEPTH, child_links, parent_of
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.core.timing import LATEST_DUE
 from shepherd.errors import ConfigError, PayloadError, StaleEpochError
+from shepherd.store.contract import NewTask
 from shepherd.store.ops import EndChild, FailTask, FinishTask
-from support.factories import claimed_task
+from support.factories import claimed_task, leadership
 
 if TYPE_CHECKING:
     from shepherd.core.records import Task
@@ -311,3 +312,22 @@ async def test_a_purge_deletes_a_parent_and_its_child_with_their_link(
 
     assert await store.get_task(child_id) is None
     assert await store.get_task(parent.id) is None
+
+
+async def test_a_task_cancelled_at_its_deadline_cancels_its_children(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    await store.submit_task(NewTask(workflow="wf", input=None, deadline=60.0))
+    (parent,) = await store.claim_tasks(locked_by="s1", limit=10)
+    child_id = await _start(store, parent, 1, wait=True)
+    fake_clock.advance(61.0)
+    lease = await leadership(store)
+
+    (cancelled,) = await store.cancel_overdue(leader=lease, limit=10)
+
+    assert cancelled.id == parent.id
+    child = await _task(store, child_id)
+    assert (child.process_state, child.error) == (
+        ProcessState.COMPENSATING,
+        {"reason": f"cancelled with its parent {parent.id}"},
+    )

@@ -122,7 +122,7 @@ def decide(recorded: Step | None, seq: int, workflow: str) -> ChildDecision:
     """What `run_workflow`/`start_workflow(workflow)` at `seq` does, given the step there.
 
     A finished step replays: its result (the child's, or a started child's id)
-    or its failure. Anything but a child step of that workflow is a changed
+    or its failure (also once an operator's retry reset it: the child ended). Anything but a child step of that workflow is a changed
     workflow (`NonDeterminism`).
     """
     if recorded is None:
@@ -135,6 +135,18 @@ def decide(recorded: Step | None, seq: int, workflow: str) -> ChildDecision:
         return Replay(result=recorded.result)
     if recorded.state is StepState.FAILED:
         return ReplayFailure(error=recorded.error)
+    if recorded.state is StepState.NOT_STARTED:
+        # An operator's retry reset the failed step: its child ended, and is not started again.
+        return ReplayFailure(
+            error={
+                "type": "ChildFailed",
+                "message": f"the child of step {seq} ended before the retry: "
+                "a retry does not start a child again",
+                "child": None
+                if not isinstance(recorded.request, dict)
+                else recorded.request.get("child"),
+            }
+        )
     return Waiting()
 
 

@@ -27,6 +27,10 @@ def test_a_child_step_replays_its_outcome_or_waits() -> None:
     assert rules.decide(_child_step(StepState.COMPLETED), 2, "ship") == Replay(result="done")
     failed = rules.decide(_child_step(StepState.FAILED), 2, "ship")
     assert failed == ReplayFailure(error={"message": "no"})
+    reset = rules.decide(_child_step(StepState.NOT_STARTED), 2, "ship")
+    assert isinstance(reset, ReplayFailure)
+    assert isinstance(reset.error, dict)
+    assert "a retry does not start a child again" in str(reset.error["message"])
 
 
 def test_another_child_or_a_call_at_the_seq_is_non_determinism() -> None:
@@ -59,8 +63,8 @@ def test_which_children_go_with_an_ending_parent() -> None:
     assert rules.cancels("wait", "processing", everything=False)
     assert not rules.cancels("continue", "pending", everything=False)
     assert rules.cancels("continue", "error", everything=True)
-    for ended in ("processed", "compensated", "cancelled", "compensating"):
-        assert not rules.cancels("cancel", ended, everything=True)
+    for state in ("processed", "compensated", "cancelled", "compensating"):
+        assert not rules.cancels("cancel", state, everything=True)
     running = _child_step(StepState.RUNNING)
     ended = _child_step(StepState.COMPLETED)
     started = _child_step(StepState.COMPLETED, policy="cancel")
