@@ -246,8 +246,9 @@ def may_cancel(steps: Iterable[Step]) -> bool:
     Only a child started with `cancel`, or an awaited one whose step still runs:
     a parent whose children all ended, or go on, writes nothing for them.
     """
+    child = StepKind.CHILD
     for step in steps:
-        if step.kind is not StepKind.CHILD:
+        if step.kind is not child:
             continue
         if step.state is StepState.RUNNING:
             return True

@@ -336,11 +336,9 @@ async def _end_child(parts: SchedulerParts, then: FinishTask | FailTask) -> obje
 async def parent_ends(parts: SchedulerParts, ctx: WorkflowContext) -> None:
     """Before a task with children ends: cancel those that go with it (`CancelChildren`).
 
-    A task that started no child (most) costs a look at its steps; one whose
-    children all ended or go on writes nothing (`core.children.may_cancel`).
+    Called only when `core.children.may_cancel` says some may go: a task that
+    started no child (most) costs its caller a look at its steps, no call.
     """
-    if not rules.may_cancel(ctx.steps.values()):
-        return
     cancelled = await parts.store.cancel_children(
         ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch
     )

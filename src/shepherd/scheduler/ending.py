@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.core import compensation, replay
 from shepherd.core.alerts import fail_reason
+from shepherd.core.children import may_cancel
 from shepherd.core.events import EventKind
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import (
@@ -40,7 +41,8 @@ log = logging.getLogger("shepherd.scheduler")
 async def finish(parts: SchedulerParts, ctx: WorkflowContext, result: JsonValue) -> None:
     """The workflow returned `result`: the task is `processed`."""
     task = ctx.task
-    await children.parent_ends(parts, ctx)
+    if may_cancel(ctx.steps.values()):  # children that go with it (`scheduler.children`)
+        await children.parent_ends(parts, ctx)
     # The last replies, if the workflow went on with them before their commit, ride along
     # (a child's end also records its parent's step: `scheduler.children`).
     await children.end(
@@ -171,7 +173,8 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
         )
         return
     final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
-    await children.parent_ends(parts, ctx)
+    if may_cancel(ctx.steps.values()):
+        await children.parent_ends(parts, ctx)
     await children.end(
         parts,
         FailTask(
