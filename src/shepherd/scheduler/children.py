@@ -55,7 +55,14 @@ if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Task
     from shepherd.scheduler.parts import ChildSpec, SchedulerParts
 
-__all__ = ["WaitingChildren", "end", "parent_ends", "run_workflow", "start_workflow"]
+__all__ = [
+    "ChildCalls",
+    "WaitingChildren",
+    "end",
+    "parent_ends",
+    "run_workflow",
+    "start_workflow",
+]
 
 
 class WorkflowContext(Protocol):
@@ -68,6 +75,60 @@ class WorkflowContext(Protocol):
     steps: dict[int, Step]
     #: The tasks running a call of the workflow right now.
     _in_flight: set[asyncio.Task[object]]
+
+
+class ChildCalls:
+    """`ctx.run_workflow` and `ctx.start_workflow`, as `WorkflowContext` has them."""
+
+    task: Task
+    task_id: str
+    epoch: int
+    steps: dict[int, Step]
+    _in_flight: set[asyncio.Task[object]]
+    _seq: int
+    _parts: SchedulerParts
+
+    async def run_workflow(
+        self, workflow: str, data: JsonValue = None, *, key: str | None = None
+    ) -> JsonValue:
+        """Run `workflow` as a child task and return its result.
+
+        The child is started once (a step of this workflow records it); the
+        workflow waits for its end holding no claim. Children run in parallel
+        through `asyncio.gather`, as steps do. Without `key`, the child's key is
+        `PARENT_ID/SEQ`.
+
+        Raises:
+            PermanentError: The child ended `compensated` or `cancelled`; the
+                message names it and its reason.
+            UnknownWorkflowError: No workflow of that name is registered.
+            ConfigError: `key` names another task of the workflow, or the chain
+                of children would be deeper than 32.
+            PayloadError: `data` is not JSON or too large, or `key` is not a str.
+        """
+        self._seq += 1
+        return await run_workflow(self, self._parts, self._seq, workflow, data, key)
+
+    async def start_workflow(
+        self,
+        workflow: str,
+        data: JsonValue = None,
+        *,
+        key: str | None = None,
+        on_parent_end: str = rules.CONTINUE,
+    ) -> str:
+        """Start `workflow` as a child task without waiting for it: the child's id.
+
+        When this task ends first, the child goes on (`on_parent_end="continue"`)
+        or is cancelled (`"cancel"`: compensated, and ended `cancelled`).
+
+        Raises:
+            ConfigError: `on_parent_end` is neither; and as `run_workflow`.
+        """
+        self._seq += 1
+        return await start_workflow(
+            self, self._parts, self._seq, workflow, data, key, on_parent_end
+        )
 
 
 class WaitingChildren(Abandoned):

@@ -53,7 +53,7 @@ SUSPECT_QUEUE_WINDOWS = 5
 
 
 @final
-class WorkflowContext:
+class WorkflowContext(children.ChildCalls):
     """What a workflow function receives: its task, and `call` to run steps.
 
     It runs its steps with its scheduler's parts (store, clock, agents, reply
@@ -179,28 +179,6 @@ class WorkflowContext:
         """
         self._seq += 1
         await sleeping.sleep_until(self, self._parts, self._seq, when)
-
-    async def run_workflow(
-        self, workflow: str, data: JsonValue = None, *, key: str | None = None
-    ) -> JsonValue:
-        """Run `workflow` as a child task and return its result (`scheduler.children`)."""
-        self._seq += 1
-        return await children.run_workflow(self, self._parts, self._seq, workflow, data, key)
-
-    async def start_workflow(
-        self,
-        workflow: str,
-        data: JsonValue = None,
-        *,
-        key: str | None = None,
-        on_parent_end: str = "continue",
-    ) -> str:
-        """Start `workflow` as a child task without waiting: its id (`scheduler.children`)."""
-        self._seq += 1
-        at = self._seq
-        return await children.start_workflow(
-            self, self._parts, at, workflow, data, key, on_parent_end
-        )
 
     async def _resolution(
         self, entity: str, recorded: Step | None, agent: str, seq: int, attempt: int
