@@ -1,4 +1,5 @@
-"""The how-tos of delayed tasks, deadlines, schedules and sleep: each example is the file the session runs,
+"""The how-tos of delayed tasks, deadlines, schedules, sleep and child workflows: each example is
+the file the session runs,
 and it prints what its page shows."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ PAGES = [
     (DOCS / "howto" / "deadlines.md", DOCS / "howto" / "deadline_app.py"),
     (DOCS / "howto" / "schedules.md", DOCS / "howto" / "schedules_app.py"),
     (DOCS / "howto" / "sleep.md", DOCS / "howto" / "sleep_app.py"),
+    (DOCS / "howto" / "child-workflows.md", DOCS / "howto" / "children_app.py"),
 ]
 
 

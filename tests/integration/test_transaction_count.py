@@ -353,3 +353,37 @@ async def test_a_step_a_wait_the_signal_later_and_a_step(app: App) -> None:
             assert await app.result(task_id, timeout=PATIENCE) == [1, "later", 2]
             after_signal = _commits(app) - before - to_wait
     assert (to_wait, after_signal) == (3, 1 + 2), f"took {to_wait} + {after_signal}"
+
+
+async def test_a_parent_with_one_child_of_one_step(app: App) -> None:
+    """A parent awaiting one child that runs one step: 8 transactions in all.
+
+    The parent: submit, claim, the child's start with its own wait (the step,
+    the child task and its link, the claim given up: one `start_child`). The
+    child: its claim, its step's start, its reply riding its end, which also
+    records the parent's step and wakes the parent (`end_child` in
+    `reply_then`). The parent again: its claim, and its finish. Against a lone
+    one-step workflow (4), the child costs what a task of its own costs less
+    its submit (3), and the parent one claim more: it waits holding none.
+    """
+
+    @app.agent("noop")
+    async def noop(request: Any) -> JsonValue:
+        return request.payload
+
+    @app.workflow("shipment")
+    async def shipment(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("noop", data)
+
+    @app.workflow("order")
+    async def order(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.run_workflow("shipment", data)
+
+    async with app.running(["scheduler", "agent"]):
+        warm_up = await app.submit("order", 1)
+        assert await app.result(warm_up, timeout=PATIENCE) == 1
+        before = _commits(app)
+        task_id = await app.submit("order", 2)
+        assert await app.result(task_id, timeout=PATIENCE) == 2
+        took = _commits(app) - before
+    assert took == 8, f"a parent with one child of one step took {took} transactions"

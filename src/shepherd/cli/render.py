@@ -19,6 +19,7 @@ from shepherd.console.runner import reason
 from shepherd.core.records import Event, JsonValue, Step, Task
 from shepherd.core.resources import Resolution
 from shepherd.core.states import ProcessState
+from shepherd.core.timing import LATEST_DUE
 
 if TYPE_CHECKING:
     from shepherd.core.breaker import Breaker, BreakerEvent
@@ -227,6 +228,8 @@ def state_of(task: Task, *, now: datetime) -> str:
     """A task's state; a pending task not due yet says when: `pending, due 12:30:00Z`."""
     state = str(task.process_state)
     if task.process_state is ProcessState.PENDING and task.not_before > now:
+        if task.not_before >= LATEST_DUE:  # no due time: it waits (on its children)
+            return f"{state}, waiting"
         return f"{state}, due {when(task.not_before, today=now)}"
     return state
 

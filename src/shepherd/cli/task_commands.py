@@ -30,11 +30,14 @@ from shepherd.cli.options import (
     states_option,
     store_option,
 )
+from shepherd.cli.render_links import links_json, print_links
 from shepherd.cli.signal_rows import echo_signals, signals_json
 from shepherd.core.bulk import MAX_BULK, BulkAction
 from shepherd.core.states import ProcessState
+from shepherd.lineage import children_of, links_of
 
 if TYPE_CHECKING:
+    from shepherd.core.children import Links
     from shepherd.core.records import Event, Task
     from shepherd.core.signalling import Signal
 
@@ -69,6 +72,11 @@ def _optional_task_argument(fn: F) -> F:
 @click.option("--workflow", metavar="NAME", help="Only tasks of this workflow.")
 @click.option("--key", metavar="KEY", help="Only the tasks with this business key.")
 @click.option(
+    "--parent",
+    metavar="TASK",
+    help="Only the children of this task (child workflows), by the step that started each.",
+)
+@click.option(
     "--state",
     "states",
     multiple=True,
@@ -89,6 +97,7 @@ def tasks(
     app_spec: str | None,
     workflow: str | None,
     key: str | None,
+    parent: str | None,
     states: tuple[ProcessState, ...],
     since: timedelta | None,
     limit: int,
@@ -98,6 +107,7 @@ def tasks(
     """List tasks, newest first, then how many.
 
     Filters combine: `--workflow orders.process --state error --since 1h`.
+    `--parent TASK` lists a task's children instead, by the step that started each.
     """
     ops = operations_for(app_spec, store, existing=True)
 
@@ -108,6 +118,16 @@ def tasks(
             updated_since = None if since is None else now - since
         except OverflowError:  # further back than datetime goes: no bound
             updated_since = None
+        if parent is not None:
+            children = await children_of(ops, await find_task_id(ops, parent))
+            return [
+                t
+                for t in children
+                if (not states or t.process_state in states)
+                and workflow in (None, t.workflow)
+                and key in (None, t.key)
+                and (updated_since is None or t.updated_at >= updated_since)
+            ][: limit + 1], now
         found = await ops.list_tasks(
             states=states,
             limit=limit + 1,  # one more tells whether more match
@@ -140,16 +160,23 @@ def show(
     """
     ops = operations_for(app_spec, store, existing=True)
 
-    async def work() -> tuple[Task, list[Event], datetime, list[Signal]]:
+    async def work() -> tuple[Task, list[Event], datetime, list[Signal], Links]:
         task_id = await find_task_id(ops, name, workflow=workflow)
         task, history = await ops.get_task(task_id), await ops.history(task_id)
-        return task, history, ops.now(), await ops.signals.of(task_id)
+        return task, history, ops.now(), await ops.signals.of(task_id), await links_of(ops, task)
 
-    task, history, now, signals = run_with(ops, work)
+    task, history, now, signals, links = run_with(ops, work)
     if as_json:
-        render.echo_json({**render.task_json(task, history), "signals": signals_json(signals)})
+        render.echo_json(
+            {
+                **render.task_json(task, history),
+                "signals": signals_json(signals),
+                **links_json(links),
+            }
+        )
     else:
         render.print_task(task, history, now=now)
+        print_links(links)
         echo_signals(signals)
 
 

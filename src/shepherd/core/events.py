@@ -42,6 +42,12 @@ class EventKind(StrEnum):
     ALERT_ACKNOWLEDGED = "alert_acknowledged"
     #: The workflow went to sleep (`ctx.sleep`): its claim given up until its wake-up.
     SLEEPING = "sleeping"
+    #: A step started a child workflow (`core.children`).
+    CHILD_STARTED = "child_started"
+    #: The workflow gave up its claim until one of the children it awaits ends.
+    WAITING_CHILDREN = "waiting_children"
+    #: An awaited child ended: its step records the child's result or reason.
+    CHILD_ENDED = "child_ended"
     #: An operator woke a sleeping task before its wake-up.
     WOKEN = "woken"
     #: A signal was sent to the task (`app.signal`): recorded, consumed by a wait now or later.

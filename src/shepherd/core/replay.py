@@ -68,6 +68,8 @@ def decide(recorded: Step | None, agent: str, seq: int) -> ReplayDecision:
         raise ValueError(f"seq {seq} does not match the recorded step's seq {recorded.seq}")
     if recorded.kind is StepKind.SLEEP:  # a sleep was recorded here (`core.sleeping`)
         return NonDeterminism(seq=seq, recorded=SLEEP_NAME, called=agent)
+    if recorded.kind is StepKind.CHILD:  # a child workflow was started here (`core.children`)
+        return NonDeterminism(seq=seq, recorded=f"child {recorded.agent}", called=agent)
     if recorded.agent != agent:
         return NonDeterminism(seq=seq, recorded=recorded.agent, called=agent)
     if recorded.state in (StepState.COMPLETED, StepState.COMPENSATED):

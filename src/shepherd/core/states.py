@@ -39,6 +39,8 @@ class StepKind(StrEnum):
     #: A wait for a signal (`ctx.wait_for`): running while it waits (its `complete_by` the
     #: timeout, if any), completed with the signal's payload, or failed at its timeout.
     SIGNAL = "signal"
+    #: A child workflow started by this step (`ctx.run_workflow`, `core.children`).
+    CHILD = "child"
 
 
 #: States in which no role works on the task any more. `error` waits for an operator.

@@ -42,8 +42,8 @@ __all__ = [
 MARK = "params_checked"
 #: The most characters of a text parameter (a workflow name, a key, a search).
 MAX_TEXT = 200
-#: What a task id may hold (ids are 20 hex digits; a longer text is no task's).
-_TASK_ID = re.compile(r"[0-9A-Za-z_-]{1,100}")
+#: What a task id may hold (20 hex digits, then `.seq` per level for a child workflow).
+_TASK_ID = re.compile(r"[0-9A-Za-z_.-]{1,400}")
 _DIGITS = re.compile(r"[0-9]+")
 
 

@@ -27,6 +27,7 @@ from shepherd.dashboard import params
 from shepherd.dashboard.failure import failure_of, prefills, undo_plan
 from shepherd.dashboard.pages import Live, digest, fragment, live_part, render
 from shepherd.errors import UnknownTaskError
+from shepherd.lineage import links_of
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -143,6 +144,7 @@ async def task_context(ops: Operations, task_id: str) -> dict[str, Any]:
         "signals": await ops.signals.of(task_id),
         "waiting_for": waits_running(task),
         "may_signal": task.process_state.value not in REFUSING,
+        "links": await links_of(ops, task),
         "failed_seq": failed,
         "failure": failure,
         "payloads": payloads,

@@ -30,7 +30,7 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import is_bug
-from shepherd.scheduler import signalling, sleeping
+from shepherd.scheduler import children, signalling, sleeping
 from shepherd.scheduler.recheck import stored_outcome
 from shepherd.scheduler.sending import send
 from shepherd.scheduler.stops import Abandoned, StoreLost
@@ -53,7 +53,7 @@ SUSPECT_QUEUE_WINDOWS = 5
 
 
 @final
-class WorkflowContext:
+class WorkflowContext(children.ChildCalls):
     """What a workflow function receives: its task, and `call` to run steps.
 
     It runs its steps with its scheduler's parts (store, clock, agents, reply

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from shepherd.core import compensation, replay
 from shepherd.core.alerts import fail_reason
+from shepherd.core.children import may_cancel
 from shepherd.core.events import EventKind
 from shepherd.core.states import ProcessState, StepKind
 from shepherd.errors import (
@@ -23,7 +24,7 @@ from shepherd.errors import (
     UnknownAgentError,
 )
 from shepherd.failures import error_body, format_traceback
-from shepherd.scheduler import replied
+from shepherd.scheduler import children, replied
 from shepherd.store.ops import FailTask, FinishTask, StartCompensation
 from shepherd.tasklog import task_event, task_fields
 
@@ -40,8 +41,11 @@ log = logging.getLogger("shepherd.scheduler")
 async def finish(parts: SchedulerParts, ctx: WorkflowContext, result: JsonValue) -> None:
     """The workflow returned `result`: the task is `processed`."""
     task = ctx.task
-    # The last replies, if the workflow went on with them before their commit, ride along.
-    await replied.end(
+    if may_cancel(ctx.steps.values()):  # children that go with it (`scheduler.children`)
+        await children.parent_ends(parts, ctx)
+    # The last replies, if the workflow went on with them before their commit, ride along
+    # (a child's end also records its parent's step: `scheduler.children`).
+    await children.end(
         parts, FinishTask(task.id, locked_by=parts.locked_by, epoch=ctx.epoch, result=result)
     )
     task_event(task.id, task.workflow, EventKind.PROCESSED, epoch=ctx.epoch)
@@ -169,7 +173,9 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
         )
         return
     final = ProcessState.CANCELLED if ctx.task.cancel_requested else ProcessState.COMPENSATED
-    await replied.end(
+    if may_cancel(ctx.steps.values()):
+        await children.parent_ends(parts, ctx)
+    await children.end(
         parts,
         FailTask(
             ctx.task_id, locked_by=parts.locked_by, epoch=ctx.epoch, state=final, error=reason
@@ -182,7 +188,10 @@ async def compensate(parts: SchedulerParts, ctx: WorkflowContext, reason: JsonVa
 
 
 async def error(parts: SchedulerParts, ctx: WorkflowContext, reason: dict[str, Any]) -> None:
-    """The task ends in `error` with `reason`, and an operator is alerted."""
+    """The task ends in `error` with `reason`, and an operator is alerted.
+
+    Its children go on: `error` waits for an operator, who may retry the task.
+    """
     await replied.end(
         parts,
         FailTask(

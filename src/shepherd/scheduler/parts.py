@@ -25,20 +25,42 @@ if TYPE_CHECKING:
     from shepherd.metrics import WorkflowCounters
     from shepherd.scheduler.mailbox import ReplyMailbox
     from shepherd.store.ops import (
+        EndChild,
         FailTask,
         FinishTask,
         OwnerTake,
         SleepTask,
+        StartChild,
         StartCompensation,
         StartStep,
+        WaitChildren,
         WaitSignal,
     )
     from shepherd.store.roles import SchedulerStore
 
     #: A write of a task that may carry its replies (`reply_then`) or its claim.
-    Then = StartStep | FinishTask | FailTask | StartCompensation | SleepTask | WaitSignal
+    Then = (
+        StartStep
+        | FinishTask
+        | FailTask
+        | StartCompensation
+        | SleepTask
+        | WaitSignal
+        | StartChild
+        | WaitChildren
+        | EndChild
+    )
 
-__all__ = ["Claim", "Owners", "SchedulerParts", "Taker"]
+__all__ = ["ChildSpec", "Claim", "Owners", "SchedulerParts", "Taker"]
+
+
+class ChildSpec(Protocol):
+    """What a child's start needs of its registered workflow (`scheduler.children`)."""
+
+    @property
+    def complete_within(self) -> float:
+        """The child's claim window."""
+        ...
 
 
 class Taker(Protocol):
@@ -107,6 +129,8 @@ class SchedulerParts:
     raise_alert: RaiseAlert
     #: Where each running step waits for its reply, and the scheduler posts it.
     mailbox: ReplyMailbox
+    #: The registered workflows, by name: the only ones a child may run (`ctx.run_workflow`).
+    workflows: Mapping[str, ChildSpec] = field(default_factory=dict)
     #: The agent worker of this process, if one runs here: steps of the agents it
     #: hosts go straight to it (`WorkflowContext._send`).
     taker: Taker | None = None

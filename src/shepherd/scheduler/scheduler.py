@@ -101,6 +101,7 @@ class Scheduler:
             counters=self.counters,
             raise_alert=raise_alert,
             mailbox=self.mailbox,
+            workflows=workflows,
         )
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()

@@ -31,6 +31,7 @@ HANDLER_MODULES = (
     "breakers",
     "bulk",
     "calls",
+    "children",
     "crashes",
     "depths",
     "keys",

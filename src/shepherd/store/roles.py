@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from shepherd.store.ops.alerts import Alerts
 from shepherd.store.ops.breakers import Breakers
 from shepherd.store.ops.calls import Calls
+from shepherd.store.ops.children import Children
 from shepherd.store.ops.claims import Claims
 from shepherd.store.ops.crashes import Crashes
 from shepherd.store.ops.done_keys import DoneKeys
@@ -93,7 +94,7 @@ class Signalled(ABC):
 RetentionStore = Retention
 
 
-class SchedulerStore(Claims, Steps, Tasks, Signalling, Signalled, Clocked):
+class SchedulerStore(Claims, Steps, Children, Tasks, Signalling, Signalled, Clocked):
     """What the scheduler (and its workflows' `ctx.call`) does to the store."""
 
 

@@ -18,7 +18,7 @@ from shepherd.core.states import StepKind, StepState
 from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.payloads import dumps_detail, load_stored
 from shepherd.store.contract import REPLY_GRACE
-from shepherd.store.ops import StartStep
+from shepherd.store.ops import EndChild, StartStep
 from shepherd.store.rows import Columns, Row
 
 if TYPE_CHECKING:
@@ -470,4 +470,6 @@ def then_holder(op: ReplyThen) -> tuple[str, str, int]:
     then = op.then
     if isinstance(then, StartStep):
         return then.start.task_id, then.start.locked_by, then.start.epoch
+    if isinstance(then, EndChild):
+        return then.end.task_id, then.end.locked_by, then.end.epoch
     return then.task_id, then.locked_by, then.epoch

@@ -21,6 +21,7 @@ from shepherd.store.ops import (
     breakers,
     bulk,
     calls,
+    children,
     claims,
     crashes,
     done_keys,
@@ -46,6 +47,7 @@ from shepherd.store.ops.base import *  # noqa: F403 - every name of every concep
 from shepherd.store.ops.breakers import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.bulk import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.calls import *  # noqa: F403 - every name of every concept, re-exported
+from shepherd.store.ops.children import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.claims import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.crashes import *  # noqa: F403 - every name of every concept, re-exported
 from shepherd.store.ops.done_keys import *  # noqa: F403 - every name of every concept, re-exported
@@ -72,6 +74,7 @@ __all__ = [
     *breakers.__all__,
     *bulk.__all__,
     *calls.__all__,
+    *children.__all__,
     *claims.__all__,
     *crashes.__all__,
     *done_keys.__all__,

@@ -26,7 +26,7 @@ class PurgeTasks(Write[int]):
     """Delete up to `limit` ended tasks last changed before `ended_before`; how many.
 
     Only `processed`, `compensated` and `cancelled` tasks go, each with its
-    steps, events, requests, replies, signals and done keys; a keyed one leaves a
+    steps, events, requests, replies, signals, done keys and child links; a keyed one leaves a
     tombstone. One short transaction; oldest first.
     """
 

@@ -10,6 +10,7 @@ from shepherd.core.records import JsonValue, Reply, Request
 from shepherd.core.resources import Resolution
 from shepherd.core.states import StepKind
 from shepherd.store.ops.base import Runs, Write, method, operation
+from shepherd.store.ops.children import EndChild, StartChild, WaitChildren
 from shepherd.store.ops.claims import FailTask, FinishTask, StartCompensation
 from shepherd.store.ops.owners import AnswerOwned
 from shepherd.store.ops.queues import ReplyAndAck
@@ -166,7 +167,8 @@ class ReplyThen(Write[Went]):
     recorded on its step with the same checks: the request still taken by its
     worker and unexpired, the task's epoch and the step's attempt current).
     `then`, the next write of the same task (the start of its next step, its
-    sleep or wait for a signal, its finish, its failure into `error`, `compensated` or `cancelled`, or the
+    sleep or wait for a signal, a child's start or the wait for children, a child's end,
+    its finish, its failure into `error`, `compensated` or `cancelled`, or the
     start of its compensation), is written only if EVERY reply counted as the result (or failure)
     it was handed over as; otherwise nothing of it is written and its outcome is
     `StaleEpochError`. A stale reply is thus recorded nowhere and starts nothing.
@@ -190,7 +192,17 @@ class ReplyThen(Write[Went]):
 
     replies: Sequence[ReplyAndAck]
     _: KW_ONLY
-    then: StartStep | FinishTask | FailTask | StartCompensation | SleepTask | WaitSignal
+    then: (
+        StartStep
+        | FinishTask
+        | FailTask
+        | StartCompensation
+        | SleepTask
+        | WaitSignal
+        | StartChild
+        | WaitChildren
+        | EndChild
+    )
     #: Per reply, its owner's fence and state (`answers` empty), or None; empty: none.
     owned: Sequence[AnswerOwned | None] = ()
     #: The lock_epoch `then`'s task was peeked at, to claim it first; None: it is held.

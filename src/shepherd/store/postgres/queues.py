@@ -8,12 +8,14 @@ replied to.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import Event
 from shepherd.store import signals as ch
 from shepherd.store.ops import (
+    EndChild,
     FailTask,
     FinishTask,
     Note,
@@ -21,10 +23,12 @@ from shepherd.store.ops import (
     ReplyAndAck,
     ReplyThen,
     SleepTask,
+    StartChild,
     StartCompensation,
     StartStep,
     TakeRequests,
     TaskEvents,
+    WaitChildren,
     WaitSignal,
     Went,
 )
@@ -64,6 +68,9 @@ if TYPE_CHECKING:
     from shepherd.store.postgres.reader import Reader
 
 __all__ = ["reply", "take"]
+
+#: The `then`s of a `reply_then` that give up the claim or end a child, each by its handler.
+_PARKS = (SleepTask, StartChild, WaitChildren, EndChild)
 
 # (worker, now, now, agents, now, now, agents, now, now, suspects, limit): requests of healthy
 # tasks, and at most `suspects` of suspect ones (tasks that crashed a process before).
@@ -247,12 +254,22 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
             failed = await write_owned(batch, [then for _, then in failing])
             for (i, _), outcome in zip(failing, failed, strict=True):
                 thens[i] = outcome
-        sleeping = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, SleepTask)]
-        going_to_sleep = [(i, then) for i, then in sleeping if decided[i][1]]
+        parking = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, _PARKS)]
+        going_to_sleep = [(i, then) for i, then in parking if decided[i][1]]
         if going_to_sleep:
-            slept = await batch.run(sleeps.sleep(batch, [then for _, then in going_to_sleep]))
-            for (i, _), outcome in zip(going_to_sleep, slept, strict=True):
-                thens[i] = outcome
+            # A sleep, or a child's start, wait or end (`store.sql.children`), by its handler.
+            kinds: dict[type[Any], list[tuple[int, Any]]] = defaultdict(list)
+            for i, then in going_to_sleep:
+                kinds[type(then)].append((i, then))
+            for kind, group in kinds.items():
+                parks: list[Any] = [then for _, then in group]
+                slept = (
+                    await batch.run(sleeps.sleep(batch, parks))
+                    if kind is SleepTask
+                    else await WRITES[kind](batch, parks)
+                )
+                for (i, _), outcome in zip(group, slept, strict=True):
+                    thens[i] = outcome
         waiting = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, WaitSignal)]
         going_to_wait = [(i, then) for i, then in waiting if decided[i][1]]
         if going_to_wait:

@@ -46,6 +46,8 @@ _PURGE = (
     "requests_gone AS (DELETE FROM requests WHERE task_id IN (SELECT id FROM doomed)), "
     "replies_gone AS (DELETE FROM replies WHERE task_id IN (SELECT id FROM doomed)), "
     "signals_gone AS (DELETE FROM signals WHERE task_id IN (SELECT id FROM doomed)), "
+    "links_gone AS (DELETE FROM task_children WHERE child_id IN (SELECT id FROM doomed) "
+    "OR parent_id IN (SELECT id FROM doomed)), "
     "keys_gone AS (DELETE FROM done_keys k USING doomed "
     "WHERE k.key COLLATE \"C\" >= doomed.id || '/' AND k.key COLLATE \"C\" < doomed.id || '0'), "
     "tasks_gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM doomed) RETURNING id) "

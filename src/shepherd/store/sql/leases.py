@@ -26,6 +26,7 @@ from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.effect_rows import UPDATE, effect_row, update_params
 from shepherd.store.rows import LEASE_COLUMNS, TASK_COLUMNS
+from shepherd.store.sql import children
 from shepherd.store.sql.alerts import store_alert
 from shepherd.store.sql.plan import Query, each, first, one
 
@@ -225,6 +226,8 @@ def cancel_overdue(batch: Writing, ops: Sequence[CancelOverdue]) -> Plan[list[ob
             yield [Query(sql, listed, rows=False)]
         if cancelled:
             batch.rings.add(ch.TASKS)
+            # Their unended children (and theirs) are cancelled with them (`core.children`).
+            yield from children.cancel_children(batch, [t.id for t in cancelled], everything=True)
         out.append(cancelled)
     return out
 

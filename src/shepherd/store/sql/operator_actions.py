@@ -22,6 +22,7 @@ from shepherd.errors import InvalidStateError, ShepherdError, UnknownTaskError
 from shepherd.payloads import dumps_detail
 from shepherd.store import signals as ch
 from shepherd.store.rows import TASK_COLUMNS, TaskCol
+from shepherd.store.sql import children
 from shepherd.store.sql.keys import clear_started
 from shepherd.store.sql.plan import first, send
 
@@ -116,6 +117,8 @@ def cancel(batch: Writing, ops: Sequence[CancelTask]) -> Plan[list[object]]:
             continue
         task = yield from _apply(batch, task_id, row, rules.on_cancel(by=op.by))
         yield from send(batch.dialect.sql(_DROP_REQUESTS), (task_id,))
+        # Its unended children (and theirs) are cancelled with it (`core.children`).
+        yield from children.cancel_children(batch, [task_id], everything=True)
         out.append(task)
     return out
 

@@ -57,6 +57,8 @@ def _purge(batch: SqliteBatch, ended_before: float, limit: int) -> int:
         for table in _BY_TASK:
             conn.execute(f"DELETE FROM {table} WHERE task_id IN ({marks})", chunk)
         conn.execute(f"DELETE FROM tasks WHERE id IN ({marks})", chunk)
+        links = f"DELETE FROM task_children WHERE child_id IN ({marks}) OR parent_id IN ({marks})"
+        conn.execute(links, [*chunk, *chunk])
     conn.executemany(_DONE_KEYS, [(task_id + "/", task_id + "0") for task_id in ids])
     conn.executemany(
         _TOMBSTONE,
