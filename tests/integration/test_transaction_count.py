@@ -356,15 +356,15 @@ async def test_a_step_a_wait_the_signal_later_and_a_step(app: App) -> None:
 
 
 async def test_a_parent_with_one_child_of_one_step(app: App) -> None:
-    """A parent awaiting one child that runs one step: 8 transactions in all.
+    """A parent awaiting one child that runs one step: 5 transactions in all.
 
-    The parent: submit, claim, the child's start with its own wait (the step,
-    the child task and its link, the claim given up: one `start_child`). The
-    child: its claim, its step's start, its reply riding its end, which also
-    records the parent's step and wakes the parent (`end_child` in
-    `reply_then`). The parent again: its claim, and its finish. Against a lone
-    one-step workflow (4), the child costs what a task of its own costs less
-    its submit (3), and the parent one claim more: it waits holding none.
+    The parent: submit, then its claim with the child's start and its own
+    wait (the step, the child task and its link, the claim given up: one
+    `start_child`). The child: its claim with its step's start, its reply
+    riding its end, which also records the parent's step and wakes the parent
+    (`end_child` in `reply_then`). The parent again: its claim with its
+    finish. Against a lone one-step workflow (3), the child costs what a task
+    of its own costs less its submit (2): its result adds no transaction.
     """
 
     @app.agent("noop")
@@ -386,4 +386,4 @@ async def test_a_parent_with_one_child_of_one_step(app: App) -> None:
         task_id = await app.submit("order", 2)
         assert await app.result(task_id, timeout=PATIENCE) == 2
         took = _commits(app) - before
-    assert took == 8, f"a parent with one child of one step took {took} transactions"
+    assert took == 5, f"a parent with one child of one step took {took} transactions"
