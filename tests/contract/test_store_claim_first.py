@@ -173,3 +173,17 @@ async def test_a_woken_task_is_peeked_with_its_steps(store: Store) -> None:
     assert peeked.id == task.id
     assert (peeked.locked_by, peeked.lock_epoch) == (None, claimed.lock_epoch)
     assert [s.seq for s in peeked.steps] == [1, 2]
+
+
+async def test_a_claim_of_its_own_leaves_the_tasks_peeked_at_alone(store: Store) -> None:
+    """A scheduler that peeked at tasks claims others meanwhile, never those (`skip`):
+    a claim of the same holder would give a peeked task the very epoch its run expects."""
+    peeked = await submitted_task(store)
+    other = await submitted_task(store)
+
+    claimed = await store.claim_tasks(locked_by="s1", limit=10, skip=[peeked.id])
+
+    assert [t.id for t in claimed] == [other.id]
+    stored = await store.get_task(peeked.id)
+    assert stored is not None
+    assert (stored.process_state, stored.locked_by) == (ProcessState.PENDING, None)

@@ -105,10 +105,10 @@ class Scheduler:
         )
         self._running: dict[str, asyncio.Task[None]] = {}
         self._slot_freed = asyncio.Event()
-        #: Set when a peeked task's claim is settled (made, or lost to another holder).
-        self._peek_settled = asyncio.Event()
         #: Whether the last peek saw a task it leaves to a claim (a compensating one).
         self._claim_after_peek = False
+        #: Whether the last look at the queue found all it asked for (`core.claiming`).
+        self._deep = False
         self.claimed = 0
         self.finished = 0
         #: Times a workflow was driven again after the store failed under it.
@@ -229,20 +229,19 @@ class Scheduler:
             if self.standing is not None and not self.standing.takes_work():
                 await self.standing.wait_takes_work()
                 continue
-            if self.parts.claiming:  # peeked tasks, claimed by their first writes (soon)
-                self._peek_settled.clear()
-                await self.clock.wait_event(self._peek_settled, settings.poll_interval)
             wake = signals.event(ch.TASKS)
             limit = min(free, settings.claim_batch)
-            peek = peek_limit(len(self._running), limit)
+            peek = peek_limit(len(self._running), limit, deep=self._deep)
+            tasks = []
             try:
                 if peek and await self._peek(peek):
                     continue
-                tasks = (
-                    []
-                    if peek and not self._claim_after_peek
-                    else await self.store.claim_tasks(locked_by=self.owner, limit=limit)
-                )
+                if not peek or self._claim_after_peek:
+                    # Not the tasks peeked at: their first writes claim them.
+                    tasks = await self.store.claim_tasks(
+                        locked_by=self.owner, limit=limit, skip=list(self.parts.claiming)
+                    )
+                    self._deep = len(tasks) >= limit
             except StoreUnavailableError as exc:  # wait it out; anything else stops us
                 await self.claims_outage.pause(exc)
                 continue
@@ -277,6 +276,7 @@ class Scheduler:
         its claim still stands for, is left to a claim of its own (`_claim_after_peek`).
         """
         found = await self.store.peek_tasks(limit=limit)
+        self._deep = len(found) >= limit
         peeked = [
             t
             for t in found
@@ -304,7 +304,6 @@ class Scheduler:
 
     def _claimed(self, task: Task) -> None:  # a peeked task's first write claimed it
         self.claimed += 1
-        self._peek_settled.set()
         self.counters.claimed(task.workflow, (self.store.now() - task.not_before).total_seconds())
         task_event(
             task.id,
@@ -411,8 +410,7 @@ class Scheduler:
                 # A peeked task's claim is settled by that read too (until then no claim
                 # here takes it: that would give it the very epoch this run expects).
                 current = await held_again(self.store, self.tasks_outage, self.owner, task, cause)
-                if self.parts.claiming.pop(task.id, None) is not None:
-                    self._peek_settled.set()
+                self.parts.claiming.pop(task.id, None)
                 if current is not None:
                     self.redriven += 1
                     log.info(
@@ -430,8 +428,7 @@ class Scheduler:
                 pending = self.parts.pending
                 if task.id in pending:
                     del pending[task.id]
-                if self.parts.claiming.pop(task.id, None) is not None:
-                    self._peek_settled.set()  # never claimed: another holder has it
+                self.parts.claiming.pop(task.id, None)  # never claimed: another holder has it
             self.finished += 1
             self._slot_freed.set()
 

@@ -19,4 +19,9 @@ from shepherd.core.claiming import PEEK_BELOW, peek_limit
     ],
 )
 def test_peek_limit(running: int, free: int, peeks: int) -> None:
-    assert peek_limit(running, free) == peeks
+    assert peek_limit(running, free, deep=False) == peeks
+
+
+def test_a_deep_queue_is_claimed_a_batch_at_a_time() -> None:
+    """Once a look found all it asked for, more may wait: claims of their own take them."""
+    assert peek_limit(0, 64, deep=True) == 0

@@ -136,7 +136,7 @@ async def test_a_derived_method_builds_its_operation_and_runs_it_by_its_kind() -
     ]
     assert (
         str(inspect.signature(vars(Claims)["claim_tasks"]))
-        == "(self, /, *, locked_by: 'str', limit: 'int')"
+        == "(self, /, *, locked_by: 'str', limit: 'int', skip: 'Sequence[str]' = ())"
     )
     assert vars(Claims)["claim_tasks"].__doc__ == ops.ClaimTasks.__doc__
     with pytest.raises(TypeError):

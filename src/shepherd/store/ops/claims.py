@@ -33,12 +33,14 @@ class ClaimTasks(Write[list[Task]]):
 
     A task is claimable when pending or compensating, unowned, and its
     `not_before` has passed; each goes to at most one holder, its
-    `lock_epoch` bumped.
+    `lock_epoch` bumped. The tasks in `skip` are left alone: those the
+    scheduler peeked at, whose first writes claim them (`core.claiming`).
     """
 
     _: KW_ONLY
     locked_by: str
     limit: int
+    skip: Sequence[str] = ()
 
 
 @operation

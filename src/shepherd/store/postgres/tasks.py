@@ -98,7 +98,7 @@ _CLAIM = (
     "ELSE t.process_state END "
     "WHERE t.id = ANY(ARRAY(SELECT id FROM tasks WHERE locked_by IS NULL "
     f"AND process_state IN ('pending', 'compensating') AND not_before <= {INSTANT} "
-    "ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED)) "
+    "AND id <> ALL(%b::text[]) ORDER BY not_before LIMIT %b FOR UPDATE SKIP LOCKED)) "
     f"RETURNING {TASK_COLUMNS_T}"
 )
 # The claim and the steps of the tasks it claimed, in one statement: one row per
@@ -230,7 +230,9 @@ async def claim(batch: PostgresBatch, ops: Sequence[ops.ClaimTasks]) -> Second:
     """
     now = batch.instant
     cursors = [
-        await batch.send(_CLAIM_WITH_STEPS, (op.locked_by, now, now, now, limit_of(op.limit)))
+        await batch.send(
+            _CLAIM_WITH_STEPS, (op.locked_by, now, now, now, list(op.skip), limit_of(op.limit))
+        )
         for op in ops
     ]
 

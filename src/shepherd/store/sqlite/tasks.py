@@ -81,6 +81,16 @@ _CLAIM = (
     "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
     f"ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
 )
+# The same, leaving the tasks listed alone (`ClaimTasks.skip`).
+_CLAIM_SKIPPING = (
+    "UPDATE tasks SET locked_by = ?, lock_epoch = lock_epoch + 1, "
+    "complete_by = ? + complete_within, updated_at = ?, "
+    "process_state = CASE process_state WHEN 'pending' THEN 'processing' "
+    "ELSE process_state END "
+    "WHERE id IN (SELECT id FROM tasks WHERE locked_by IS NULL "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
+    f"AND id NOT IN ({{marks}}) ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
+)
 # (owner, now, now, id, epoch, now): one task peeked at `epoch` claimed, as `_CLAIM` would,
 # while it is still pending, unowned, due and at that epoch (`ReplyThen.claim`).
 _CLAIM_ONE = (
@@ -187,7 +197,17 @@ def claim(batch: SqliteBatch, ops: Sequence[ops.ClaimTasks]) -> list[object]:
         owner, limit = op.locked_by, op.limit
         # Tuples read by position (a hot path): 0 id, 2 key, 8 lock_epoch, 12 not_before,
         # 13 reply_to.
-        rows = tuples(conn).execute(_CLAIM, (owner, now, now, now, limit)).fetchall()
+        if op.skip:  # rare: tasks peeked at, not claimed yet
+            marks = ",".join("?" * len(op.skip))
+            rows = (
+                tuples(conn)
+                .execute(
+                    _CLAIM_SKIPPING.format(marks=marks), (owner, now, now, now, *op.skip, limit)
+                )
+                .fetchall()
+            )
+        else:
+            rows = tuples(conn).execute(_CLAIM, (owner, now, now, now, limit)).fetchall()
         rows.sort(key=lambda r: r[TaskCol.NOT_BEFORE])  # RETURNING order is unspecified
         # A task claimed for the first time (epoch 1) has no steps yet.
         older = [r[TaskCol.ID] for r in rows if r[TaskCol.LOCK_EPOCH] > 1]
