@@ -285,3 +285,40 @@ async def test_the_dashboard_links_a_parent_and_its_children_both_ways(app: App)
     assert f'<a href="/tasks/{child_id}"><code>{child_id}</code></a> noop' in parent_page
     assert "(if this task ends first: cancel)" in parent_page
     assert f'<dd id="parent"><a href="/tasks/{task_id}">' in child_page
+
+
+@sqlite_only()
+async def test_a_child_started_from_a_handler_or_outside_its_run_is_refused(app: App) -> None:
+    """A context held by an agent's handler, or by plain code after the run, starts no child."""
+    captured: list[WorkflowContext] = []
+    told: list[str] = []
+
+    @app.workflow("child")
+    async def child(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return data
+
+    @app.agent("sneaky")
+    async def sneaky(request: AgentRequest) -> JsonValue:
+        for start in (
+            lambda: captured[0].run_workflow("child", 1),
+            lambda: captured[0].start_workflow("child", 2),
+        ):
+            try:
+                await start()
+            except ConfigError as exc:
+                told.append(str(exc))
+        return "done"
+
+    @app.workflow("parent")
+    async def parent(ctx: WorkflowContext, data: Any) -> JsonValue:
+        captured.append(ctx)
+        return await ctx.call("sneaky", data)
+
+    async with app.running():
+        task = await ended(app, await app.submit("parent", {}))
+    assert task.result == "done"
+    with pytest.raises(ConfigError, match="outside its workflow's run"):
+        await captured[0].start_workflow("child", 3)  # plain code, after the run
+    assert len(told) == 2
+    assert all("outside its workflow's run" in message for message in told)
+    assert [t.workflow for t in await app.list_tasks()] == ["parent"]

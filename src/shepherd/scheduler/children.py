@@ -46,7 +46,7 @@ from shepherd.errors import (
     UnknownWorkflowError,
 )
 from shepherd.payloads import check_text
-from shepherd.scheduler import claiming, replied
+from shepherd.scheduler import claiming, replied, signalling
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store.ops import EndChild, FailTask, FinishTask, StartChild, WaitChildren
 from shepherd.tasklog import task_event
@@ -103,9 +103,11 @@ class ChildCalls:
                 message names it and its reason.
             UnknownWorkflowError: No workflow of that name is registered.
             ConfigError: `key` names another task of the workflow, or the chain
-                of children would be deeper than 32.
+                of children would be deeper than 32, or it is called outside this
+                workflow's own run (plain code, an agent's handler).
             PayloadError: `data` is not JSON or too large, or `key` is not a str.
         """
+        signalling.refuse_outside(self, "ctx.run_workflow")
         self._seq += 1
         return await run_workflow(self, self._parts, self._seq, workflow, data, key)
 
@@ -125,6 +127,7 @@ class ChildCalls:
         Raises:
             ConfigError: `on_parent_end` is neither; and as `run_workflow`.
         """
+        signalling.refuse_outside(self, "ctx.start_workflow")
         self._seq += 1
         return await start_workflow(
             self, self._parts, self._seq, workflow, data, key, on_parent_end

@@ -10,6 +10,7 @@ task's first start claims it there too (`scheduler.claiming`).
 
 from __future__ import annotations
 
+from contextvars import Context
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -60,7 +61,9 @@ async def send(parts: SchedulerParts, task_id: str, epoch: int, start: StepStart
     except BaseException:
         taker.unreserve()
         raise
-    taker.hand(request)
+    # Its handling runs in a context of its own, as one taken from the queue does:
+    # none of the workflow run's (`signalling.entered`) leaks into the handler.
+    Context().run(taker.hand, request)
     return request.complete_by
 
 
@@ -95,7 +98,7 @@ async def _send_first(parts: SchedulerParts, task_id: str, start: StepStart) -> 
     if isinstance(started, Request):
         if worker is not None:
             assert taker is not None
-            taker.hand(started)
+            Context().run(taker.hand, started)
         else:
             assert owners is not None
             assert key is not None

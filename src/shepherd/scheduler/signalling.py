@@ -67,6 +67,21 @@ def entered(ctx: object) -> None:
     _RUN.set(ctx)
 
 
+def refuse_outside(ctx: object, what: str) -> None:
+    """Refuse `what` (a context's wait or child) outside `ctx`'s own run.
+
+    Raises:
+        ConfigError: The current asyncio task is not `ctx`'s run nor one it
+            started (plain code holding the context, an agent's handler).
+    """
+    if _RUN.get() is not ctx:
+        raise ConfigError(
+            what,
+            f"{what} outside its workflow's run is refused: call it from the workflow "
+            "function (or a branch it awaits), not from plain code or an agent's handler",
+        )
+
+
 def checked_name(name: object) -> str:
     """A signal's name: a non-empty str of at most MAX_NAME_BYTES bytes of UTF-8.
 
@@ -94,12 +109,7 @@ async def wait_for(
         timeout_at = signalling.timeout_at_after(seconds, now=parts.store.now())
     except ValueError as exc:
         raise ConfigError("timeout", str(exc)) from None
-    if _RUN.get() is not ctx:
-        raise ConfigError(
-            "ctx.wait_for",
-            "a wait outside its workflow's run is refused: call it from the workflow "
-            "function (or a branch it awaits), not from plain code or an agent's handler",
-        )
+    refuse_outside(ctx, "ctx.wait_for")
     me = asyncio.current_task()
     assert me is not None  # a workflow run is an asyncio task
     waits, clashed = _WAITS.setdefault(ctx, (set(), set()))
