@@ -19,7 +19,7 @@ import pytest
 from shepherd.core.records import Reply
 from shepherd.core.states import ProcessState, StepKind, StepState
 from shepherd.errors import InvalidStateError, PayloadError, StaleEpochError, UnknownTaskError
-from shepherd.store.ops import ReplyAndAck, Waited, WaitSignal
+from shepherd.store.ops import ReplyAndAck, StartStep, Waited, WaitSignal
 from support.factories import claimed_task, step_start, submitted_task, taken_request
 
 if TYPE_CHECKING:
@@ -195,3 +195,51 @@ async def test_a_purged_task_takes_its_signals_with_it(store: Store, fake_clock:
     assert await store.purge_tasks(ended_before=fake_clock.now(), limit=10) == 1
 
     assert await store.task_signals(task.id) == []
+
+
+def _wait(task_id: str, seq: int, epoch: int) -> WaitSignal:
+    return WaitSignal(task_id, locked_by="s1", epoch=epoch, seq=seq, name="go", timeout_at=None)
+
+
+async def test_a_wait_that_found_its_signal_rides_with_the_next_start(store: Store) -> None:
+    """`reply_then(..., waits=)`: the signal consumed into its wait, then the next step started,
+    in one transaction; the next signal of the name is left for the next wait."""
+    task = await claimed_task(store, locked_by="s1")
+    first = await store.send_signal(task.id, "go", {"n": 1})
+    second = await store.send_signal(task.id, "go", {"n": 2})
+
+    went = await store.reply_then(
+        (),
+        then=StartStep(step_start(task, seq=2)),
+        waits=[_wait(task.id, 1, task.lock_epoch)],
+    )
+
+    assert not isinstance(went.then, Exception)
+    stored = await store.get_task(task.id)
+    assert stored is not None
+    assert [(s.seq, s.kind, s.state, s.result) for s in stored.steps] == [
+        (1, StepKind.SIGNAL, StepState.COMPLETED, {"n": 1}),
+        (2, StepKind.FORWARD, StepState.RUNNING, None),
+    ]
+    signals = await store.task_signals(task.id)
+    assert [(s.id, s.consumed_seq) for s in signals] == [(first.id, 1), (second.id, None)]
+
+
+async def test_a_riding_wait_whose_signal_is_gone_stops_the_write(store: Store) -> None:
+    """No signal left for the wait: it is recorded as `wait_signal` records it (the claim given
+    up), and the write it rode with is not made."""
+    task = await claimed_task(store, locked_by="s1")
+
+    went = await store.reply_then(
+        (),
+        then=StartStep(step_start(task, seq=2)),
+        waits=[_wait(task.id, 1, task.lock_epoch)],
+    )
+
+    assert isinstance(went.then, StaleEpochError)
+    stored = await store.get_task(task.id)
+    assert stored is not None
+    assert [(s.seq, s.kind, s.state) for s in stored.steps] == [
+        (1, StepKind.SIGNAL, StepState.RUNNING)
+    ]
+    assert (stored.process_state, stored.locked_by) == (ProcessState.PENDING, None)

@@ -140,6 +140,13 @@ class SchedulerParts:
     #: By task: replies of this process's agent worker handed to their steps before
     #: their commit, for the task's next write to take (`scheduler.replied`).
     pending: dict[str, list[PendingReply]] = field(default_factory=dict)
+    #: By task: waits for signals its workflow found in its inbox and went on with
+    #: (with each signal's id),
+    #: for the task's next write to consume (`scheduler.signalling`); the task is
+    #: in `pending` meanwhile (its list maybe empty), so that the write looks.
+    waits: dict[str, list[tuple[WaitSignal, int]]] = field(default_factory=dict)
+    #: By task: replies taken before such a wait looked in the inbox, kept for that write.
+    carried: dict[str, list[PendingReply]] = field(default_factory=dict)
     #: By task: the tasks this scheduler peeked at and drives before it holds them,
     #: whose first write claims them (`scheduler.claiming`).
     claiming: dict[str, Claim] = field(default_factory=dict)

@@ -15,7 +15,7 @@ task again and replays it from the store.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
 from shepherd.agents.pending import HandedBack
 from shepherd.core.records import Reply
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 
     from shepherd.agents.pending import PendingReply
     from shepherd.scheduler.parts import SchedulerParts, Then
-    from shepherd.store.ops import StartCompensation
+    from shepherd.store.ops import StartCompensation, WaitSignal
 
-__all__ = ["counted", "end", "taken", "write"]
+__all__ = ["Riders", "carry", "counted", "drop", "end", "hand_back", "taken", "write"]
 
 
 def counted(pending: PendingReply, answer: bool | Reply) -> bool:
@@ -38,8 +38,31 @@ def counted(pending: PendingReply, answer: bool | Reply) -> bool:
     return isinstance(answer, Reply) and answer.ok == pending.op.ok
 
 
+@final
+class Riders(list["PendingReply"]):
+    """The replies a task's next write takes, and the waits for signals that ride with them.
+
+    True (the write must go through `write`) when either is there.
+    """
+
+    def __init__(self, replies: list[PendingReply], found: list[tuple[WaitSignal, int]]) -> None:
+        super().__init__(replies)
+        #: The waits, each with the id of the signal it found.
+        self.found = found
+
+    @property
+    def waits(self) -> list[WaitSignal]:
+        return [wait for wait, _ in self.found]
+
+    def __bool__(self) -> bool:
+        return bool(self.found) or len(self) > 0
+
+
 async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[PendingReply]:
     """The task's offered replies, taken for its next write.
+
+    With them (`Riders.waits`), the waits whose signal the workflow found in its
+    inbox and went on with (`scheduler.signalling`): the write consumes them.
 
     Replies already withdrawn (being committed alone) are waited for: each
     must have counted. Those taken are the caller's to write at once
@@ -50,11 +73,14 @@ async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[Pending
         StaleEpochError: A reply the workflow went on with was not recorded.
         StoreUnavailableError: A reply's commit failed (or its outcome is unknown).
     """
+    found = parts.waits.pop(task_id, None)
+    carried = parts.carried.pop(task_id, [])
     entries = parts.pending.get(task_id)
     if not entries:
-        return []
+        parts.pending.pop(task_id, None)
+        return Riders(carried, found) if found else carried
     # Taken first, so that none is withdrawn while an earlier one is waited for.
-    mine = [p for p in entries if p.take()]
+    mine = carried + [p for p in entries if p.take()]
     try:
         for pending in [p for p in entries if not p.offered and not p.taken]:
             answer = await _outcome(pending)
@@ -71,7 +97,7 @@ async def taken(parts: SchedulerParts, task_id: str, epoch: int) -> list[Pending
             entries.remove(pending)
     if not entries:
         parts.pending.pop(task_id, None)
-    return mine
+    return Riders(mine, found) if found else mine
 
 
 async def _outcome(pending: PendingReply) -> bool | Reply:
@@ -161,6 +187,7 @@ async def write(parts: SchedulerParts, replies: list[PendingReply], then: Then) 
             [p.op for p in replies],
             then=then,
             owned=owned if any(o is not None for o in owned) else (),
+            waits=replies.waits if isinstance(replies, Riders) else (),
         )
     except BaseException as exc:
         # A failed transaction is a lost reply's (its worker tries it alone through
@@ -168,12 +195,46 @@ async def write(parts: SchedulerParts, replies: list[PendingReply], then: Then) 
         for pending in replies:
             pending.settle(exc if isinstance(exc, StoreUnavailableError) else HandedBack())
         raise
-    task_id, stale = replies[0].task_id, False
+    stale = False
     for pending, answer in zip(replies, went.replies, strict=True):
         pending.settle(answer)
         stale = stale or not counted(pending, answer)
     if stale:
-        raise StaleEpochError(task_id, replies[0].op.request.lock_epoch)
+        raise StaleEpochError(replies[0].task_id, replies[0].op.request.lock_epoch)
     if isinstance(went.then, Exception):
         raise went.then
     return went.then
+
+
+def carry(
+    parts: SchedulerParts,
+    task_id: str,
+    replies: list[PendingReply] | None,
+    wait: WaitSignal,
+    signal_id: int,
+) -> None:
+    """Keep `replies` (taken) and `wait` for the task's next write, which records them all.
+
+    A wait that found its signal in the inbox goes on with it at once
+    (`scheduler.signalling`); the replies taken before that look stay taken.
+    """
+    if replies:
+        parts.carried.setdefault(task_id, []).extend(replies)
+    waits = parts.waits.setdefault(task_id, [])
+    if isinstance(replies, Riders):  # the waits taken with them, carried on before this one
+        waits.extend(replies.found)
+    waits.append((wait, signal_id))
+    parts.pending.setdefault(task_id, [])  # so that the next write looks
+
+
+def hand_back(replies: list[PendingReply] | None) -> None:
+    """Give taken replies no write will carry back to their workers, which commit them alone."""
+    for pending in replies or ():
+        pending.hand_back()
+
+
+def drop(parts: SchedulerParts, task_id: str) -> None:
+    """A run of the task ended: what it carried for its next write goes (replies back to their
+    workers, waits for signals to its next run, which finds the signals in the inbox again)."""
+    parts.waits.pop(task_id, None)
+    hand_back(parts.carried.pop(task_id, None))

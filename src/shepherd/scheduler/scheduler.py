@@ -24,7 +24,7 @@ from shepherd.errors import CommitUnknownError, StaleEpochError, StoreUnavailabl
 from shepherd.idle import IdleBackoff
 from shepherd.metrics import Metrics, WorkflowCounters
 from shepherd.outage import Outage
-from shepherd.scheduler import ending
+from shepherd.scheduler import ending, replied
 from shepherd.scheduler.context import WorkflowContext
 from shepherd.scheduler.mailbox import ReplyMailbox
 from shepherd.scheduler.parts import Claim, Owners, SchedulerParts, Taker
@@ -428,6 +428,7 @@ class Scheduler:
                 pending = self.parts.pending
                 if task.id in pending:
                     del pending[task.id]
+                replied.drop(self.parts, task.id)
                 self.parts.claiming.pop(task.id, None)  # never claimed: another holder has it
             self.finished += 1
             self._slot_freed.set()
@@ -437,6 +438,7 @@ class Scheduler:
         pending = self.parts.pending
         if task.id in pending:
             del pending[task.id]
+        replied.drop(self.parts, task.id)
         ctx = WorkflowContext(self.parts, task)
         if tracing.ENABLED and tracing.active():
             with tracing.task_span(task) as ctx.traced:

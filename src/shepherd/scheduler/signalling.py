@@ -43,7 +43,9 @@ from shepherd.tasklog import task_event
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from shepherd.agents.pending import PendingReply
     from shepherd.core.records import JsonValue
+    from shepherd.core.signalling import Signal
     from shepherd.scheduler.parts import SchedulerParts
     from shepherd.scheduler.sleeping import Sleeper
 
@@ -167,6 +169,15 @@ async def _wait(
             if ctx.task_id in parts.pending
             else None
         )
+        if ctx.task_id not in parts.claiming:  # held: a signal in its inbox rides the next write
+            try:
+                found = await _in_inbox(parts, ctx.task_id, name, pending)
+            except BaseException:
+                replied.hand_back(pending)
+                raise
+            if found is not None:
+                replied.carry(parts, ctx.task_id, pending, op, found.id)
+                return found.payload
         # Peeked, not held yet: this write claims the task (no reply can be pending then).
         waited = (
             await claiming.first_write(parts, ctx.task_id, op)
@@ -197,3 +208,21 @@ async def _wait(
         raise SignalTimeoutError(ctx.task_id, name, seq, decision.timeout_at)
     task_event(ctx.task_id, ctx.task.workflow, "waiting", f"for signal {name!r}")
     raise Waiting
+
+
+async def _in_inbox(
+    parts: SchedulerParts, task_id: str, name: str, taken: list[PendingReply] | None
+) -> Signal | None:
+    """The oldest signal of `name` sent to the task and not consumed yet, if any (a read).
+
+    Its wait goes on with it at once; the task's next write consumes it
+    (`ReplyThen.waits`), the oldest of its name then as now: only this task's
+    waits consume its signals, and only its holder makes them. Those an
+    earlier wait of this run goes on with already are not found again.
+    """
+    carried = taken.found if isinstance(taken, replied.Riders) else ()
+    gone = {signal_id for _, signal_id in (*parts.waits.get(task_id, ()), *carried)}
+    for signal in await parts.store.task_signals(task_id):
+        if signal.name == name and signal.consumed_seq is None and signal.id not in gone:
+            return signal
+    return None

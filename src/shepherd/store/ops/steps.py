@@ -207,6 +207,10 @@ class ReplyThen(Write[Went]):
     owned: Sequence[AnswerOwned | None] = ()
     #: The lock_epoch `then`'s task was peeked at, to claim it first; None: it is held.
     claim: int | None = None
+    #: Waits for signals the workflow found in its inbox and went on with: each
+    #: consumes its signal (as `wait_signal` does) after the replies and before
+    #: `then`, which is written only if every one of them `received` it.
+    waits: Sequence[WaitSignal] = ()
 
 
 @operation

@@ -230,6 +230,9 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
             await batch.clock()  # came back with the claims: the writes below read it
         written = [] if replying is None else await replying()
         decided = go_on(ops, owned_steps.spread(len(replies), kept, written), claimed)
+        if any(op.waits for op in ops):
+            await batch.clock()  # the waits read the batch's instant
+            decided = await batch.run(signalling.waited_first(batch, ops, decided))
         owners = await locked()
         thens: list[object] = [
             None if counted else stale_then(op)

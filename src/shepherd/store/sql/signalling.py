@@ -22,11 +22,11 @@ from shepherd.store.ops import Sent, Waited
 from shepherd.store.sql.plan import first, one, send
 
 if TYPE_CHECKING:
-    from shepherd.store.ops import SendSignal, TaskSignals, WaitSignal
+    from shepherd.store.ops import ReplyThen, SendSignal, TaskSignals, WaitSignal
     from shepherd.store.sql.dialect import Dialect
     from shepherd.store.sql.plan import Plan, Writing
 
-__all__ = ["send_signals", "task_signals", "wait_signals"]
+__all__ = ["send_signals", "task_signals", "wait_signals", "waited_first"]
 
 _BY_ID = "SELECT id, process_state, locked_by, key, reply_to FROM tasks WHERE id = ?{for_update}"
 _BY_KEY = (
@@ -206,3 +206,22 @@ def _payload(text: Any) -> Any:
 
 def _iso(at: Any) -> str | None:
     return None if at is None else str(at.isoformat())
+
+
+def waited_first(
+    batch: Writing, ops: Sequence[ReplyThen], decided: Sequence[tuple[Any, bool]]
+) -> Plan[list[tuple[Any, bool]]]:
+    """`decided` (per `reply_then` operation: its replies' outcomes, whether `then` goes),
+    once each going operation's waits (`ReplyThen.waits`) have consumed their signals.
+
+    An operation whose wait did not receive its signal (none left in the
+    inbox: the wait was recorded as `wait_signal` records it) does not go.
+    """
+    out = list(decided)
+    for i, op in enumerate(ops):
+        if not op.waits or not decided[i][1]:
+            continue
+        outcomes = yield from wait_signals(batch, op.waits)
+        if not all(isinstance(o, Waited) and o.outcome == "received" for o in outcomes):
+            out[i] = (decided[i][0], False)
+    return out

@@ -25,7 +25,7 @@ from shepherd.store.ops import (
     Write,
 )
 from shepherd.store.rows import EVENT_COLUMNS, REQUEST_COLUMNS, RequestCol
-from shepherd.store.sql import owned_steps, queues
+from shepherd.store.sql import owned_steps, queues, signalling
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite import slots
 from shepherd.store.sqlite.batch import READS, WRITES, Reading
@@ -154,6 +154,8 @@ def reply_then(batch: SqliteBatch, ops: Sequence[ReplyThen]) -> list[object]:
     replies, kept = batch.run(owned_steps.fenced_replies(batch, ops))
     written = reply(batch, [replies[i] for i in kept]) if kept else []
     decided = go_on(ops, owned_steps.spread(len(replies), kept, written), claimed)
+    if any(op.waits for op in ops):
+        decided = batch.run(signalling.waited_first(batch, ops, decided))
     thens: list[object] = [None] * len(ops)
     grouped: dict[type[Write[Any]], list[int]] = defaultdict(list)
     for i, (op, (_, counted)) in enumerate(zip(ops, decided, strict=True)):
