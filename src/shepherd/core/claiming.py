@@ -12,8 +12,9 @@ once (its commit shared by all of them), and many schedulers peeking at the
 same tasks would replay them in vain (only one claim can win). So a
 scheduler peeks only while it runs fewer than `PEEK_BELOW` tasks, at most as
 many as leave it under that, and only while the queue is shallow: once a
-look (a peek or a claim) found as many tasks as it asked for, more may wait,
-and claims of their own take them, a batch at a time, until one finds fewer.
+look found more tasks than it takes (a peek asks for one more than it
+drives; a claim found all it asked for), more wait, and claims of their own
+take them, a batch at a time, until one finds fewer.
 Without that, a scheduler whose tasks end fast would peek a few at a time
 for ever and run no more than `PEEK_BELOW` at once.
 """

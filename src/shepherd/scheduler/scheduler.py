@@ -275,8 +275,10 @@ class Scheduler:
         A compensating task among them, or one a run of this scheduler that lost
         its claim still stands for, is left to a claim of its own (`_claim_after_peek`).
         """
-        found = await self.store.peek_tasks(limit=limit)
-        self._deep = len(found) >= limit
+        # One more than it drives: found, more wait, and claims of their own take them.
+        found = await self.store.peek_tasks(limit=limit + 1)
+        self._deep = len(found) > limit
+        found = found[:limit]
         peeked = [
             t
             for t in found
