@@ -46,7 +46,7 @@ from shepherd.errors import (
     UnknownWorkflowError,
 )
 from shepherd.payloads import check_text
-from shepherd.scheduler import claiming, replied, signalling
+from shepherd.scheduler import replied, signalling
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store.ops import EndChild, FailTask, FinishTask, StartChild, WaitChildren
 from shepherd.tasklog import task_event
@@ -353,18 +353,12 @@ async def _write(
         StoreLost: The store failed under the write.
     """
     try:
-        if ctx.task_id in parts.claiming:  # peeked, not held yet: this write claims it
-            first = await claiming.first_write(parts, ctx.task_id, op)
-            if first is not claiming.NOT_FIRST:
-                return first
         pending = (
             await replied.taken(parts, ctx.task_id, ctx.epoch)
             if ctx.task_id in parts.pending
             else None
         )
-        if pending:
-            return await replied.write(parts, pending, op)
-        return await parts.store.write(op)
+        return await replied.next_write(parts, ctx.task_id, op, pending)
     except StaleEpochError as exc:
         raise Abandoned from exc
     except StoreUnavailableError as exc:
@@ -393,16 +387,12 @@ def end(parts: SchedulerParts, then: FinishTask | FailTask) -> Any:
 
 
 async def _end_child(parts: SchedulerParts, then: FinishTask | FailTask) -> object:
-    op = EndChild(then)
-    if then.task_id in parts.claiming:  # peeked, not held yet: this write claims it
-        first = await claiming.first_write(parts, then.task_id, op)
-        if first is not claiming.NOT_FIRST:
-            return first
-    if then.task_id in parts.pending:
-        pending = await replied.taken(parts, then.task_id, then.epoch)
-        if pending:
-            return await replied.write(parts, pending, op)
-    return await parts.store.write(op)
+    pending = (
+        await replied.taken(parts, then.task_id, then.epoch)
+        if then.task_id in parts.pending
+        else None
+    )
+    return await replied.next_write(parts, then.task_id, EndChild(then), pending)
 
 
 async def parent_ends(parts: SchedulerParts, ctx: WorkflowContext) -> None:

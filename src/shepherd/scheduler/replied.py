@@ -30,7 +30,17 @@ if TYPE_CHECKING:
     from shepherd.scheduler.parts import SchedulerParts, Then
     from shepherd.store.ops import StartCompensation, WaitSignal
 
-__all__ = ["Riders", "carry", "counted", "drop", "end", "hand_back", "taken", "write"]
+__all__ = [
+    "Riders",
+    "carry",
+    "counted",
+    "drop",
+    "end",
+    "hand_back",
+    "next_write",
+    "taken",
+    "write",
+]
 
 
 def counted(pending: PendingReply, answer: bool | Reply) -> bool:
@@ -238,3 +248,22 @@ def drop(parts: SchedulerParts, task_id: str) -> None:
     workers, waits for signals to its next run, which finds the signals in the inbox again)."""
     parts.waits.pop(task_id, None)
     hand_back(parts.carried.pop(task_id, None))
+
+
+async def next_write(
+    parts: SchedulerParts, task_id: str, then: Then, pending: list[PendingReply] | None
+) -> object:
+    """Write `then`, the task's next write: claiming the task first if it was only peeked at
+    (`scheduler.claiming`), else with the replies (and waits) `taken` for it, else alone.
+
+    Raises:
+        StaleEpochError: The claim or a reply did not count, or `then` is fenced off.
+        StoreUnavailableError: The transaction failed, or its outcome is unknown.
+    """
+    if task_id in parts.claiming:  # peeked, not held yet (no reply can be pending then)
+        first = await claiming.first_write(parts, task_id, then)
+        if first is not claiming.NOT_FIRST:
+            return first
+    if pending:
+        return await write(parts, pending, then)
+    return await parts.store.write(then)

@@ -35,7 +35,7 @@ from shepherd.errors import (
     StoreUnavailableError,
 )
 from shepherd.payloads import check_text
-from shepherd.scheduler import claiming, replied
+from shepherd.scheduler import replied
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store.ops import Waited, WaitSignal
 from shepherd.tasklog import task_event
@@ -178,25 +178,7 @@ async def _wait(
             if found is not None:
                 replied.carry(parts, ctx.task_id, pending, op, found.id)
                 return found.payload
-        # Peeked, not held yet: this write claims the task (no reply can be pending then).
-        waited = (
-            await claiming.first_write(parts, ctx.task_id, op)
-            if ctx.task_id in parts.claiming
-            else claiming.NOT_FIRST
-        )
-        if waited is not claiming.NOT_FIRST:
-            pass
-        elif pending:
-            waited = await replied.write(parts, pending, op)
-        else:
-            waited = await parts.store.wait_signal(
-                op.task_id,
-                locked_by=op.locked_by,
-                epoch=op.epoch,
-                seq=seq,
-                name=name,
-                timeout_at=op.timeout_at,
-            )
+        waited = await replied.next_write(parts, ctx.task_id, op, pending)
     except StaleEpochError as exc:
         raise Abandoned from exc
     except StoreUnavailableError as exc:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from shepherd.core import sleeping
 from shepherd.core.replay import NonDeterminism
 from shepherd.errors import ConfigError, NonDeterminismError, StaleEpochError, StoreUnavailableError
-from shepherd.scheduler import claiming, replied
+from shepherd.scheduler import replied
 from shepherd.scheduler.stops import Abandoned, StoreLost
 from shepherd.store.ops import SleepTask
 from shepherd.tasklog import task_event
@@ -109,20 +109,7 @@ async def _sleep(ctx: Sleeper, parts: SchedulerParts, seq: int, wake_at: datetim
             if ctx.task_id in parts.pending
             else None
         )
-        # Peeked, not held yet: this write claims the task (no reply can be pending then).
-        first = (
-            await claiming.first_write(parts, ctx.task_id, op)
-            if ctx.task_id in parts.claiming
-            else claiming.NOT_FIRST
-        )
-        if first is not claiming.NOT_FIRST:
-            pass
-        elif pending:
-            await replied.write(parts, pending, op)
-        else:
-            await parts.store.sleep_task(
-                op.task_id, locked_by=op.locked_by, epoch=op.epoch, seq=seq, wake_at=op.wake_at
-            )
+        await replied.next_write(parts, ctx.task_id, op, pending)
     except StaleEpochError as exc:
         raise Abandoned from exc
     except StoreUnavailableError as exc:
