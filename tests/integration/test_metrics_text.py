@@ -67,6 +67,14 @@ async def test_counters_and_task_gauges_move_when_tasks_run(app: App) -> None:
         ids = [await app.submit("orders.echo", {"n": n}) for n in range(3)]
         for task_id in ids:
             await app.result(task_id, timeout=PATIENCE)
+        # A result is readable once its commit is; the scheduler counts the end when
+        # the write returns to it, a moment later.
+        ended = (("process_state", "processed"), ("workflow", "orders.echo"))
+
+        async def all_counted() -> bool:
+            return (await scrape(app)).get(("shepherd_tasks_ended_total", ended)) == 3.0
+
+        await wait_until(all_counted, timeout=PATIENCE, message="the ends were not counted")
 
     samples = await scrape(app)
 
@@ -77,7 +85,6 @@ async def test_counters_and_task_gauges_move_when_tasks_run(app: App) -> None:
     assert samples[("shepherd_step_duration_seconds_bucket", (*agent, ("le", "+Inf")))] == 3.0
     assert samples[("shepherd_request_claim_lag_seconds_count", agent)] == 3.0
     assert samples[("shepherd_task_claim_lag_seconds_count", workflow)] == 3.0
-    ended = (("process_state", "processed"), ("workflow", "orders.echo"))
     assert samples[("shepherd_tasks_ended_total", ended)] == 3.0
     assert {tasks_in(samples, state) for state in OPEN_STATES} == {0.0}
     assert samples[("shepherd_queue_requests", (*agent, ("state", "waiting")))] == 0.0
