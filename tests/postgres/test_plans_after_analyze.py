@@ -120,7 +120,7 @@ async def test_a_steps_round_trip_touches_rows_in_proportion(
     ids = [t.id for t in tasks]
     record = (ids, [1] * N, ["null"] * N, "completed", now)
     assert await work(postgres_url, steps._COMPLETED, record) <= PER_ROW * N
-    touch = (ids, [t.lock_epoch for t in tasks], ["s1"] * N, [now] * N, now)
+    touch = (ids, [t.lock_epoch for t in tasks], ["s1"] * N, [now] * N)
     assert await work(postgres_url, steps._TOUCH_CLAIMS, touch) <= PER_ROW * N
     each = (
         ids, [t.lock_epoch for t in tasks], ["s1"] * N, ["processed"] * N, [True] * N,

@@ -43,11 +43,13 @@ if TYPE_CHECKING:
 __all__ = ["record_replies", "start_step", "start_with", "write_recorded"]
 
 # Rows are found by `= ANY(...)` of their keys, coalesce() keeps the owner's
-# index out: see KEYED and UNINDEXED_OWNER in postgres/rows.py.
+# index out: see KEYED and UNINDEXED_OWNER in postgres/rows.py. A touch writes no
+# indexed column, so it is a HOT update (migration 0032): updated_at is moved by
+# changes of state and claim, not by a step's progress.
 _TOUCH_CLAIMS = (
     "WITH v AS MATERIALIZED (SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], "
     "%b::timestamptz[]) AS v(id, lock_epoch, locked_by, complete_by)) "
-    "UPDATE tasks t SET complete_by = v.complete_by, updated_at = %b FROM v "
+    "UPDATE tasks t SET complete_by = v.complete_by FROM v "
     "WHERE t.id = ANY(ARRAY(SELECT id FROM v)) AND t.id = v.id "
     "AND t.lock_epoch = v.lock_epoch AND coalesce(t.locked_by, '') = v.locked_by"
 )
@@ -147,7 +149,7 @@ async def start_with(
         await batch.send(_DROP_OLD_REQUESTS, columns(plan.superseded))
     if plan.claims:
         rows = [(task_id, *fields) for task_id, fields in plan.claims.items()]
-        await batch.send(_TOUCH_CLAIMS, (*columns(rows), now))
+        await batch.send(_TOUCH_CLAIMS, columns(rows))
     if plan.steps:
         if len({(task_id, seq) for task_id, seq, *_ in plan.steps}) == len(plan.steps):
             await batch.send(_UPSERT_STEPS, (now, *columns(plan.steps)))
@@ -238,8 +240,8 @@ _COMPENSATED = (
     "AND s.seq = v.seq"
 )
 _TOUCH = (
-    "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second', "
-    "updated_at = %b WHERE id = ANY(%b::text[])"
+    "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second' "
+    "WHERE id = ANY(%b::text[])"
 )
 _DROP_REPLIES = "DELETE FROM replies WHERE id = ANY(%b::bigint[])"
 
@@ -288,7 +290,7 @@ async def write_recorded(batch: PostgresBatch, replies: Replies) -> None:
     if replies.compensated:
         await batch.send(_COMPENSATED, columns(set(replies.compensated)))
     if replies.touched:
-        await batch.send(_TOUCH, (now, now, replies.touched))
+        await batch.send(_TOUCH, (now, replies.touched))
     for event in replies.events:
         batch.event(*event)
 

@@ -41,9 +41,7 @@ _EXTEND_REQUEST = (
     "AND s.seq = r.seq AND s.state = 'running' AND s.attempt = r.attempt) RETURNING id"
 )
 _EXTEND_STEP = "UPDATE steps SET complete_by = ? WHERE task_id = ? AND seq = ?"
-_EXTEND_TASK = (
-    "UPDATE tasks SET complete_by = {greatest}(complete_by, ?), updated_at = ? WHERE id = ?"
-)
+_EXTEND_TASK = "UPDATE tasks SET complete_by = {greatest}(complete_by, ?) WHERE id = ?"
 _MARK = (
     "INSERT INTO done_keys (key, state, holder, created_at) VALUES (?, 'started', ?, ?) "
     "ON CONFLICT (key) DO NOTHING RETURNING key"
@@ -90,7 +88,7 @@ def _extend(batch: Writing, request: Request, worker: str) -> Plan[datetime | No
         Query(d.sql(_EXTEND_STEP), (complete_by, request.task_id, request.seq), rows=False),
         Query(
             d.sql(_EXTEND_TASK),
-            (d.later(complete_by, REPLY_GRACE), now, request.task_id),
+            (d.later(complete_by, REPLY_GRACE), request.task_id),
             rows=False,
         ),
     ]

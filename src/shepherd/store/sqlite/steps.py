@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["record_replies", "start_step", "write_recorded"]
 
 _SUPERSEDE = "DELETE FROM requests WHERE task_id = ? AND seq = ?"
-_TOUCH = "UPDATE tasks SET complete_by = ?, updated_at = ? WHERE id = ?"
+# A touch moves the claim ahead and writes no indexed column (migration 0032):
+# updated_at is moved by changes of state and claim, not by a step's progress.
+_TOUCH = "UPDATE tasks SET complete_by = ? WHERE id = ?"
 _UPSERT_STEP = (
     "INSERT INTO steps (task_id, seq, kind, agent, state, attempt, complete_by, "
     "request, undo, compensates, resolution, started_at) "
@@ -69,7 +71,7 @@ _RECORD = (
 _COMPLETED = _RECORD.format(state="completed", column="result")
 _FAILED = _RECORD.format(state="failed", column="error")
 _COMPENSATED = "UPDATE steps SET state = 'compensated' WHERE task_id = ? AND seq = ?"
-_EXTEND_CLAIM = "UPDATE tasks SET complete_by = ? + complete_within, updated_at = ? WHERE id = ?"
+_EXTEND_CLAIM = "UPDATE tasks SET complete_by = ? + complete_within WHERE id = ?"
 _DROP_REPLY = "DELETE FROM replies WHERE id = ?"
 
 
@@ -82,7 +84,7 @@ def start_step(batch: SqliteBatch, ops: Sequence[StartStep]) -> list[object]:
         (op.start for op in ops), found, encode=batch.encode, later=lambda seconds: now + seconds
     )
     conn.executemany(_SUPERSEDE, plan.superseded)
-    conn.executemany(_TOUCH, [(at, now, task_id) for task_id, (_, _, at) in plan.claims.items()])
+    conn.executemany(_TOUCH, [(at, task_id) for task_id, (_, _, at) in plan.claims.items()])
     if plan.steps:
         conn.executemany(_UPSERT_STEP, [(*row, now) for row in plan.steps])
     if plan.requests:
@@ -134,7 +136,7 @@ def write_recorded(batch: SqliteBatch, replies: Replies) -> None:
     conn.executemany(_COMPLETED, [(*row, now) for row in replies.completed])
     conn.executemany(_FAILED, [(*row, now) for row in replies.failed])
     conn.executemany(_COMPENSATED, replies.compensated)
-    conn.executemany(_EXTEND_CLAIM, [(now, now, task_id) for task_id in replies.touched])
+    conn.executemany(_EXTEND_CLAIM, [(now, task_id) for task_id in replies.touched])
     batch.events([(*event, now) for event in replies.events])
 
 
