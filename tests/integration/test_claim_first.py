@@ -1,9 +1,13 @@
-"""Two schedulers, each with little to do, peek at the same tasks: each task runs once.
+"""Tasks peeked at and claimed by their first writes (`core.claiming`).
 
-Both processes' schedulers (here two Apps on one store) see every lone task
-(`peek_tasks`) and replay it; only one first write can claim it (`core.claiming`).
-The other's run stops having written nothing. Every task ends `processed` with
+Two schedulers, each with little to do, peek at the same tasks: each task runs
+once. Both processes' schedulers (here two Apps on one store) see every lone
+task (`peek_tasks`) and replay it; only one first write can claim it. The
+other's run stops having written nothing. Every task ends `processed` with
 `failure_count` 0, every step completed once, and each run claimed once.
+
+A task peeked at stays pending until its first write commits, so later peeks
+find it again: they must look past it, to the tasks not yet running.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from shepherd import App
 from shepherd.core.states import ProcessState
+from shepherd.testing import wait_until
 
 if TYPE_CHECKING:
     from shepherd import AgentRequest, WorkflowContext
@@ -62,3 +69,34 @@ async def test_tasks_peeked_by_two_schedulers_run_once(store_url: str) -> None:
     finally:
         await one.close()
         await other.close()
+
+
+@pytest.mark.fake_time
+async def test_a_peek_looks_past_the_tasks_whose_first_writes_have_not_committed(
+    app: App,
+) -> None:
+    # No time passes here (the fake clock stands still): the third task runs only if the
+    # peek that finds it drives it, not a poll later.
+    gate = asyncio.Event()
+    entered: list[int] = []
+
+    @app.agent("noop")
+    async def noop(request: AgentRequest) -> JsonValue:
+        return request.payload
+
+    @app.workflow("held")
+    async def held(ctx: WorkflowContext, data: Any) -> JsonValue:
+        entered.append(data)
+        if data < 2:
+            await gate.wait()  # before its first write: the task stays pending
+        return await ctx.call("noop", data)
+
+    async with app.running():
+        ids = []
+        for n in range(3):
+            ids.append(await app.submit("held", n))
+            await wait_until(
+                lambda: len(entered) == len(ids), timeout=PATIENCE, message=f"task {n} not run"
+            )
+        gate.set()
+        assert [await app.result(task_id, timeout=PATIENCE) for task_id in ids] == [0, 1, 2]

@@ -275,8 +275,12 @@ class Scheduler:
         A compensating task among them, or one a run of this scheduler that lost
         its claim still stands for, is left to a claim of its own (`_claim_after_peek`).
         """
-        # One more than it drives: found, more wait, and claims of their own take them.
-        found = await self.store.peek_tasks(limit=limit + 1)
+        # The tasks peeked at before whose first writes have not committed are pending
+        # still, and found again: asked for on top, and left out. Then one more than it
+        # drives: found, more wait, and claims of their own take them.
+        claiming = self.parts.claiming
+        found = await self.store.peek_tasks(limit=limit + 1 + len(claiming))
+        found = [t for t in found if t.id not in claiming]
         self._deep = len(found) > limit
         found = found[:limit]
         peeked = [
@@ -287,9 +291,7 @@ class Scheduler:
         # A compensating task, or one an earlier run here still stands for (its claim
         # lost meanwhile), is claimed as before: a claim of its own starts it anew.
         self._claim_after_peek = any(
-            t.process_state is not ProcessState.PENDING
-            or (t.id in self._running and t.id not in self.parts.claiming)
-            for t in found
+            t.process_state is not ProcessState.PENDING or t.id in self._running for t in found
         )
         for task in peeked:
             held = replace(
