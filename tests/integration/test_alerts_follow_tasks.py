@@ -105,6 +105,12 @@ async def test_a_task_failed_twice_then_processed_has_one_alert_resolved_and_tol
             message="the webhook was never told of the resolution",
         )
 
+        # Marked sent once the webhook has answered: a moment after it received the body.
+        async def all_sent() -> bool:
+            return await app.store.unsent_resolutions() == []
+
+        await wait_until(all_sent, timeout=PATIENCE, message="the resolution stays unsent")
+
     (alert,) = await app.alerts()
     assert (alert.state, alert.resolved_by) == (AlertState.RESOLVED, "task processed")
     assert alert.resolved_at is not None
