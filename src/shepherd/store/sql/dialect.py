@@ -18,6 +18,9 @@ in braces where the dialects differ in a word:
 * `{changed}`, at the end of an UPDATE or a DELETE that `plan.changed` runs:
   nothing on SQLite, which counts the rows it changed; ` RETURNING 1` on
   PostgreSQL, whose rows are counted.
+* `{by_deadline}`, after `FROM tasks`: ` INDEXED BY tasks_deadline` on SQLite,
+  whose planner would otherwise walk every pending task by `tasks_state`;
+  nothing on PostgreSQL, whose statistics find the partial index.
 * `{list}`: a list of values as one condition (`column {list}`): `IN (?, ...)`
   on SQLite, one mark per value, or `= ANY(%s::text[])` on PostgreSQL, one
   array (`Dialect.listed`).
@@ -162,6 +165,7 @@ SQLITE = Dialect(
         "now": "?",
         "seconds": "",
         "greatest": "max",
+        "by_deadline": " INDEXED BY tasks_deadline",
         **dict.fromkeys(("for_update", "for_share", "skip_locked", "changed", *_TYPES), ""),
     },
     arrays=False,
@@ -179,6 +183,7 @@ POSTGRES = Dialect(
         "now": "coalesce(?::timestamptz, now())",
         "seconds": " * interval '1 second'",
         "greatest": "greatest",
+        "by_deadline": "",
         "for_update": " FOR UPDATE",
         "for_share": " FOR SHARE",
         "skip_locked": " FOR UPDATE SKIP LOCKED",

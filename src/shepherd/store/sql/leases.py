@@ -94,7 +94,8 @@ _LEADS = (
 # `tasks_deadline`), earliest first; on PostgreSQL a row another session holds
 # (its owner mid-write) waits for the next scan.
 _OVERDUE = (
-    f"SELECT {TASK_COLUMNS} FROM tasks WHERE deadline IS NOT NULL AND deadline <= {{now}} "
+    f"SELECT {TASK_COLUMNS} FROM tasks{{by_deadline}} WHERE deadline IS NOT NULL "
+    "AND deadline <= {now} "
     "AND process_state IN ('pending', 'processing') ORDER BY deadline LIMIT ?{skip_locked}"
 )
 # A passed deadline's effect (`core.timing.on_deadline`): cancelled as an operator
@@ -106,7 +107,7 @@ _CANCEL_OVERDUE = (
     f"WHERE id = ? AND process_state IN ('pending', 'processing') RETURNING {TASK_COLUMNS}"
 )
 _NEXT_DEADLINE = (
-    "SELECT min(deadline) FROM tasks WHERE deadline IS NOT NULL "
+    "SELECT min(deadline) FROM tasks{by_deadline} WHERE deadline IS NOT NULL "
     "AND process_state IN ('pending', 'processing')"
 )
 _EXPIRED = (
