@@ -2,11 +2,13 @@
 
 SQLite only. With thousands of tasks asleep (pending, due later), the
 supervisor still asks each interval for the next task deadline and for the
-tasks past theirs. SQLite's planner took `tasks_state` for both and walked
-every pending task (a quarter of an idle worker's CPU with 10,000 asleep);
-they read the partial index `tasks_deadline`, which holds only tasks with a
-deadline. The scan for expired claims reads `tasks_locked_by`: the running
-tasks only.
+tasks past theirs, and the scheduler peeks, claims and asks when the next task
+is due. SQLite's planner took `tasks_state` for all of them and read (then
+sorted) every pending task: most of an idle worker's CPU with 10,000 asleep.
+They read the partial indexes `tasks_deadline` (only tasks with a deadline)
+and `tasks_claimable` (in `not_before` order: the due ones come first, and
+the read stops at the limit). The scan for expired claims reads
+`tasks_locked_by`: the running tasks only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 from shepherd.store.sql import leases
 from shepherd.store.sql.dialect import SQLITE
 from shepherd.store.sqlite import SQLiteStore
+from shepherd.store.sqlite import tasks as sqlite_tasks
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,3 +56,17 @@ async def test_expired_claims_are_read_from_the_running_tasks(tmp_path: Path) ->
     plan = await _plan(tmp_path, leases._EXPIRED, (0.0, 100))
 
     assert "USING INDEX tasks_locked_by" in plan
+
+
+async def test_peeks_claims_and_the_next_due_read_the_claimable_tasks_in_order(
+    tmp_path: Path,
+) -> None:
+    peek = await _plan(tmp_path, sqlite_tasks._PEEK, (0.0, 4))
+    claim = await _plan(tmp_path, sqlite_tasks._CLAIM, ("s1", 0.0, 0.0, 0.0, 256))
+    skipping = sqlite_tasks._CLAIM_SKIPPING.replace("{marks}", "?")
+    claim_skipping = await _plan(tmp_path, skipping, ("s1", 0.0, 0.0, 0.0, "t1", 256))
+    due = await _plan(tmp_path, sqlite_tasks._NEXT_DUE, ())
+
+    for plan in (peek, claim, claim_skipping, due):
+        assert "USING INDEX tasks_claimable" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan  # in not_before order already

@@ -72,12 +72,15 @@ _INSERT = (
     "deadline) VALUES (?, ?, ?, ?, 'pending', 0, ?, 0, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _BY_KEY = "SELECT id FROM tasks WHERE workflow = ? AND key = ?"
+# Claims, peeks and the next due instant read the claimable tasks by the partial
+# index tasks_claimable, in not_before order, up to the limit: SQLite's planner
+# took tasks_state and read, then sorted, every pending task (thousands asleep).
 _CLAIM = (
     "UPDATE tasks SET locked_by = ?, lock_epoch = lock_epoch + 1, "
     "complete_by = ? + complete_within, updated_at = ?, "
     "process_state = CASE process_state WHEN 'pending' THEN 'processing' "
     "ELSE process_state END "
-    "WHERE id IN (SELECT id FROM tasks WHERE locked_by IS NULL "
+    "WHERE id IN (SELECT id FROM tasks INDEXED BY tasks_claimable WHERE locked_by IS NULL "
     "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
     f"ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
 )
@@ -87,7 +90,7 @@ _CLAIM_SKIPPING = (
     "complete_by = ? + complete_within, updated_at = ?, "
     "process_state = CASE process_state WHEN 'pending' THEN 'processing' "
     "ELSE process_state END "
-    "WHERE id IN (SELECT id FROM tasks WHERE locked_by IS NULL "
+    "WHERE id IN (SELECT id FROM tasks INDEXED BY tasks_claimable WHERE locked_by IS NULL "
     "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
     f"AND id NOT IN ({{marks}}) ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
 )
@@ -101,7 +104,7 @@ _CLAIM_ONE = (
 )
 # (now, limit): what `_CLAIM` would take first, claiming none.
 _PEEK = (
-    f"SELECT {TASK_COLUMNS} FROM tasks WHERE locked_by IS NULL "
+    f"SELECT {TASK_COLUMNS} FROM tasks INDEXED BY tasks_claimable WHERE locked_by IS NULL "
     "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
     "ORDER BY not_before LIMIT ?"
 )
@@ -343,7 +346,7 @@ def _release(batch: SqliteBatch, owner: str, task_ids: list[str]) -> int:
 
 # -- reads ---------------------------------------------------------------------
 _NEXT_DUE = (
-    "SELECT min(not_before) FROM tasks "
+    "SELECT min(not_before) FROM tasks INDEXED BY tasks_claimable "
     "WHERE locked_by IS NULL AND process_state IN ('pending', 'compensating')"
 )
 
