@@ -6,10 +6,10 @@ The workflow `chain3` calls the agent `work` three times (`complete_within=3`,
 each step `within=2`, the default `max_failures=3`); each healthy execution
 takes about 0.1 s. The supervisor scans every 0.2 s and the roles poll every
 0.05 s: after each crash the suspects run apart, one at a time in a process,
-so the run lasts about as long as they take. A task whose input is `{"poison": true}` kills the process
-that runs its first step (`os._exit(1)`), every time; one whose input is
-`{"block": true}` blocks the event loop of that process for 5 s
-(`time.sleep(5)` in an async handler), every time.
+so the run lasts about as long as they take. A task whose input is
+`{"poison": true}` kills the process that runs its first step (`os._exit(1)`),
+every time; one whose input is `{"block": true}` blocks the event loop of that
+process for 5 s (`time.sleep(5)` in an async handler), every time.
 """
 
 from __future__ import annotations
