@@ -8,6 +8,7 @@ Once acknowledgements flow, `w`, which owns keys then, is SIGKILLed; the
 producers all finish. The writers buffer (in each type's owner state) and
 flush when their buffer is full or at each tick of the type's reminder,
 every second here: once no event arrives, the reminders flush what is left.
+The processes' keys are leased for OWNER_LEASE seconds.
 
 What must hold: exactly one CSV per type, with no partial or interleaved
 line; every acknowledged event in its type's file exactly once, on the line
@@ -45,6 +46,9 @@ AGENT = "events.write"
 PATIENCE = 180.0
 PRODUCERS, EVENTS = 50, 100
 TYPES = [f"type-{n}" for n in range(8)]
+#: Seconds a key's ownership lasts unrenewed (renewed every third of it): the dead
+#: writer's keys move this long after the kill (the default, 10 s, only waits longer).
+OWNER_LEASE = 4.0
 
 
 def acks(folder: Path, name: str) -> list[tuple[str, int, str, int]]:
@@ -64,7 +68,7 @@ async def test_events_are_written_exactly_once_in_order_across_a_writer_crash(
         shutil.copy(EXAMPLE / script, tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
     env |= {"SHEPHERD_STORE": shared_store, "EVENT_FILES": str(tmp_path / "events")}
-    env |= {"EVENT_FLUSH_EVERY": "1"}
+    env |= {"EVENT_FLUSH_EVERY": "1", "SHEPHERD_OWNER_LEASE": str(OWNER_LEASE)}
     names = ["a", "b", "c", "d"]
     argv = [sys.executable, "producers.py"]
     watcher = App(shared_store)

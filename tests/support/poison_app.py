@@ -4,10 +4,12 @@
 
 The workflow `chain3` calls the agent `work` three times (`complete_within=3`,
 each step `within=2`, the default `max_failures=3`); each healthy execution
-takes about 0.2 s. A task whose input is `{"poison": true}` kills the process
-that runs its first step (`os._exit(1)`), every time; one whose input is
-`{"block": true}` blocks the event loop of that process for 5 s
-(`time.sleep(5)` in an async handler), every time.
+takes about 0.1 s. The supervisor scans every 0.2 s and the roles poll every
+0.05 s: after each crash the suspects run apart, one at a time in a process,
+so the run lasts about as long as they take. A task whose input is
+`{"poison": true}` kills the process that runs its first step (`os._exit(1)`),
+every time; one whose input is `{"block": true}` blocks the event loop of that
+process for 5 s (`time.sleep(5)` in an async handler), every time.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ WORKFLOW = "chain3"
 
 def build_app(store: str | None = None) -> App:
     """The app; the test process builds the same one to submit tasks."""
-    app = App(store, alerts=())
+    app = App(store, alerts=(), supervisor_interval=0.2, poll_interval=0.05)
 
     @app.agent("work")
     async def work(request: AgentRequest) -> Any:
@@ -34,7 +36,7 @@ def build_app(store: str | None = None) -> App:
             os._exit(1)  # a poison task: the process dies mid-step
         if isinstance(request.payload, dict) and request.payload.get("block"):
             time.sleep(5)  # noqa: ASYNC251 - the blocking handler under test
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.1)
         return {"n": request.payload}
 
     @app.workflow(WORKFLOW, complete_within=3)
