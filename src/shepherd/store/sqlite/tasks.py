@@ -75,25 +75,18 @@ _BY_KEY = "SELECT id FROM tasks WHERE workflow = ? AND key = ?"
 # Claims, peeks and the next due instant read the claimable tasks by the partial
 # index tasks_claimable, in not_before order, up to the limit: SQLite's planner
 # took tasks_state and read, then sorted, every pending task (thousands asleep).
-_CLAIM = (
+_CLAIMING = (
     "UPDATE tasks SET locked_by = ?, lock_epoch = lock_epoch + 1, "
     "complete_by = ? + complete_within, updated_at = ?, "
     "process_state = CASE process_state WHEN 'pending' THEN 'processing' "
     "ELSE process_state END "
     "WHERE id IN (SELECT id FROM tasks INDEXED BY tasks_claimable WHERE locked_by IS NULL "
-    "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
+    "AND process_state IN ('pending', 'compensating') AND not_before <= ?{skipped} "
     f"ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
 )
+_CLAIM = _CLAIMING.format(skipped="")
 # The same, leaving the tasks listed alone (`ClaimTasks.skip`).
-_CLAIM_SKIPPING = (
-    "UPDATE tasks SET locked_by = ?, lock_epoch = lock_epoch + 1, "
-    "complete_by = ? + complete_within, updated_at = ?, "
-    "process_state = CASE process_state WHEN 'pending' THEN 'processing' "
-    "ELSE process_state END "
-    "WHERE id IN (SELECT id FROM tasks INDEXED BY tasks_claimable WHERE locked_by IS NULL "
-    "AND process_state IN ('pending', 'compensating') AND not_before <= ? "
-    f"AND id NOT IN ({{marks}}) ORDER BY not_before LIMIT ?) RETURNING {TASK_COLUMNS}"
-)
+_CLAIM_SKIPPING = _CLAIMING.format(skipped=" AND id NOT IN ({marks})")
 # (owner, now, now, id, epoch, now): one task peeked at `epoch` claimed, as `_CLAIM` would,
 # while it is still pending, unowned, due and at that epoch (`ReplyThen.claim`).
 _CLAIM_ONE = (
