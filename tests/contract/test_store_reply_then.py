@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from shepherd.core.records import Reply, Request
 from shepherd.core.states import ProcessState, StepState
-from shepherd.errors import StaleEpochError
+from shepherd.errors import PayloadError, StaleEpochError
 from shepherd.store.ops import FailTask, FinishTask, ReplyAndAck, StartCompensation, StartStep
 from support.factories import claimed_task, step_start, taken_request
 
 if TYPE_CHECKING:
     from shepherd.core.records import JsonValue, Task
     from shepherd.store.contract import Store
+    from shepherd.testing import FakeClock
 
 
 def _reply(
@@ -250,3 +251,26 @@ async def test_a_stale_reply_fails_no_task(store: Store) -> None:
     stored = await store.get_task(task.id)
     assert stored is not None
     assert stored.process_state is ProcessState.PROCESSING
+
+
+async def test_a_reply_whose_next_step_cannot_start_still_moves_the_claim(
+    store: Store, fake_clock: FakeClock
+) -> None:
+    # A start moves its task's claim itself, so its reply's touch may be left to it:
+    # when the start fails after all, the reply's touch is written still.
+    task, request = await _first_step(store)
+    started = await store.get_task(task.id)
+    assert started is not None
+    assert started.complete_by is not None
+    fake_clock.advance(5.0)  # the touch (now + complete_within, 30 s) outruns the step's claim
+    unencodable = step_start(task, seq=2, payload={"x": float("nan")})
+
+    went = await store.reply_then([_reply(request, 1)], then=StartStep(unencodable))
+
+    assert isinstance(went.replies[0], Reply)
+    assert isinstance(went.then, PayloadError)
+    stored = await store.get_task(task.id)
+    assert stored is not None
+    assert [s.state for s in stored.steps] == [StepState.COMPLETED]
+    assert stored.complete_by is not None
+    assert stored.complete_by > started.complete_by  # touched by the reply

@@ -60,7 +60,7 @@ async def test_a_steps_start_and_a_reply_touch_the_task_without_writing_an_index
         # A step's start (the claim moved past its deadline), then a reply.
         touch = (ids, [t.lock_epoch for t in tasks], ["s1"] * N, [now] * N)
         await conn.execute(steps._TOUCH_CLAIMS, touch)
-        await conn.execute(steps._TOUCH, (now, ids))
+        await conn.execute(steps.TOUCH, (now, ids))
         counts = await (await conn.execute(_COUNTS)).fetchone()
 
     assert counts == (2 * N, 2 * N)

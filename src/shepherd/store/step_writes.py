@@ -335,13 +335,14 @@ class StepOwnerCol(Columns):
     AGENT: ClassVar[int]
     KIND: ClassVar[int]
     COMPENSATES: ClassVar[int]
+    ALERTED: ClassVar[int]
 
 
 #: The SELECT list of a task (`t`) joined with one of its steps (`s`): what recording
 #: a reply where it is made reads instead of a queued reply's row.
 STEP_OWNER_COLUMNS = (
     "t.id, s.seq, t.lock_epoch, t.locked_by, t.key, t.reply_to, s.state, s.attempt, "
-    "s.agent, s.kind, s.compensates"
+    "s.agent, s.kind, s.compensates, t.alerted"
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shepherd.core.records import Event
@@ -43,14 +44,14 @@ from shepherd.store.postgres.rows import (
     limit_of,
     request_from_row,
 )
-from shepherd.store.postgres.steps import start_with, write_recorded
+from shepherd.store.postgres.steps import TOUCH, start_with, write_recorded
 from shepherd.store.postgres.tasks import (
     finish_with,
     send_claims_first,
     send_lock_owners,
     write_owned,
 )
-from shepherd.store.rows import EVENT_COLUMNS, RequestCol
+from shepherd.store.rows import EVENT_COLUMNS, Owners, RequestCol
 from shepherd.store.sql import owned_steps, queues, signalling, sleeps
 from shepherd.store.sql.dialect import POSTGRES
 from shepherd.store.step_writes import (
@@ -160,6 +161,39 @@ async def take(batch: PostgresBatch, ops: Sequence[TakeRequests]) -> Second:
     return second
 
 
+@dataclass(slots=True)
+class _Held:
+    """What `reply` shares with `reply_then` in one transaction.
+
+    Attributes:
+        spare: Tasks whose `then` moves their claim itself (a step's start, an
+            end): their replies' touch is held back, and written only if the
+            `then` did not go (`withheld`).
+        rows: The rows of STEP_OWNER_COLUMNS that `reply` locked and read.
+        withheld: The touches held back.
+    """
+
+    spare: frozenset[str] = frozenset()
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
+
+    def owners(self) -> Owners:
+        """The locked tasks as `send_lock_owners` reads them (no second lock, no round trip)."""
+        found = Owners()
+        found.add(
+            (
+                row[StepOwnerCol.TASK_ID],
+                row[StepOwnerCol.LOCK_EPOCH],
+                row[StepOwnerCol.LOCKED_BY],
+                row[StepOwnerCol.KEY],
+                row[StepOwnerCol.REPLY_TO],
+                row[StepOwnerCol.ALERTED],
+            )
+            for row in self.rows
+        )
+        return found
+
+
 @phased(ReplyAndAck)
 async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
     """Remove requests and answer them: queue each reply, or record it for a local scheduler.
@@ -167,6 +201,10 @@ async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
     False where the request moved on. The capacity slots the handlings held are
     given back in the same transaction.
     """
+    return await _reply(batch, ops, _Held())
+
+
+async def _reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck], held: _Held) -> Second:
     local = [(op.request.task_id, op.request.seq) for op in ops if op.recorder is not None]
     owners = await batch.send(_LOCK_STEP_OWNERS, columns(local)) if local else None
     cursor = await batch.send(
@@ -184,7 +222,8 @@ async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
     async def second() -> list[object]:
         steps = {}
         if owners is not None:
-            for row in await owners.fetchall():
+            held.rows = await owners.fetchall()
+            for row in held.rows:
                 steps[row[StepOwnerCol.TASK_ID], row[StepOwnerCol.SEQ]] = row
         # (request id, taken_by) of the requests removed.
         removed = set(await cursor.fetchall())
@@ -195,7 +234,11 @@ async def reply(batch: PostgresBatch, ops: Sequence[ReplyAndAck]) -> Second:
         if plan.queued:
             await batch.send(_INSERT_REPLIES, (now, *columns(plan.queued)))
             batch.rings.add(ch.REPLIES)
-        await write_recorded(batch, plan.recorded)
+        recorded = plan.recorded
+        if held.spare and recorded.touched:
+            held.withheld = [t for t in recorded.touched if t in held.spare]
+            recorded.touched = [t for t in recorded.touched if t not in held.spare]
+        await write_recorded(batch, recorded)
         return list(plan.out)
 
     return second
@@ -217,11 +260,17 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
         await send_claims_first(batch, ops) if any(op.claim is not None for op in ops) else None
     )
     replies, kept = await batch.run(owned_steps.fenced_replies(batch, ops))
-    replying = await reply(batch, [replies[i] for i in kept]) if kept else None
     starts = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, StartStep)]
     finishes = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, FinishTask)]
     tasks = [then.start.task_id for _, then in starts] + [then.task_id for _, then in finishes]
-    locked = await send_lock_owners(batch, tasks)
+    starts_at, finishes_at = [i for i, _ in starts], [i for i, _ in finishes]
+    # A start or an end moves its task's claim: its replies' touch would be overwritten.
+    held = _Held(spare=frozenset(tasks))
+    replying = await _reply(batch, [replies[i] for i in kept], held) if kept else None
+    # A `then` goes only if its replies counted, which needs its task locked and read
+    # by `reply`: those rows serve, unless a `then` has no reply recorded here.
+    recording = {replies[i].request.task_id for i in kept if replies[i].recorder is not None}
+    locked = None if recording.issuperset(tasks) else await send_lock_owners(batch, tasks)
 
     async def second() -> list[object]:
         claimed = None
@@ -233,7 +282,7 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
         if any(op.waits for op in ops):
             await batch.clock()  # the waits read the batch's instant
             decided = await batch.run(signalling.waited_first(batch, ops, decided))
-        owners = await locked()
+        owners = held.owners() if locked is None else await locked()
         thens: list[object] = [
             None if counted else stale_then(op)
             for op, (_, counted) in zip(ops, decided, strict=True)
@@ -257,6 +306,14 @@ async def reply_then(batch: PostgresBatch, ops: Sequence[ReplyThen]) -> Second:
             failed = await write_owned(batch, [then for _, then in failing])
             for (i, _), outcome in zip(failing, failed, strict=True):
                 thens[i] = outcome
+        if held.withheld:  # the touches of tasks whose start or end did not go after all
+            moved = {
+                task_id
+                for i, task_id in zip((*starts_at, *finishes_at), tasks, strict=True)
+                if decided[i][1] and not isinstance(thens[i], Exception)
+            }
+            if late := [t for t in held.withheld if t not in moved]:
+                await batch.send(TOUCH, (batch.now, late))
         parking = [(i, op.then) for i, op in enumerate(ops) if isinstance(op.then, _PARKS)]
         going_to_sleep = [(i, then) for i, then in parking if decided[i][1]]
         if going_to_sleep:

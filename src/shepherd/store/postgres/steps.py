@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from shepherd.store.rows import Owners
     from shepherd.store.step_writes import Replies
 
-__all__ = ["record_replies", "start_step", "start_with", "write_recorded"]
+__all__ = ["TOUCH", "record_replies", "start_step", "start_with", "write_recorded"]
 
 # Rows are found by `= ANY(...)` of their keys, coalesce() keeps the owner's
 # index out: see KEYED and UNINDEXED_OWNER in postgres/rows.py. A touch writes no
@@ -239,7 +239,7 @@ _COMPENSATED = (
     "WHERE s.task_id = ANY(ARRAY(SELECT task_id FROM v)) AND s.task_id = v.task_id "
     "AND s.seq = v.seq"
 )
-_TOUCH = (
+TOUCH = (
     "UPDATE tasks SET complete_by = %b + complete_within * interval '1 second' "
     "WHERE id = ANY(%b::text[])"
 )
@@ -290,7 +290,7 @@ async def write_recorded(batch: PostgresBatch, replies: Replies) -> None:
     if replies.compensated:
         await batch.send(_COMPENSATED, columns(set(replies.compensated)))
     if replies.touched:
-        await batch.send(_TOUCH, (now, replies.touched))
+        await batch.send(TOUCH, (now, replies.touched))
     for event in replies.events:
         batch.event(*event)
 
