@@ -26,6 +26,8 @@ from shepherd.registry import WorkerRegistry
 from shepherd.running import run_roles
 from shepherd.scheduler import Scheduler
 from shepherd.store import open_store
+from shepherd.store import signals as ch
+from shepherd.store.wakeups import CHANNELS
 from shepherd.supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -205,6 +207,8 @@ class Assembly:
             # Claims, requests, calls and keys stop while this process's beats fail.
             if not isinstance(role, Supervisor):
                 role.standing = registry.standing
+        # Every wake-up a role may wait on, heard before any role looks.
+        await self.store.listen((*CHANNELS, ch.task_channel("")))
         watchdog.start()
         try:
             with raised_threshold(self.settings.gc_threshold):

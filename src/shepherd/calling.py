@@ -137,6 +137,7 @@ class Caller:
     async def _read(self) -> None:
         """Read the answers of every waiting call, at each wake-up, while any waits."""
         backoff = IdleBackoff(self.settings.poll_interval, self.settings.idle_poll_cap)
+        await self.store.listen((ch.ANSWERS,))
         while self._waiting:
             wake = self.store.signals.event(ch.ANSWERS)
             try:

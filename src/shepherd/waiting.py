@@ -45,6 +45,7 @@ async def wait_result(
     """
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
+    await store.listen((ch.task_channel(task_id),))  # before the first look
     while True:
         wake = store.signals.event(ch.task_channel(task_id))
         task = await store.get_task(task_id)
@@ -68,6 +69,7 @@ async def follow_events(
 ) -> AsyncIterator[Event]:
     """Status events for `reply_to` (all events when None) after `after_id`, as they happen."""
     cursor = after_id
+    await store.listen((ch.EVENTS,))
     while True:
         wake = store.signals.event(ch.EVENTS)
         batch = await store.read_events(reply_to=reply_to, after_id=cursor)

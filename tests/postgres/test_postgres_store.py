@@ -656,8 +656,35 @@ async def _expired_ids(store: PostgresStore, task_id: str) -> bool:
 # -- LISTEN/NOTIFY -----------------------------------------------------------------
 
 
+async def test_a_store_listens_to_the_channels_its_process_waits_on(
+    open_store: OpenStore,
+) -> None:
+    writer, reader = await open_store(), await open_store()
+    assert reader.listener.listening == frozenset()  # nothing waited on yet: nothing heard
+    first = await submit(writer, 1)
+    await reader.listen([ch.task_channel(first)])  # as a result's waiter does
+    assert reader.listener.listening == {"shepherd_task"}
+    # A result's waiter hears the ends of tasks, not the work of a worker elsewhere.
+    heard = reader.statistics()["notifications"]
+    (task,) = await writer.claim_tasks(locked_by="s1", limit=1)
+    ended = reader.signals.event(ch.task_channel(first))
+    await writer.finish_task(first, locked_by="s1", epoch=task.lock_epoch, result=1)
+    await asyncio.wait_for(ended.wait(), WAKE_DEADLINE)
+    assert reader.statistics()["notifications"] == heard + 1
+    # Any other wait adds its channel as it begins.
+    reader.signals.event(ch.TASKS)
+    await wait_until(
+        lambda: reader.listener.listening == {"shepherd_task", "shepherd_tasks"},
+        timeout=WAKE_DEADLINE,
+    )
+    rung = reader.signals.event(ch.TASKS)
+    await submit(writer, 2)
+    await asyncio.wait_for(rung.wait(), WAKE_DEADLINE)
+
+
 async def test_a_commit_wakes_another_store_through_notify(open_store: OpenStore) -> None:
     writer, reader = await open_store(), await open_store()
+    await reader.listen([ch.TASKS, ch.EVENTS, ch.task_channel("t")])
     tasks_rung = reader.signals.event(ch.TASKS)
     events_rung = reader.signals.event(ch.EVENTS)
     task_id = await submit(writer, 1)
@@ -675,6 +702,7 @@ async def test_work_notified_while_the_listener_was_down_is_still_found(
 ) -> None:
     writer, reader = await open_store(), await open_store()
     reader.listener.retry_max = 0.1
+    await reader.listen([ch.TASKS])
     pid = reader.listener.backend_pid
     assert pid is not None
     rung = reader.signals.event(ch.TASKS)

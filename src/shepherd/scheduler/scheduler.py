@@ -237,8 +237,7 @@ class Scheduler:
                 if peek and await self._peek(peek):
                     if self._deep or self._claim_after_peek:
                         continue
-                    # It found every task due: the next look waits for a submit's
-                    # wake-up (rung since `wake` was taken, before the look counts).
+                    # Every task due found: the next look waits for a wake-up (since `wake`).
                     self.claims_outage.over(wrote=False)
                     backoff.next(found=True)
                     await self.clock.wait_event(wake, settings.poll_interval)

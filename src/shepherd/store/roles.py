@@ -13,7 +13,7 @@ every view together.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -88,6 +88,13 @@ class Signalled(ABC):
 
     #: Local wake-ups, rung after every commit that touched a channel.
     signals: Signals
+
+    async def listen(self, channels: Iterable[str]) -> None:  # noqa: B027 - a default
+        """Hear other processes' rings of local `channels` from now on; return once they are.
+
+        A store whose wake-ups reach every process anyway does nothing (SQLite's
+        datagrams); PostgreSQL LISTENs only to the channels its process waits on.
+        """
 
 
 #: What a retention pass (`shepherd.supervisor.retention.purge`) deletes with.

@@ -2,13 +2,16 @@
 
 Take the event *before* looking for work and wait on it only if none was found:
 a ring between the look and the wait is then never missed. Polling with a
-timeout stays as the safety net for writes made by other processes.
+timeout stays as the safety net for writes made by other processes. A store
+that hears other processes' rings (`watch`) learns from the waits which
+channels this process waits on, and listens to those alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import final
 
 
@@ -18,12 +21,19 @@ class Signals:
 
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        self._watch: Callable[[str], None] | None = None
+
+    def watch(self, waited: Callable[[str], None]) -> None:
+        """Call `waited(channel)` whenever a wait on `channel` begins (cheaply, and often)."""
+        self._watch = waited
 
     def event(self, channel: str) -> asyncio.Event:
         """The event the next ring of `channel` will set."""
         ev = self._events.get(channel)
         if ev is None:
             ev = self._events[channel] = asyncio.Event()
+            if self._watch is not None:
+                self._watch(channel)
         return ev
 
     def ring(self, channel: str) -> None:

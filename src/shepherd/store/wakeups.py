@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from shepherd.store import signals as ch
 
-__all__ = ["CHANNELS", "TASK_CHANNEL", "local_channels", "notifications"]
+__all__ = ["CHANNELS", "TASK_CHANNEL", "announced", "local_channels", "notifications"]
 
 #: Local channel -> announced channel.
 CHANNELS = {
@@ -68,3 +68,11 @@ def local_channels(channel: str, payload: str) -> list[str]:
         return [ch.task_channel(task_id) for task_id in payload.split(",") if task_id]
     local = _LOCAL.get(channel)
     return [] if local is None else [local]
+
+
+def announced(channel: str) -> str | None:
+    """The announced channel whose announcements ring local `channel` (None: none do)."""
+    name = CHANNELS.get(channel)
+    if name is None and channel.startswith(_TASK_PREFIX):
+        return TASK_CHANNEL
+    return name

@@ -6,6 +6,14 @@ connection and rings the matching local `Signals` channels, so a
 role in another process wakes at once instead of at its next poll. A NOTIFY
 sent while the listener is disconnected is lost: after every reconnect the
 listener rings every channel, and the roles' polling remains the safety net.
+
+A store listens only to the channels this process waits on: a client that
+submits and awaits results hears the ends of tasks, not every step of every
+worker. The waits that matter say so before they look (`listen`: a result,
+the events, a call's answer, and every channel for a process that runs roles),
+and return once the LISTEN took effect; any other wait adds its channel as it
+begins (`want`), and a commit announced before that LISTEN is found by its
+next poll.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, final
 
 import psycopg
@@ -32,7 +40,11 @@ __all__ = ["CHANNELS", "TASK_CHANNEL", "Listener", "local_channels", "notificati
 
 log = logging.getLogger("shepherd.store.postgres")
 
-_LISTEN = "; ".join(f"LISTEN {name}" for name in (*CHANNELS.values(), TASK_CHANNEL))
+_CHANNELS = frozenset((*CHANNELS.values(), TASK_CHANNEL))
+
+
+def _listen(names: Iterable[str]) -> str:
+    return "; ".join(f"LISTEN {name}" for name in sorted(names))
 
 
 @final
@@ -80,6 +92,55 @@ class Listener:
         self.backend_pid: int | None = None
         self.notifications = 0
         self.reconnects = 0
+        self._wanted: set[str] = set()
+        self._listening: frozenset[str] = frozenset()
+        self._more: asyncio.Event | None = None
+        self._heard: asyncio.Event | None = None
+
+    @property
+    def listening(self) -> frozenset[str]:
+        """The channels the connection LISTENs to now."""
+        return self._listening
+
+    def want(self, name: str) -> None:
+        """Listen to announced channel `name` from now on (soon: the listener's task LISTENs).
+
+        Raises:
+            ValueError: `name` is not an announced channel.
+        """
+        if name in self._wanted:
+            return
+        if name not in _CHANNELS:
+            raise ValueError(f"not an announced channel: {name!r}")
+        self._wanted.add(name)
+        if self._more is not None:
+            self._more.set()
+
+    async def listen(self, names: Iterable[str]) -> None:
+        """`want` each of `names`; return once the connection LISTENs to them all.
+
+        Returns at once when the listener is not running, and after
+        `store_timeout` seconds if it cannot LISTEN meanwhile (disconnected):
+        the waits then find what they missed by polling, as after a lost NOTIFY.
+        """
+        wanted = set(names)
+        for name in wanted:
+            self.want(name)
+        if self._task is None or wanted <= self._listening:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.store_timeout):
+                while not wanted <= self._listening:
+                    if self._heard is None:
+                        self._heard = asyncio.Event()
+                    heard = self._heard
+                    await heard.wait()
+
+    def _listened(self, names: frozenset[str]) -> None:
+        self._listening = names
+        heard, self._heard = self._heard, None
+        if heard is not None:
+            heard.set()
 
     @property
     def connected(self) -> bool:
@@ -121,9 +182,11 @@ class Listener:
     async def _connect(self) -> Connection:
         conn = await self._new_connection()
         deadline = Deadline(conn, self.store_timeout)
+        wanted = frozenset(self._wanted)
         try:
             with deadline:
-                await conn.execute(_LISTEN)
+                if wanted:
+                    await conn.execute(_listen(wanted))
         except BaseException as exc:
             await _close(conn)
             if isinstance(exc, psycopg.Error):
@@ -134,6 +197,7 @@ class Listener:
                 ) from None
             raise
         self.backend_pid = conn.info.backend_pid
+        self._listened(wanted)
         return conn
 
     async def _run(self) -> None:
@@ -157,8 +221,12 @@ class Listener:
                 log.info("listener reconnected; waking every role to look for missed work")
                 self._signals.ring_all()
             try:
-                async for note in conn.notifies(timeout=self.check_interval):
-                    self._deliver(note)
+                await self._hear(conn)
+                if added := self._wanted - self._listening:
+                    with Deadline(conn, self.store_timeout):
+                        await conn.execute(_listen(added))
+                    self._listened(self._listening | added)
+                    continue
                 # A quiet connection may be a dead one (or a stalled path): probe it.
                 with Deadline(conn, self.store_timeout):
                     await conn.execute("SELECT 1")
@@ -172,6 +240,31 @@ class Listener:
                 self._conn = None
                 self.backend_pid = None
                 await _close(conn)
+
+    async def _hear(self, conn: Connection) -> None:
+        """Deliver what `conn` hears for `check_interval` seconds, or until a channel it
+        does not listen to is wanted."""
+        if self._more is None:
+            self._more = asyncio.Event()
+        more = self._more
+        more.clear()
+        if not self._wanted <= self._listening:
+            return
+        hearing = asyncio.ensure_future(self._deliver_all(conn))
+        asked = asyncio.ensure_future(more.wait())
+        try:
+            await asyncio.wait((hearing, asked), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # An idle connection's wait for notifications may be cut: nothing is lost.
+            asked.cancel()
+            hearing.cancel()
+            await asyncio.wait((hearing, asked))
+        if not hearing.cancelled() and (failed := hearing.exception()) is not None:
+            raise failed
+
+    async def _deliver_all(self, conn: Connection) -> None:
+        async for note in conn.notifies(timeout=self.check_interval):
+            self._deliver(note)
 
     def _deliver(self, note: psycopg.Notify) -> None:
         self.notifications += 1

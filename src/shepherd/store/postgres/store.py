@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
@@ -49,6 +49,7 @@ from shepherd.store.postgres.sqlstates import Kind, error_for, kind_of
 from shepherd.store.postgres.writer import Writer
 from shepherd.store.signals import Signals
 from shepherd.store.submits import encode_all
+from shepherd.store.wakeups import announced
 
 if TYPE_CHECKING:
     from psycopg.rows import TupleRow
@@ -154,7 +155,18 @@ class PostgresStore(Facade):
             check_interval=listen_check_interval,
             store_timeout=store_timeout,
         )
+        self.signals.watch(self._waited)
         self._open_lock: asyncio.Lock | None = None
+
+    async def listen(self, channels: Iterable[str]) -> None:
+        names = {announced(channel) for channel in channels}
+        await self.listener.listen(name for name in names if name is not None)
+
+    def _waited(self, channel: str) -> None:
+        """A wait on local `channel` began: listen to the announcements that ring it."""
+        name = announced(channel)
+        if name is not None:
+            self.listener.want(name)
 
     # -- life cycle --------------------------------------------------------
     async def open(self) -> None:
