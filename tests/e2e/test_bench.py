@@ -119,6 +119,16 @@ def test_bench_steps_through_an_owner_batched_and_not() -> None:
     assert unbatched["biggest_batch"] == 1
     assert batched["handlings"] < 50
     assert w7["speedup"] > 0
+    # The reference: the same workflows through a plain agent that does nothing.
+    plain = w7["plain"]
+    assert (plain["plain"], plain["n"], plain["processed"], plain["tasks_lost"]) == (
+        True,
+        50,
+        50,
+        0,
+    )
+    assert (plain["handlings"], plain["missing_lines"]) == (50, 0)
+    assert plain["workflows_per_s"] > 0
     (target,) = (t for t in json.loads(proc.stdout)["targets"] if t["workload"].startswith("W7"))
     assert "0 lost" in target["measured"]
 

@@ -10,7 +10,10 @@ file's length as the key's owner state (committed with the batch's replies)
 and answers each step with its own item. With `fsync=False` the owner writes
 nothing: what is left is the store's cost of a handling. Then the same workload on a fresh store (or, on
 PostgreSQL, under other names) through the same exclusive agent without
-`batch=`: one step per handling. Every role runs in this process.
+`batch=`: one step per handling. Every role runs in this process. For
+reference, last, the same workflows through a plain agent that does nothing
+(no owner, no file): what a one-step workflow costs the engine itself, which a
+step through an owner cannot go below.
 
 A workflow checks that its step's reply is its own item's (otherwise it
 raises and ends in `error`, which counts as lost). Reported: workflows per
@@ -52,9 +55,10 @@ _CHUNK = 1000
 @final
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OwnedRun:
-    """One run of W7: batched or not."""
+    """One run of W7: batched or not (or, with `plain`, through a plain agent that does nothing)."""
 
     batched: bool
+    plain: bool
     n: int
     seconds: float
     workflows_per_s: float
@@ -88,11 +92,14 @@ class OwnedResult:
     unbatched: OwnedRun
     #: Batched workflows/s over unbatched workflows/s.
     speedup: float
+    #: The same workflows through a plain agent that does nothing (no owner): the reference.
+    plain: OwnedRun
 
     @property
     def tasks_lost(self) -> int:
         """Tasks not processed, and processed steps whose line is not in its file (exit 1)."""
-        return sum(run.tasks_lost + run.missing_lines for run in (self.batched, self.unbatched))
+        runs = (self.batched, self.unbatched, self.plain)
+        return sum(run.tasks_lost + run.missing_lines for run in runs)
 
 
 @dataclass
@@ -102,9 +109,9 @@ class _Tally:
     biggest: int = 0
 
 
-def _names(batched: bool) -> tuple[str, str]:
-    """The run's workflow and agent (apart, so that two runs can share a PostgreSQL database)."""
-    mode = "batched" if batched else "one"
+def _names(batched: bool, plain: bool = False) -> tuple[str, str]:
+    """The run's workflow and agent (apart, so that the runs can share a PostgreSQL database)."""
+    mode = "plain" if plain else "batched" if batched else "one"
     return f"w7.order.{mode}", f"w7.ledger.{mode}"
 
 
@@ -113,11 +120,17 @@ def _offset(state: JsonValue) -> int:
 
 
 def _app(
-    store: str, folder: Path | None, *, batched: bool, tally: _Tally, settings: dict[str, Any]
+    store: str,
+    folder: Path | None,
+    *,
+    batched: bool,
+    tally: _Tally,
+    settings: dict[str, Any],
+    plain: bool = False,
 ) -> App:
     """The run's app; the owner writes to files in `folder`, or nothing when it is None."""
     app = App(store, alerts=(), **settings)
-    workflow, agent = _names(batched)
+    workflow, agent = _names(batched, plain)
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, BinaryIO] = {}
@@ -148,7 +161,16 @@ def _app(
         return items
 
     hooks: dict[str, Any] = {"on_acquire": opened, "on_release": closed, "threads": True}
-    if batched:
+    if plain:
+
+        @app.agent(agent)
+        async def nothing(request: AgentRequest) -> JsonValue:
+            tally.handlings += 1
+            tally.items += 1
+            tally.biggest = 1
+            return request.payload["i"]
+
+    elif batched:
         batch = Batch(max_items=MAX_ITEMS, max_delay=MAX_DELAY)
         app.agent(agent, exclusive_by="key", batch=batch, **hooks)(handle)
     else:
@@ -171,11 +193,11 @@ def _app(
 
 async def _run(
     store: str, folder: Path | None, *, batched: bool, n: int, budget: float,
-    settings: dict[str, Any],
+    settings: dict[str, Any], plain: bool = False,
 ) -> OwnedRun:  # fmt: skip
     tally = _Tally()
-    workflow, _ = _names(batched)
-    app = _app(store, folder, batched=batched, tally=tally, settings=settings)
+    workflow, _ = _names(batched, plain)
+    app = _app(store, folder, batched=batched, tally=tally, settings=settings, plain=plain)
     async with app:
         before = await app.store.count_tasks()
         target = terminal(before) + n
@@ -209,6 +231,7 @@ async def _run(
     lines = _lines(folder) if folder is not None else {}
     return OwnedRun(
         batched=batched,
+        plain=plain,
         n=n,
         seconds=seconds,
         workflows_per_s=n / seconds if seconds > 0 else 0.0,
@@ -251,6 +274,9 @@ async def run_owned(
             )
         )
     batched_run, unbatched = runs
+    plain = await _run(
+        store_of("w7-plain"), None, batched=False, n=n, budget=budget, settings=settings, plain=True
+    )
     speedup = (
         batched_run.workflows_per_s / unbatched.workflows_per_s
         if unbatched.workflows_per_s
@@ -266,4 +292,5 @@ async def run_owned(
         batched=batched_run,
         unbatched=unbatched,
         speedup=speedup,
+        plain=plain,
     )

@@ -61,8 +61,16 @@ def render_owned(r: OwnedResult, console: Console) -> None:
         f"batched (max_items {r.max_items}, max_delay {r.max_delay_s * 1000:g} ms)", justify="right"
     )
     table.add_column("unbatched", justify="right")
-    b, u = r.batched, r.unbatched
+    table.add_column("reference: a plain agent, no owner, no file", justify="right")
+    b, u, p = r.batched, r.unbatched, r.plain
     for name, cell in _ROWS:
-        table.add_row(name, cell(b), cell(u))
-    table.add_row("batched / unbatched", f"{r.speedup:.1f}x", "")
+        table.add_row(name, cell(b), cell(u), cell(p))
+    table.add_row("batched / unbatched", f"{r.speedup:.1f}x", "", "")
+    table.add_row(
+        "workflows/s over the plain agent's", f"{_ratio(b, p):.2f}x", f"{_ratio(u, p):.2f}x", ""
+    )
     console.print(table)
+
+
+def _ratio(run: OwnedRun, reference: OwnedRun) -> float:
+    return run.workflows_per_s / reference.workflows_per_s if reference.workflows_per_s else 0.0
