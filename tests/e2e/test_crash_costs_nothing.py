@@ -192,7 +192,8 @@ async def test_a_worker_frozen_inside_a_sqlite_write_costs_its_tasks_nothing(
                 assert where["pid"] == victim.pid, where
                 assert holder == victim.pid, (
                     f"the frozen worker {victim.pid} does not hold the writers' turn "
-                    f"(holder: {holder}){run.report_tail()}"
+                    f"(holder: {holder}); it stopped in thread {where.get('thread')} at\n"
+                    f"{where.get('stack')}{run.report_tail()}"
                 )
                 await asyncio.sleep(FROZEN_FOR)  # the fault's duration, not a synchronisation
             finally:

@@ -101,3 +101,36 @@ async def test_a_peek_looks_past_the_tasks_whose_first_writes_have_not_committed
         gate.set()
         assert [await app.result(task_id, timeout=PATIENCE) for task_id in ids] == [0, 1, 2]
 
+
+@pytest.mark.fake_time
+async def test_a_peek_that_found_every_task_due_waits_for_the_next_submit(app: App) -> None:
+    # A lone task is found by one peek; the next look waits for the next submit's
+    # wake-up (the fake clock stands still: no poll comes), not a second peek at once.
+    peeks = 0
+    peek_tasks = app.store.peek_tasks
+
+    async def counted(**kwargs: Any) -> Any:
+        nonlocal peeks
+        peeks += 1
+        return await peek_tasks(**kwargs)
+
+    app.store.peek_tasks = counted
+
+    @app.agent("noop")
+    async def noop(request: AgentRequest) -> JsonValue:
+        return request.payload
+
+    @app.workflow("lone")
+    async def lone(ctx: WorkflowContext, data: Any) -> JsonValue:
+        return await ctx.call("noop", data)
+
+    async with app.running():
+        await wait_until(lambda: peeks >= 1, timeout=PATIENCE, message="no first look")
+        looks = []
+        for n in range(5):
+            before = peeks
+            assert await app.result(await app.submit("lone", n), timeout=PATIENCE) == n
+            looks.append(peeks - before)
+    # One look per task; its end may ring once more (an empty look), never a look per poll.
+    assert all(1 <= n <= 2 for n in looks), looks
+    assert sum(looks) < 2 * len(looks), looks

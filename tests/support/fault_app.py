@@ -37,6 +37,7 @@ import random
 import signal
 import sqlite3
 import threading
+import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -163,7 +164,13 @@ def _install_freeze(mark: str) -> None:
             if not fired.acquire(blocking=False):
                 return  # once only
             armed.clear()
-            line = {"pid": os.getpid(), "statement": statement[:200]}
+            # Which thread, from where: for a test's message should the turn not be its own.
+            line = {
+                "pid": os.getpid(),
+                "statement": statement[:200],
+                "thread": threading.current_thread().name,
+                "stack": "".join(traceback.format_stack(limit=12)),
+            }
             fd = os.open(mark, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, (json.dumps(line) + "\n").encode())

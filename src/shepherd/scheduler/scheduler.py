@@ -235,6 +235,12 @@ class Scheduler:
             tasks = []
             try:
                 if peek and await self._peek(peek):
+                    if self._deep or self._claim_after_peek:
+                        continue
+                    # Every task due found: the next look waits for a wake-up (since `wake`).
+                    self.claims_outage.over(wrote=False)
+                    backoff.next(found=True)
+                    await self.clock.wait_event(wake, settings.poll_interval)
                     continue
                 if not peek or self._claim_after_peek:
                     # Not the tasks peeked at: their first writes claim them.
